@@ -1,0 +1,58 @@
+# loopwire — the two commands: `make run` and `make test`.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+PIP    := $(VENV)/bin/pip
+PYTEST_FLAGS ?= -q
+
+.PHONY: run test check format lint typecheck bench schema screenshots browser clean
+
+# ---- environments ---------------------------------------------------------
+$(VENV)/.base: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet --upgrade pip
+	$(PIP) install --quiet -e .
+	@touch $@
+
+$(VENV)/.dev: $(VENV)/.base
+	$(PIP) install --quiet -e '.[test,dev]'
+	@touch $@
+
+# ---- the two commands -------------------------------------------------------
+run: $(VENV)/.base
+	$(PY) -m backend serve
+
+test: $(VENV)/.dev browser
+	$(PY) -m pytest -p no:playwright $(PYTEST_FLAGS)
+
+# ---- quality ----------------------------------------------------------------
+format: $(VENV)/.dev
+	$(VENV)/bin/ruff format backend tests
+	$(VENV)/bin/ruff check --fix backend tests
+
+lint: $(VENV)/.dev
+	$(VENV)/bin/ruff format --check backend tests
+	$(VENV)/bin/ruff check backend tests
+
+typecheck: $(VENV)/.dev
+	$(VENV)/bin/mypy --strict backend
+
+check: lint typecheck test
+
+bench: $(VENV)/.dev
+	$(PY) -m benchmarks
+
+schema: $(VENV)/.base
+	$(PY) -m backend schema --write
+
+# Debian's Chromium for the browser tests (installed only when root and missing).
+browser:
+	@if [ -x /usr/bin/chromium ]; then :; \
+	elif [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null; then \
+		echo "installing Debian's chromium for the browser tests"; \
+		DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	else echo "note: /usr/bin/chromium missing and not root; browser tests will be skipped"; fi
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

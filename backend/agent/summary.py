@@ -1,0 +1,31 @@
+"""The answer of last resort: what the tools returned, plainly listed."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from backend.tools.executor import ToolOutcome
+from backend.tools.results import compact
+
+_MAX_ITEM_CHARS = 600
+
+
+def summarize_outcomes(outcomes: Sequence[ToolOutcome], steps: int) -> str:
+    """A final answer built from tool executions, for when the model gave none."""
+    if not outcomes:
+        return (
+            f"I could not produce an answer after {steps} step(s), and no tool "
+            "was run. Please try rephrasing the request."
+        )
+    lines = [
+        f"I could not write a full answer, but here is what {steps} step(s) found:"
+    ]
+    for outcome in outcomes:
+        name = outcome.call.name
+        if outcome.ok:
+            lines.append(
+                f"- `{name}` returned: {compact(outcome.result, _MAX_ITEM_CHARS)}"
+            )
+        else:
+            lines.append(f"- `{name}` failed ({outcome.status}): {outcome.error}")
+    return "\n".join(lines)

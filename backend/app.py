@@ -1,0 +1,109 @@
+"""`create_app`: routes and lifespan. The only place concrete classes are wired."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+
+from starlette.applications import Starlette
+from starlette.routing import WebSocketRoute
+
+from backend.agent.loop import AgentLoop
+from backend.agent.react import LoopConfig, ReasonActObserveLoop
+from backend.chat.conversation import Conversation, ConversationConfig
+from backend.chat.service import ChatService
+from backend.llm.base import LLMClient
+from backend.prompts import PromptProvider
+from backend.settings import Settings
+from backend.tools.base import ToolRegistry
+from backend.tools.builtin import builtin_tools
+from backend.tools.executor import ToolExecutor
+from backend.transport import http
+from backend.transport.websocket import websocket_endpoint
+
+log = logging.getLogger("loopwire")
+
+
+def make_llm(settings: Settings) -> LLMClient:
+    """The configured provider: OpenAI-compatible, or the embedded offline model."""
+    if settings.provider == "openai":
+        from backend.llm.openai_client import OpenAIClient
+
+        return OpenAIClient(
+            model=settings.llm_model,
+            base_url=settings.llm_base_url,
+            api_key=settings.llm_api_key,
+            timeout_s=settings.llm_timeout_s,
+            max_retries=settings.llm_max_retries,
+        )
+    from backend.llm.offline import OfflineLLM
+
+    return OfflineLLM()
+
+
+def make_service(
+    settings: Settings,
+    llm: LLMClient,
+    registry: ToolRegistry,
+    prompts: PromptProvider,
+) -> ChatService:
+    executor = ToolExecutor(registry, default_timeout_s=settings.tool_timeout_s)
+    loop_config = LoopConfig(
+        tool_result_max_chars=settings.tool_result_max_chars,
+        history_window_messages=settings.history_window_messages,
+        max_parse_failures=settings.agent_max_parse_failures,
+        request_input_timeout_s=settings.request_input_timeout_s,
+    )
+    loops: dict[str, AgentLoop] = {
+        "react": ReasonActObserveLoop(llm, registry, executor, prompts, loop_config)
+    }
+    conversation = Conversation(
+        llm,
+        registry,
+        executor,
+        prompts,
+        ConversationConfig(
+            max_rounds=settings.tool_mode_max_rounds,
+            tool_result_max_chars=settings.tool_result_max_chars,
+            history_window_messages=settings.history_window_messages,
+        ),
+    )
+    return ChatService(
+        llm=llm,
+        registry=registry,
+        conversation=conversation,
+        loops=loops,
+        settings=settings,
+    )
+
+
+def create_app(
+    settings: Settings | None = None,
+    *,
+    llm: LLMClient | None = None,
+    registry: ToolRegistry | None = None,
+    prompts: PromptProvider | None = None,
+) -> Starlette:
+    """The ASGI app. Tests inject `llm` / `registry`; production uses settings."""
+    settings = settings or Settings()
+    prompts = prompts or PromptProvider()
+    prompts.check()
+    chosen_llm = llm or make_llm(settings)
+    tools = registry if registry is not None else ToolRegistry(builtin_tools())
+    service = make_service(settings, chosen_llm, tools, prompts)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        log.info("loopwire: model %s (%s)", chosen_llm.model, chosen_llm.provider)
+        async with service:
+            yield
+        await chosen_llm.aclose()
+
+    app = Starlette(
+        routes=[*http.routes(), WebSocketRoute("/ws", websocket_endpoint)],
+        lifespan=lifespan,
+    )
+    app.state.chat = service
+    app.state.settings = settings
+    return app

@@ -1,0 +1,108 @@
+"""Sessions: a conversation, its outbox of frames, and its active run.
+
+`Outbox` is the session's `Notifier`: it serialises each frame once, keeps a
+bounded log for replay by `seq`, and fans the text out to every connected
+client's queue. A client that disconnects only unsubscribes; the session and
+its run carry on, and a reconnect with the last seen `seq` gets every frame
+it missed, in order, without duplicates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from dataclasses import dataclass, field
+
+from backend.agent.loop import RunControl, UserAnswer
+from backend.errors import NoActiveRun, NoPendingInput
+from backend.history import History
+from backend.notifications import Notifications
+from backend.protocol import ServerMessage
+
+
+class Subscription:
+    """One client's view of a session's frames (JSON text, in seq order)."""
+
+    def __init__(self) -> None:
+        self.queue: asyncio.Queue[str] = asyncio.Queue()
+        self.missed_from: int | None = None
+        """Set when replay could not go back far enough (the log was trimmed)."""
+
+    async def next_frame(self) -> str:
+        return await self.queue.get()
+
+
+class Outbox:
+    def __init__(self, max_frames: int) -> None:
+        self._log: deque[tuple[int, str]] = deque(maxlen=max_frames)
+        self._subscribers: list[Subscription] = []
+
+    def deliver(self, frame: ServerMessage) -> None:
+        text = frame.model_dump_json()
+        self._log.append((frame.seq, text))
+        for subscriber in self._subscribers:
+            subscriber.queue.put_nowait(text)
+
+    def subscribe(self, after_seq: int | None) -> Subscription:
+        """A new subscriber, pre-filled with the frames after `after_seq`."""
+        subscription = Subscription()
+        if after_seq is not None:
+            oldest = self._log[0][0] if self._log else None
+            if oldest is not None and oldest > after_seq + 1:
+                subscription.missed_from = after_seq + 1
+            for seq, text in self._log:
+                if seq > after_seq:
+                    subscription.queue.put_nowait(text)
+        self._subscribers.append(subscription)
+        return subscription
+
+    def unsubscribe(self, subscription: Subscription) -> None:
+        if subscription in self._subscribers:
+            self._subscribers.remove(subscription)
+
+    @property
+    def subscriber_count(self) -> int:
+        return len(self._subscribers)
+
+
+@dataclass
+class ActiveRun:
+    run_id: str
+    control: RunControl
+    agent_mode: bool
+    started: float = field(default_factory=time.perf_counter)
+    task: asyncio.Task[None] | None = None
+
+
+class Session:
+    def __init__(self, session_id: str, *, max_frames: int) -> None:
+        self.id = session_id
+        self.history = History()
+        self.outbox = Outbox(max_frames)
+        self.notify = Notifications(session_id, self.outbox)
+        self.run: ActiveRun | None = None
+        self.last_active = time.monotonic()
+
+    def touch(self) -> None:
+        self.last_active = time.monotonic()
+
+    def active_run(self) -> ActiveRun:
+        if self.run is None:
+            raise NoActiveRun("there is no active run in this session")
+        return self.run
+
+    def submit_answer(self, content: str, question_id: str | None) -> None:
+        """Hand the user's answer to the run waiting on a question."""
+        run = self.run
+        pending = run.control.pending_question if run else None
+        if run is None or pending is None:
+            raise NoPendingInput("no question is waiting for an answer")
+        if question_id is not None and question_id != pending.question_id:
+            raise NoPendingInput(
+                f"question {question_id!r} is not the pending one "
+                f"({pending.question_id!r}); it may have timed out or been answered"
+            )
+        if not run.control.answers.empty():
+            raise NoPendingInput("the pending question has already been answered")
+        run.control.answers.put_nowait(UserAnswer(pending.question_id, content))

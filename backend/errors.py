@@ -1,0 +1,58 @@
+"""The exception tree. Every error loopwire raises on purpose is one of these::
+
+    LoopwireError
+    ├── ConfigError            bad settings, prompt templates or tool config
+    ├── ProtocolError          a client frame that cannot be accepted
+    │   ├── InvalidMessage     unparseable / invalid / oversize  -> "invalid_message"
+    │   ├── Busy               a chat while a run is active      -> "busy"
+    │   ├── NoPendingInput     an answer with no question open   -> "no_pending_input"
+    │   ├── NoPendingApproval  an approval nobody asked for  -> "no_pending_approval"
+    │   └── NoActiveRun        a control frame with no run        -> "no_active_run"
+    ├── LLMError               the model provider failed          -> "llm_error"
+    └── ToolError              a tool failed (fed back to the model, never fatal)
+
+`ProtocolError.error_type` is the `error_type` of the `error` frame the
+transport sends; the connection always stays usable afterwards.
+"""
+
+from __future__ import annotations
+
+
+class LoopwireError(Exception):
+    """Base of every error raised on purpose."""
+
+
+class ConfigError(LoopwireError):
+    """Settings, templates or tool configuration are invalid."""
+
+
+class ProtocolError(LoopwireError):
+    error_type = "invalid_message"
+
+
+class InvalidMessage(ProtocolError):
+    error_type = "invalid_message"
+
+
+class Busy(ProtocolError):
+    error_type = "busy"
+
+
+class NoPendingInput(ProtocolError):
+    error_type = "no_pending_input"
+
+
+class NoPendingApproval(ProtocolError):
+    error_type = "no_pending_approval"
+
+
+class NoActiveRun(ProtocolError):
+    error_type = "no_active_run"
+
+
+class LLMError(LoopwireError):
+    """The model provider failed (after its bounded retries)."""
+
+
+class ToolError(LoopwireError):
+    """A tool failed. Its message is what the model is told."""

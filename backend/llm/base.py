@@ -1,0 +1,130 @@
+"""Provider-neutral LLM types and the `LLMClient` seam.
+
+Everything above `llm/` speaks these types; only `openai_client.py` knows the
+OpenAI wire format and only `offline.py` knows the embedded model's rules.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from typing import Any, Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Role = Literal["system", "user", "assistant", "tool"]
+ToolChoice = Literal["auto", "none", "required"]
+Purpose = Literal["chat", "reason", "act", "observe", "final"]
+"""Why a call is made. Providers may use it (the offline model does); the
+OpenAI provider ignores it. Tests assert on it to check phase order."""
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class ToolCall(_Frozen):
+    """A tool call requested by the model. `arguments` is the raw JSON text."""
+
+    id: str
+    name: str
+    arguments: str = "{}"
+
+
+class Message(_Frozen):
+    role: Role
+    content: str | None = None
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
+    name: str | None = None
+
+    @classmethod
+    def system(cls, content: str) -> Message:
+        return cls(role="system", content=content)
+
+    @classmethod
+    def user(cls, content: str) -> Message:
+        return cls(role="user", content=content)
+
+    @classmethod
+    def assistant(
+        cls, content: str | None, tool_calls: Sequence[ToolCall] = ()
+    ) -> Message:
+        return cls(role="assistant", content=content, tool_calls=tuple(tool_calls))
+
+    @classmethod
+    def tool(cls, tool_call_id: str, name: str, content: str) -> Message:
+        return cls(role="tool", content=content, tool_call_id=tool_call_id, name=name)
+
+
+class ToolSpec(_Frozen):
+    """What the model sees of a tool: name, description, JSON Schema."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any] = Field(default_factory=dict)
+
+
+class Usage(_Frozen):
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+    llm_calls: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+            completion_tokens=self.completion_tokens + other.completion_tokens,
+            total_tokens=self.total_tokens + other.total_tokens,
+            llm_calls=self.llm_calls + other.llm_calls,
+        )
+
+
+class Completion(_Frozen):
+    """One finished model reply: text and/or tool calls."""
+
+    content: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    usage: Usage = Usage(llm_calls=1)
+    finish_reason: str | None = None
+
+
+class TextDelta(_Frozen):
+    """A piece of streamed text."""
+
+    text: str
+
+
+StreamEvent = TextDelta | Completion
+"""`LLMClient.stream` yields `TextDelta`s, then exactly one `Completion`."""
+
+
+class LLMRequest(_Frozen):
+    """Everything one call needs; `purpose` is a hint, never sent upstream."""
+
+    messages: tuple[Message, ...]
+    tools: tuple[ToolSpec, ...] = ()
+    tool_choice: ToolChoice | None = None
+    model: str | None = None
+    temperature: float | None = None
+    purpose: Purpose = "chat"
+
+
+class LLMClient(Protocol):
+    """The seam every model provider implements.
+
+    Implementations raise `backend.errors.LLMError` for provider failures and
+    let `asyncio.CancelledError` through untouched (closing the upstream
+    request on the way out).
+    """
+
+    @property
+    def model(self) -> str: ...
+
+    @property
+    def provider(self) -> str: ...
+
+    async def complete(self, request: LLMRequest) -> Completion: ...
+
+    def stream(self, request: LLMRequest) -> AsyncIterator[StreamEvent]: ...
+
+    async def aclose(self) -> None: ...

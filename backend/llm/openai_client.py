@@ -1,0 +1,478 @@
+"""The `openai` provider: any OpenAI-compatible chat completions server.
+
+This is the only module that imports the `openai` SDK. It translates the
+provider-neutral types of `backend.llm.base` to the chat completions wire
+format and back, and every SDK failure into an `LLMError` with a message a
+person can act on. Works with OpenAI itself and with compatible servers
+(Ollama, vLLM, LM Studio, llama.cpp), tolerating their streaming quirks.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+from collections.abc import AsyncIterator, Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import openai
+from openai import AsyncStream, Omit, omit
+from openai.types import CompletionUsage
+from openai.types.chat import (
+    ChatCompletion,
+    ChatCompletionAssistantMessageParam,
+    ChatCompletionChunk,
+    ChatCompletionFunctionToolParam,
+    ChatCompletionMessageFunctionToolCallParam,
+    ChatCompletionMessageParam,
+    ChatCompletionStreamOptionsParam,
+    ChatCompletionSystemMessageParam,
+    ChatCompletionToolMessageParam,
+    ChatCompletionUserMessageParam,
+)
+
+from backend.errors import LLMError
+from backend.llm.base import (
+    Completion,
+    LLMRequest,
+    Message,
+    StreamEvent,
+    TextDelta,
+    ToolCall,
+    ToolChoice,
+    ToolSpec,
+    Usage,
+)
+
+__all__ = ["OpenAIClient"]
+
+_PLACEHOLDER_API_KEY = "not-needed"
+"""Sent when no key is configured: local servers ignore it, the SDK needs one."""
+
+_MAX_ERROR_DETAIL = 500
+
+
+class OpenAIClient:
+    """`LLMClient` over `openai.AsyncOpenAI` (chat completions).
+
+    `api_key=None` falls back to `OPENAI_API_KEY`, then to a placeholder so
+    keyless local servers work. `timeout_s` bounds each network phase of a
+    request (connect, each read, ...); failed requests are retried at most
+    `max_retries` times by the SDK (connection errors, timeouts, 408/409/429
+    and 5xx answers).
+    """
+
+    def __init__(
+        self,
+        *,
+        model: str,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        timeout_s: float = 60.0,
+        max_retries: int = 2,
+    ) -> None:
+        self._model = model
+        self._timeout_s = timeout_s
+        self._sdk = openai.AsyncOpenAI(
+            api_key=api_key or os.environ.get("OPENAI_API_KEY") or _PLACEHOLDER_API_KEY,
+            base_url=base_url,
+            timeout=timeout_s,
+            max_retries=max_retries,
+        )
+        self._base_url = str(self._sdk.base_url).rstrip("/")
+        self._stream_usage_supported = True
+        self._call_ids = itertools.count(1)
+
+    @property
+    def model(self) -> str:
+        return self._model
+
+    @property
+    def provider(self) -> str:
+        return "openai"
+
+    @property
+    def base_url(self) -> str:
+        """The server's base URL as the SDK resolved it (no trailing slash)."""
+        return self._base_url
+
+    async def aclose(self) -> None:
+        await self._sdk.close()
+
+    async def complete(self, request: LLMRequest) -> Completion:
+        """One non-streaming chat completion."""
+        body = _RequestBody.build(request, default_model=self._model)
+        try:
+            response = await self._sdk.chat.completions.create(
+                model=body.model,
+                messages=body.messages,
+                tools=body.tools or omit,
+                tool_choice=body.tool_choice or omit,
+                temperature=omit if body.temperature is None else body.temperature,
+            )
+        except openai.OpenAIError as exc:
+            raise self._llm_error(exc) from exc
+        return self._completion_from_response(response)
+
+    async def stream(self, request: LLMRequest) -> AsyncIterator[StreamEvent]:
+        """Yield a `TextDelta` per content piece, then one final `Completion`.
+
+        Leaving early (break, cancellation) closes the upstream HTTP response.
+        """
+        body = _RequestBody.build(request, default_model=self._model)
+        sdk_stream = await self._open_stream(body)
+        assembler = _StreamAssembler(new_call_id=self._new_call_id)
+        try:
+            async with sdk_stream:
+                async for chunk in sdk_stream:
+                    text = assembler.feed(chunk)
+                    if text:
+                        yield TextDelta(text=text)
+        except openai.OpenAIError as exc:
+            raise self._llm_error(exc) from exc
+        except json.JSONDecodeError as exc:
+            raise LLMError(
+                f"the LLM server at {self._base_url} sent malformed "
+                f"streaming data: {exc}"
+            ) from exc
+        yield assembler.completion()
+
+    async def _open_stream(
+        self, body: _RequestBody
+    ) -> AsyncStream[ChatCompletionChunk]:
+        """Start a streaming request, asking for usage when the server allows it.
+
+        A server that rejects `stream_options` with a 400 is asked again without
+        it, and never asked for it again by this client.
+        """
+        if self._stream_usage_supported:
+            try:
+                return await self._create_stream(body, {"include_usage": True})
+            except openai.BadRequestError as exc:
+                if "stream_options" not in _status_detail(exc):
+                    raise self._llm_error(exc) from exc
+                self._stream_usage_supported = False
+            except openai.OpenAIError as exc:
+                raise self._llm_error(exc) from exc
+        try:
+            return await self._create_stream(body, omit)
+        except openai.OpenAIError as exc:
+            raise self._llm_error(exc) from exc
+
+    async def _create_stream(
+        self,
+        body: _RequestBody,
+        stream_options: ChatCompletionStreamOptionsParam | Omit,
+    ) -> AsyncStream[ChatCompletionChunk]:
+        return await self._sdk.chat.completions.create(
+            model=body.model,
+            messages=body.messages,
+            tools=body.tools or omit,
+            tool_choice=body.tool_choice or omit,
+            temperature=omit if body.temperature is None else body.temperature,
+            stream=True,
+            stream_options=stream_options,
+        )
+
+    def _new_call_id(self) -> str:
+        """An id for a tool call the server sent without one (unique per client)."""
+        return f"call_{next(self._call_ids)}"
+
+    def _completion_from_response(self, response: ChatCompletion) -> Completion:
+        choices = getattr(response, "choices", None)
+        if not choices:
+            raise LLMError(
+                f"the LLM server at {self._base_url} answered without any choices"
+            )
+        choice = choices[0]
+        message = choice.message
+        tool_calls = tuple(
+            ToolCall(
+                id=getattr(call, "id", None) or self._new_call_id(),
+                name=function.name,
+                arguments=function.arguments or "{}",
+            )
+            for call in (message.tool_calls or ())
+            # Only function calls with a name can be executed.
+            if (function := getattr(call, "function", None)) is not None
+            and getattr(function, "name", None)
+        )
+        return Completion(
+            content=message.content or "",
+            tool_calls=tool_calls,
+            usage=_usage(getattr(response, "usage", None)),
+            finish_reason=getattr(choice, "finish_reason", None),
+        )
+
+    def _llm_error(self, exc: openai.OpenAIError) -> LLMError:
+        """Translate an SDK exception into an `LLMError` with a human message."""
+        if isinstance(exc, openai.APITimeoutError):
+            message = f"the LLM request timed out after {self._timeout_s:g}s"
+        elif isinstance(exc, openai.APIConnectionError):
+            message = (
+                f"cannot reach the LLM server at {self._base_url}: "
+                f"{_connection_reason(exc)}"
+            )
+        elif isinstance(exc, openai.APIStatusError):
+            message = (
+                f"the LLM server answered {exc.status_code}: {_status_detail(exc)}"
+            )
+        elif isinstance(exc, openai.APIResponseValidationError):
+            message = f"the LLM server sent an unexpected response: {exc.message}"
+        elif isinstance(exc, openai.APIError):
+            message = f"the LLM server reported an error: {exc.message}"
+        else:
+            message = f"the LLM request failed: {exc}"
+        return LLMError(message)
+
+
+# -- request mapping ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _RequestBody:
+    """The wire-format pieces of one chat completions request."""
+
+    model: str
+    messages: list[ChatCompletionMessageParam]
+    tools: list[ChatCompletionFunctionToolParam]
+    tool_choice: ToolChoice | None
+    temperature: float | None
+
+    @classmethod
+    def build(cls, request: LLMRequest, *, default_model: str) -> _RequestBody:
+        tools = [_tool_param(spec) for spec in request.tools]
+        return cls(
+            model=request.model or default_model,
+            messages=[_message_param(message) for message in request.messages],
+            tools=tools,
+            # Without tools there is nothing to choose from: send neither.
+            tool_choice=request.tool_choice if tools else None,
+            temperature=request.temperature,
+        )
+
+
+def _message_param(message: Message) -> ChatCompletionMessageParam:
+    """One `Message` as an OpenAI message dict, without null fields."""
+    if message.role == "assistant":
+        return _assistant_param(message)
+    if message.role == "tool":
+        tool: ChatCompletionToolMessageParam = {
+            "role": "tool",
+            "tool_call_id": message.tool_call_id or "",
+            "content": message.content or "",
+        }
+        return tool
+    if message.role == "system":
+        system: ChatCompletionSystemMessageParam = {
+            "role": "system",
+            "content": message.content or "",
+        }
+        if message.name is not None:
+            system["name"] = message.name
+        return system
+    user: ChatCompletionUserMessageParam = {
+        "role": "user",
+        "content": message.content or "",
+    }
+    if message.name is not None:
+        user["name"] = message.name
+    return user
+
+
+def _assistant_param(message: Message) -> ChatCompletionAssistantMessageParam:
+    param: ChatCompletionAssistantMessageParam = {"role": "assistant"}
+    if message.content is not None or not message.tool_calls:
+        param["content"] = message.content or ""
+    if message.tool_calls:
+        param["tool_calls"] = [_tool_call_param(call) for call in message.tool_calls]
+    if message.name is not None:
+        param["name"] = message.name
+    return param
+
+
+def _tool_call_param(call: ToolCall) -> ChatCompletionMessageFunctionToolCallParam:
+    return {
+        "id": call.id,
+        "type": "function",
+        "function": {"name": call.name, "arguments": call.arguments},
+    }
+
+
+def _tool_param(spec: ToolSpec) -> ChatCompletionFunctionToolParam:
+    return {
+        "type": "function",
+        "function": {
+            "name": spec.name,
+            "description": spec.description,
+            "parameters": spec.parameters,
+        },
+    }
+
+
+# -- response mapping --------------------------------------------------------
+
+
+def _usage(usage: CompletionUsage | None) -> Usage:
+    """Provider usage as `Usage` (one LLM call); missing numbers count as 0."""
+    if usage is None:
+        return Usage(llm_calls=1)
+    prompt = getattr(usage, "prompt_tokens", None) or 0
+    completion = getattr(usage, "completion_tokens", None) or 0
+    total = getattr(usage, "total_tokens", None) or prompt + completion
+    return Usage(
+        prompt_tokens=prompt,
+        completion_tokens=completion,
+        total_tokens=total,
+        llm_calls=1,
+    )
+
+
+@dataclass
+class _PartialCall:
+    """A streamed tool call being assembled from its fragments."""
+
+    id: str | None = None
+    name: str = ""
+    arguments: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _StreamAssembler:
+    """Folds chat completion chunks into the final `Completion`.
+
+    Tool-call fragments are matched to their call by `index`; servers that omit
+    it are handled by id, else a fragment carrying a name starts a new call and
+    one without continues the latest. A fragment whose index is taken by a call
+    with a different id (servers that send index 0 for every parallel call)
+    starts a new call.
+    """
+
+    new_call_id: Callable[[], str]
+    text: list[str] = field(default_factory=list)
+    calls: list[_PartialCall] = field(default_factory=list)
+    by_index: dict[int, _PartialCall] = field(default_factory=dict)
+    usage: Usage | None = None
+    finish_reason: str | None = None
+
+    def feed(self, chunk: ChatCompletionChunk) -> str:
+        """Absorb one chunk; return its new text ("" when none)."""
+        chunk_usage = getattr(chunk, "usage", None)
+        if chunk_usage is not None:
+            self.usage = _usage(chunk_usage)
+        new_text = ""
+        for choice in getattr(chunk, "choices", None) or ():
+            if getattr(choice, "index", 0) != 0:
+                continue  # only the first choice is used (n is never > 1)
+            if getattr(choice, "finish_reason", None):
+                self.finish_reason = choice.finish_reason
+            delta = getattr(choice, "delta", None)
+            if delta is None:
+                continue
+            for fragment in getattr(delta, "tool_calls", None) or ():
+                self._feed_tool_call(fragment)
+            if delta.content:
+                self.text.append(delta.content)
+                new_text += delta.content
+        return new_text
+
+    def completion(self) -> Completion:
+        return Completion(
+            content="".join(self.text),
+            tool_calls=tuple(self._finished_calls()),
+            usage=self.usage or Usage(llm_calls=1),
+            finish_reason=self.finish_reason,
+        )
+
+    def _feed_tool_call(self, fragment: Any) -> None:
+        function = getattr(fragment, "function", None)
+        name = (getattr(function, "name", None) or "") if function else ""
+        call = self._call_for(
+            index=getattr(fragment, "index", None),
+            call_id=getattr(fragment, "id", None) or None,
+            name=name,
+        )
+        if name and not call.name:
+            call.name = name
+        arguments = getattr(function, "arguments", None) if function else None
+        if arguments:
+            call.arguments.append(arguments)
+
+    def _call_for(
+        self, *, index: int | None, call_id: str | None, name: str
+    ) -> _PartialCall:
+        if call_id is not None:
+            for call in self.calls:
+                if call.id == call_id:
+                    return call
+        if index is not None:
+            known = self.by_index.get(index)
+            if known is not None and not (call_id and known.id and known.id != call_id):
+                return known
+            call = self._start_call(call_id)
+            self.by_index[index] = call
+            return call
+        latest = self.calls[-1] if self.calls else None
+        if latest is None or call_id is not None or (name and latest.name):
+            return self._start_call(call_id)
+        return latest
+
+    def _start_call(self, call_id: str | None) -> _PartialCall:
+        call = _PartialCall(id=call_id)
+        self.calls.append(call)
+        return call
+
+    def _finished_calls(self) -> Iterable[ToolCall]:
+        for call in self.calls:
+            if not call.name:
+                continue  # nothing callable was streamed
+            yield ToolCall(
+                id=call.id or self.new_call_id(),
+                name=call.name,
+                arguments="".join(call.arguments) or "{}",
+            )
+
+
+# -- error messages ----------------------------------------------------------
+
+
+def _status_detail(exc: openai.APIStatusError) -> str:
+    """The server's own error message, else its body, else the HTTP reason."""
+    body = exc.body
+    detail: str | None = None
+    if isinstance(body, dict):
+        message = body.get("message")
+        if isinstance(message, str) and message.strip():
+            detail = message.strip()
+        elif body:
+            detail = json.dumps(body, ensure_ascii=False)
+    elif isinstance(body, str) and body.strip():
+        detail = body.strip()
+    if not detail:
+        detail = exc.response.reason_phrase or "no details given"
+    if len(detail) > _MAX_ERROR_DETAIL:
+        detail = detail[:_MAX_ERROR_DETAIL] + "…"
+    return detail
+
+
+def _connection_reason(exc: BaseException) -> str:
+    """Why a connection failed, from the exception chain, in plain words."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    last_text = ""
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, ConnectionRefusedError):
+            return "connection refused"
+        if isinstance(cause, ConnectionResetError):
+            return "connection reset by the server"
+        text = str(cause)
+        if "Connection refused" in text or "Connect call failed" in text:
+            return "connection refused"
+        if "Name or service not known" in text or "nodename nor servname" in text:
+            return "unknown host"
+        if cause is not exc and text:
+            last_text = text
+        cause = cause.__cause__ or cause.__context__
+    return last_text or "connection error"

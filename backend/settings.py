@@ -1,0 +1,86 @@
+"""Frozen settings from `LOOPWIRE_*` environment variables or `.env`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import AliasChoices, Field, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+ProviderName = Literal["offline", "openai"]
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="LOOPWIRE_",
+        env_file=".env",
+        env_file_encoding="utf-8",
+        extra="ignore",
+        frozen=True,
+    )
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=8000, ge=0, le=65535)
+
+    llm_provider: ProviderName | None = Field(
+        default=None,
+        description="offline | openai; default openai when a base URL or key is set",
+    )
+    llm_base_url: str | None = None
+    llm_api_key: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("LOOPWIRE_LLM_API_KEY", "OPENAI_API_KEY"),
+    )
+    llm_model: str = "gpt-4o-mini"
+    llm_timeout_s: float = Field(default=60.0, gt=0)
+    llm_max_retries: int = Field(default=2, ge=0, le=10)
+    llm_temperature: float | None = Field(default=None, ge=0, le=2)
+
+    database_url: str = "sqlite:///data/loopwire.db"
+    auth_token: str | None = None
+    allowed_origins: str = ""
+
+    agent_max_steps: int = Field(default=10, ge=1)
+    agent_max_steps_cap: int = Field(default=50, ge=1)
+    agent_loop_strategy: str = "react"
+    agent_max_parse_failures: int = Field(default=3, ge=1)
+    request_input_timeout_s: float = Field(default=300.0, gt=0)
+    approval_timeout_s: float = Field(default=300.0, gt=0)
+    tool_timeout_s: float = Field(default=60.0, gt=0)
+    tool_mode_max_rounds: int = Field(default=4, ge=1)
+    tool_result_max_chars: int = Field(default=4000, ge=200)
+    history_window_messages: int = Field(default=40, ge=2)
+
+    max_message_bytes: int = Field(default=65536, ge=256)
+    event_log_size: int = Field(default=5000, ge=100)
+    mcp_config: Path | None = None
+    log_level: str = "info"
+
+    @model_validator(mode="after")
+    def _coherent(self) -> Settings:
+        too_many = self.agent_max_steps > self.agent_max_steps_cap
+        if too_many and "agent_max_steps" not in self.model_fields_set:
+            object.__setattr__(self, "agent_max_steps", self.agent_max_steps_cap)
+        elif too_many:
+            raise ValueError(
+                f"LOOPWIRE_AGENT_MAX_STEPS ({self.agent_max_steps}) exceeds "
+                f"LOOPWIRE_AGENT_MAX_STEPS_CAP ({self.agent_max_steps_cap})"
+            )
+        return self
+
+    @property
+    def provider(self) -> ProviderName:
+        """The provider in force: explicit, else openai when configured."""
+        if self.llm_provider is not None:
+            return self.llm_provider
+        return "openai" if (self.llm_base_url or self.llm_api_key) else "offline"
+
+    @property
+    def origins(self) -> tuple[str, ...]:
+        return tuple(o.strip() for o in self.allowed_origins.split(",") if o.strip())
+
+    def clamp_steps(self, requested: int | None) -> int:
+        """The budget a run gets: the client's ask, capped by the server."""
+        steps = self.agent_max_steps if requested is None else requested
+        return max(1, min(steps, self.agent_max_steps_cap))

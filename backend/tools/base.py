@@ -1,0 +1,143 @@
+"""Tool definitions and the registry.
+
+A tool is a name, a description, a pydantic model for its arguments (whose
+JSON Schema is what the model sees), an async function, and one `ToolEffect`
+that every policy reads.
+
+Registering is one call::
+
+    registry = ToolRegistry()
+
+    class AddArgs(BaseModel):
+        a: float
+        b: float
+
+    @registry.tool("add", "Add two numbers.", effect=ToolEffect(read_only=True))
+    async def add(args: AddArgs, ctx: ToolContext) -> float:
+        return args.a + args.b
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from pydantic import BaseModel
+
+from backend.errors import ConfigError
+from backend.llm.base import ToolSpec
+
+A = TypeVar("A", bound=BaseModel)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolEffect:
+    """What a tool does to the world; drives every executor policy."""
+
+    read_only: bool = False
+    idempotent: bool = False
+    requires_approval: bool = False
+    finalize: bool = False
+    timeout_s: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ToolContext:
+    """What a tool may know about the call it serves."""
+
+    session_id: str
+    run_id: str | None = None
+    step: int = 0
+
+
+ToolFunction = Callable[[A, ToolContext], Awaitable[Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class Tool(Generic[A]):
+    name: str
+    description: str
+    args_model: type[A]
+    fn: ToolFunction[A]
+    effect: ToolEffect = ToolEffect()
+
+    def spec(self) -> ToolSpec:
+        schema = self.args_model.model_json_schema()
+        schema.pop("title", None)
+        return ToolSpec(name=self.name, description=self.description, parameters=schema)
+
+    async def __call__(self, args: A, ctx: ToolContext) -> Any:
+        return await self.fn(args, ctx)
+
+
+AnyTool = Tool[Any]
+
+
+class ToolRegistry:
+    """Tools by name, in registration order."""
+
+    def __init__(self, tools: Iterable[AnyTool] = ()) -> None:
+        self._tools: dict[str, AnyTool] = {}
+        for tool in tools:
+            self.add(tool)
+
+    def add(self, tool: AnyTool) -> None:
+        if not tool.name or not tool.name.replace("_", "").replace("-", "").isalnum():
+            raise ConfigError(f"tool name {tool.name!r} must be [A-Za-z0-9_-]+")
+        if tool.name in self._tools:
+            raise ConfigError(f"tool {tool.name!r} is registered twice")
+        self._tools[tool.name] = tool
+
+    def tool(
+        self, name: str, description: str, *, effect: ToolEffect = ToolEffect()
+    ) -> Callable[[ToolFunction[A]], ToolFunction[A]]:
+        """Decorator: register `fn`, taking its argument model from its annotation."""
+
+        def register(fn: ToolFunction[A]) -> ToolFunction[A]:
+            args_model = _args_model_of(fn)
+            self.add(Tool(name, description, args_model, fn, effect))
+            return fn
+
+        return register
+
+    def get(self, name: str) -> AnyTool | None:
+        return self._tools.get(name)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+    def __iter__(self) -> Iterator[AnyTool]:
+        return iter(self._tools.values())
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(self._tools)
+
+    def available(
+        self, selected: Sequence[str] | None, *, read_only: bool = False
+    ) -> list[AnyTool]:
+        """The tools offered for one request: selected (None = all) and allowed."""
+        chosen = self._tools.values() if selected is None else self._pick(selected)
+        return [t for t in chosen if t.effect.read_only or not read_only]
+
+    def _pick(self, selected: Sequence[str]) -> list[AnyTool]:
+        wanted = set(selected)
+        return [t for t in self._tools.values() if t.name in wanted]
+
+
+def _args_model_of(fn: Callable[..., Any]) -> type[BaseModel]:
+    import inspect
+    import typing
+
+    hints = typing.get_type_hints(fn)
+    first = next(iter(inspect.signature(fn).parameters), None)
+    model = hints.get(first) if first else None
+    if not (isinstance(model, type) and issubclass(model, BaseModel)):
+        raise ConfigError(
+            f"tool function {fn.__name__} must take a pydantic model first"
+        )
+    return model

@@ -1,0 +1,75 @@
+"""Shared pytest fixtures."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AsyncExitStack
+from typing import Any
+
+import pytest
+from websockets.asyncio.client import connect
+
+from backend.app import create_app
+from backend.llm.base import LLMClient
+from backend.settings import Settings
+from backend.tools.base import ToolRegistry
+from tests.fake_openai import FakeOpenAIServer, running_fake_openai
+from tests.live_server import LiveServer, serving
+from tests.ws_client import Client
+
+
+@pytest.fixture
+async def fake_openai() -> AsyncIterator[FakeOpenAIServer]:
+    """A started fake OpenAI-compatible server (see `tests/fake_openai.py`)."""
+    async with running_fake_openai() as server:
+        yield server
+
+
+def make_settings(**overrides: Any) -> Settings:
+    """Settings for tests: no `.env`, the given overrides."""
+    return Settings(_env_file=None, **overrides)  # type: ignore[call-arg]
+
+
+class Harness:
+    """A live loopwire server on 127.0.0.1 and clients connected to it."""
+
+    def __init__(self, server: LiveServer, stack: AsyncExitStack) -> None:
+        self.server = server
+        self._stack = stack
+
+    @property
+    def service(self) -> Any:
+        return self.server.app.state.chat
+
+    async def connect(self, query: str = "", **headers: str) -> Client:
+        url = self.server.url("/ws", scheme="ws") + (f"?{query}" if query else "")
+        connection = await self._stack.enter_async_context(
+            connect(url, additional_headers=headers or None, max_size=1 << 22)
+        )
+        return Client(connection)
+
+    async def ready_client(self, query: str = "") -> tuple[Client, dict[str, Any]]:
+        client = await self.connect(query)
+        ready = await client.recv()
+        assert ready["type"] == "session_ready"
+        return client, ready
+
+
+StartServer = Callable[..., Awaitable[Harness]]
+
+
+@pytest.fixture
+async def start_server() -> AsyncIterator[StartServer]:
+    """`await start_server(llm, registry=None, **settings)` → a running Harness."""
+    async with AsyncExitStack() as stack:
+
+        async def start(
+            llm: LLMClient | None = None,
+            registry: ToolRegistry | None = None,
+            **settings: Any,
+        ) -> Harness:
+            app = create_app(make_settings(**settings), llm=llm, registry=registry)
+            server = await stack.enter_async_context(serving(app))
+            return Harness(server, stack)
+
+        yield start

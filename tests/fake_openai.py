@@ -1,0 +1,410 @@
+"""A scripted, in-process fake of an OpenAI-compatible chat completions server.
+
+Tests queue replies with `FakeOpenAIServer.script(...)`; every request pops one
+reply, in order. The server records every JSON body it receives and exposes
+events so tests never need to sleep:
+
+- `await server.wait_for_requests(n)` returns once `n` requests have arrived;
+- `server.cancelled` is set when a `HangReply` request is dropped by the client.
+
+Replies are served as plain JSON or as server-sent events, depending on the
+request's `stream` flag, and mimic what real servers do when streaming:
+content split into several chunks, tool-call arguments split into fragments
+(id and name only in the first one), `delta.content` set to null in tool-call
+chunks, and a usage-only final chunk with empty `choices` when
+`stream_options.include_usage` was requested.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
+
+__all__ = [
+    "ErrorReply",
+    "FakeOpenAIServer",
+    "FakeUsage",
+    "HangReply",
+    "Reply",
+    "ScriptedReply",
+    "running_fake_openai",
+]
+
+JSON = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class FakeUsage:
+    """Token usage the fake reports for a reply."""
+
+    prompt_tokens: int
+    completion_tokens: int
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def as_json(self) -> JSON:
+        return {
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "total_tokens": self.total_tokens,
+        }
+
+
+@dataclass(frozen=True)
+class Reply:
+    """A successful completion: text and/or tool calls.
+
+    `tool_calls` holds `(name, arguments)` pairs; arguments given as a dict are
+    JSON-encoded, a string is sent verbatim. Tool call ids are `call_fake_<n>`
+    (n from 1) unless `omit_tool_call_ids`. When streaming, content is sent in
+    pieces of `chunk_chars` characters and each argument string in
+    `argument_fragments` fragments; `omit_stream_index` drops `index` from the
+    tool-call deltas, as some servers do.
+    """
+
+    content: str | None = None
+    tool_calls: Sequence[tuple[str, Mapping[str, Any] | str]] = ()
+    usage: FakeUsage | None = None
+    finish_reason: str | None = None
+    omit_tool_call_ids: bool = False
+    omit_stream_index: bool = False
+    chunk_chars: int = 4
+    argument_fragments: int = 3
+
+    def resolved_finish_reason(self) -> str:
+        if self.finish_reason is not None:
+            return self.finish_reason
+        return "tool_calls" if self.tool_calls else "stop"
+
+    def tool_call_id(self, position: int) -> str | None:
+        return None if self.omit_tool_call_ids else f"call_fake_{position + 1}"
+
+    def arguments_text(self, position: int) -> str:
+        arguments = self.tool_calls[position][1]
+        return arguments if isinstance(arguments, str) else json.dumps(arguments)
+
+
+@dataclass(frozen=True)
+class ErrorReply:
+    """An HTTP error with an OpenAI-style `{"error": {...}}` body.
+
+    `retry_after_ms` sets the `retry-after-ms` header the SDK honours, so tests
+    exercising retries need not wait for its default back-off.
+    """
+
+    status: int
+    message: str
+    error_type: str = "invalid_request_error"
+    retry_after_ms: int | None = None
+
+
+@dataclass(frozen=True)
+class HangReply:
+    """Never answers; sets `FakeOpenAIServer.cancelled` once the client leaves.
+
+    For a streaming request, `partial_content` is streamed first (response
+    headers and content chunks), then the server hangs mid-stream.
+    """
+
+    partial_content: str = ""
+
+
+ScriptedReply = Reply | ErrorReply | HangReply
+
+
+def _split(text: str, size: int) -> list[str]:
+    size = max(size, 1)
+    return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+def _split_in_parts(text: str, parts: int) -> list[str]:
+    """Split `text` into at most `parts` non-empty pieces (one piece if empty)."""
+    if not text:
+        return [""]
+    size = -(-len(text) // max(parts, 1))
+    return _split(text, size)
+
+
+@dataclass
+class _ChunkWriter:
+    """Builds `chat.completion.chunk` SSE lines that share one id and model."""
+
+    model: str
+    include_usage: bool
+    completion_id: str = "chatcmpl-fake"
+    created: int = field(default_factory=lambda: int(time.time()))
+
+    def chunk(self, delta: JSON, finish_reason: str | None = None) -> bytes:
+        body: JSON = self._envelope(
+            [{"index": 0, "delta": delta, "finish_reason": finish_reason}]
+        )
+        if self.include_usage:
+            body["usage"] = None
+        return _sse(body)
+
+    def usage_chunk(self, usage: FakeUsage) -> bytes:
+        body = self._envelope([])
+        body["usage"] = usage.as_json()
+        return _sse(body)
+
+    def _envelope(self, choices: list[JSON]) -> JSON:
+        return {
+            "id": self.completion_id,
+            "object": "chat.completion.chunk",
+            "created": self.created,
+            "model": self.model,
+            "choices": choices,
+        }
+
+
+def _sse(body: JSON) -> bytes:
+    return f"data: {json.dumps(body)}\n\n".encode()
+
+
+def _tool_call_deltas(reply: Reply, position: int) -> Iterator[JSON]:
+    """The fragments of one streamed tool call: id/name only in the first."""
+    name = reply.tool_calls[position][0]
+    fragments = _split_in_parts(
+        reply.arguments_text(position), reply.argument_fragments
+    )
+    for number, fragment in enumerate(fragments):
+        delta: JSON = {"function": {"arguments": fragment}}
+        if not reply.omit_stream_index:
+            delta["index"] = position
+        if number == 0:
+            delta["type"] = "function"
+            delta["function"]["name"] = name
+            call_id = reply.tool_call_id(position)
+            if call_id is not None:
+                delta["id"] = call_id
+        yield delta
+
+
+def _stream_chunks(reply: Reply, writer: _ChunkWriter) -> Iterator[bytes]:
+    yield writer.chunk({"role": "assistant", "content": ""})
+    for piece in _split(reply.content or "", reply.chunk_chars):
+        yield writer.chunk({"content": piece})
+    for position in range(len(reply.tool_calls)):
+        for tool_delta in _tool_call_deltas(reply, position):
+            yield writer.chunk({"content": None, "tool_calls": [tool_delta]})
+    yield writer.chunk({}, finish_reason=reply.resolved_finish_reason())
+    if writer.include_usage and reply.usage is not None:
+        yield writer.usage_chunk(reply.usage)
+    yield b"data: [DONE]\n\n"
+
+
+def _completion_json(reply: Reply, model: str) -> JSON:
+    message: JSON = {"role": "assistant", "content": reply.content}
+    if reply.tool_calls:
+        calls: list[JSON] = []
+        for position, (name, _) in enumerate(reply.tool_calls):
+            call: JSON = {
+                "type": "function",
+                "function": {"name": name, "arguments": reply.arguments_text(position)},
+            }
+            call_id = reply.tool_call_id(position)
+            if call_id is not None:
+                call["id"] = call_id
+            calls.append(call)
+        message["tool_calls"] = calls
+    body: JSON = {
+        "id": "chatcmpl-fake",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": message,
+                "finish_reason": reply.resolved_finish_reason(),
+            }
+        ],
+    }
+    if reply.usage is not None:
+        body["usage"] = reply.usage.as_json()
+    return body
+
+
+def _error_response(reply: ErrorReply) -> JSONResponse:
+    headers = {}
+    if reply.retry_after_ms is not None:
+        headers["retry-after-ms"] = str(reply.retry_after_ms)
+    error = {"message": reply.message, "type": reply.error_type, "code": None}
+    return JSONResponse({"error": error}, status_code=reply.status, headers=headers)
+
+
+class _HangResponse(Response):
+    """Optionally starts an SSE stream, then waits for the client to go away."""
+
+    def __init__(self, prelude: Sequence[bytes], on_disconnect: asyncio.Event) -> None:
+        super().__init__()
+        self._prelude = prelude
+        self._on_disconnect = on_disconnect
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self._prelude:
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 200,
+                    "headers": [(b"content-type", b"text/event-stream")],
+                }
+            )
+            for chunk in self._prelude:
+                await send(
+                    {"type": "http.response.body", "body": chunk, "more_body": True}
+                )
+        # The request body has been read, so the next message is the disconnect.
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        self._on_disconnect.set()
+
+
+class _NotifyingServer(uvicorn.Server):
+    """A uvicorn server that sets `ready` once it listens (no polling)."""
+
+    def __init__(self, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        self.ready = asyncio.Event()
+
+    async def startup(self, sockets: list[Any] | None = None) -> None:
+        await super().startup(sockets=sockets)
+        self.ready.set()
+
+
+class FakeOpenAIServer:
+    """An OpenAI-compatible `/v1/chat/completions` endpoint served by uvicorn.
+
+    Use `running_fake_openai()` (or the `fake_openai` fixture) to get a started
+    instance; `start()` / `stop()` must run inside the test's event loop.
+    """
+
+    def __init__(self) -> None:
+        self.requests: list[JSON] = []
+        """Every JSON body received, in arrival order."""
+        self.cancelled = asyncio.Event()
+        """Set when a client drops a request answered with `HangReply`."""
+        self._replies: deque[ScriptedReply] = deque()
+        self._arrived = asyncio.Condition()
+        self._server: _NotifyingServer | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._port: int | None = None
+        self.app = Starlette(
+            routes=[Route("/v1/chat/completions", self._chat, methods=["POST"])]
+        )
+
+    @property
+    def base_url(self) -> str:
+        """The OpenAI-style base URL, e.g. `http://127.0.0.1:54321/v1`."""
+        if self._port is None:
+            raise RuntimeError("the fake OpenAI server is not started")
+        return f"http://127.0.0.1:{self._port}/v1"
+
+    def script(self, *replies: ScriptedReply) -> None:
+        """Queue replies; each incoming request consumes the next one."""
+        self._replies.extend(replies)
+
+    @property
+    def pending_replies(self) -> int:
+        """How many scripted replies have not been used yet."""
+        return len(self._replies)
+
+    async def wait_for_requests(self, count: int) -> None:
+        """Return once at least `count` requests have been received."""
+        async with self._arrived:
+            await self._arrived.wait_for(lambda: len(self.requests) >= count)
+
+    async def start(self) -> None:
+        """Bind a free port on 127.0.0.1 and serve until `stop()`."""
+        config = uvicorn.Config(
+            self.app, host="127.0.0.1", port=0, log_level="warning", lifespan="off"
+        )
+        server = _NotifyingServer(config)
+        self._server = server
+        self._task = asyncio.create_task(server.serve())
+        ready = asyncio.create_task(server.ready.wait())
+        await asyncio.wait({self._task, ready}, return_when=asyncio.FIRST_COMPLETED)
+        if not server.started:
+            ready.cancel()
+            await self._task  # surfaces the startup error, if any
+            raise RuntimeError("the fake OpenAI server exited during startup")
+        self._port = server.servers[0].sockets[0].getsockname()[1]
+
+    async def stop(self) -> None:
+        if self._server is None or self._task is None:
+            return
+        self._server.should_exit = True
+        await self._task
+        self._server = None
+        self._task = None
+
+    async def _chat(self, request: Request) -> Response:
+        body: JSON = await request.json()
+        async with self._arrived:
+            self.requests.append(body)
+            self._arrived.notify_all()
+        if not self._replies:
+            message = (
+                f"fake OpenAI server: no scripted reply left for request "
+                f"#{len(self.requests)}; call script() with more replies"
+            )
+            return JSONResponse(
+                {"error": {"message": message, "type": "fake_server_error"}},
+                status_code=500,
+                headers={"x-should-retry": "false"},
+            )
+        return self._respond(self._replies.popleft(), body)
+
+    def _respond(self, reply: ScriptedReply, body: JSON) -> Response:
+        streaming = bool(body.get("stream"))
+        writer = _ChunkWriter(
+            model=str(body.get("model", "")),
+            include_usage=bool((body.get("stream_options") or {}).get("include_usage")),
+        )
+        if isinstance(reply, ErrorReply):
+            return _error_response(reply)
+        if isinstance(reply, HangReply):
+            prelude: list[bytes] = []
+            if streaming and reply.partial_content:
+                prelude.append(writer.chunk({"role": "assistant", "content": ""}))
+                prelude.extend(
+                    writer.chunk({"content": piece})
+                    for piece in _split(reply.partial_content, 4)
+                )
+            return _HangResponse(prelude, self.cancelled)
+        if streaming:
+            return StreamingResponse(
+                _iterate(_stream_chunks(reply, writer)), media_type="text/event-stream"
+            )
+        return JSONResponse(_completion_json(reply, writer.model))
+
+
+async def _iterate(chunks: Iterator[bytes]) -> AsyncIterator[bytes]:
+    for chunk in chunks:
+        yield chunk
+
+
+@contextlib.asynccontextmanager
+async def running_fake_openai() -> AsyncIterator[FakeOpenAIServer]:
+    """A started `FakeOpenAIServer`, stopped on exit."""
+    server = FakeOpenAIServer()
+    await server.start()
+    try:
+        yield server
+    finally:
+        await server.stop()

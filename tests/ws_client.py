@@ -1,0 +1,67 @@
+"""A small protocol-v1 client for tests: send frames, collect them in order."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from typing import Any
+
+from websockets.asyncio.client import ClientConnection
+
+Frame = dict[str, Any]
+RECEIVE_LIMIT_S = 10.0
+
+
+def label(frame: Frame) -> str:
+    """A compact name for a frame, for asserting ordered sequences."""
+    kind = frame["type"]
+    if kind == "agent_update":
+        return str(frame["update_type"])
+    if kind in ("tool_start", "tool_complete", "tool_approval_request"):
+        return f"{kind}:{frame['tool_name']}"
+    if kind == "tool_error":
+        return f"tool_error:{frame['tool_name']}:{frame['status']}"
+    if kind == "error":
+        return f"error:{frame['error_type']}"
+    return str(kind)
+
+
+class Client:
+    def __init__(self, connection: ClientConnection) -> None:
+        self.connection = connection
+        self.seen: list[Frame] = []
+
+    async def send(self, **frame: Any) -> None:
+        await self.connection.send(json.dumps(frame))
+
+    async def send_raw(self, data: str | bytes) -> None:
+        await self.connection.send(data)
+
+    async def recv(self) -> Frame:
+        async with asyncio.timeout(RECEIVE_LIMIT_S):
+            frame: Frame = json.loads(await self.connection.recv())
+        self.seen.append(frame)
+        return frame
+
+    async def until(self, done: Callable[[Frame], bool]) -> list[Frame]:
+        """Frames up to and including the first for which `done` is true."""
+        frames = [await self.recv()]
+        while not done(frames[-1]):
+            frames.append(await self.recv())
+        return frames
+
+    async def until_label(self, name: str) -> list[Frame]:
+        return await self.until(lambda f: label(f) == name)
+
+    async def run(self) -> list[Frame]:
+        """Frames until the end of the current run (`response_complete`)."""
+        return await self.until_label("response_complete")
+
+    async def chat(self, content: str, **fields: Any) -> list[Frame]:
+        await self.send(type="chat", content=content, **fields)
+        return await self.run()
+
+
+def labels(frames: list[Frame]) -> list[str]:
+    return [label(f) for f in frames]
