@@ -26,12 +26,13 @@ from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
+
+from tests.live_server import LiveServer
 
 __all__ = [
     "ErrorReply",
@@ -275,18 +276,6 @@ class _HangResponse(Response):
         self._on_disconnect.set()
 
 
-class _NotifyingServer(uvicorn.Server):
-    """A uvicorn server that sets `ready` once it listens (no polling)."""
-
-    def __init__(self, config: uvicorn.Config) -> None:
-        super().__init__(config)
-        self.ready = asyncio.Event()
-
-    async def startup(self, sockets: list[Any] | None = None) -> None:
-        await super().startup(sockets=sockets)
-        self.ready.set()
-
-
 class FakeOpenAIServer:
     """An OpenAI-compatible `/v1/chat/completions` endpoint served by uvicorn.
 
@@ -301,19 +290,15 @@ class FakeOpenAIServer:
         """Set when a client drops a request answered with `HangReply`."""
         self._replies: deque[ScriptedReply] = deque()
         self._arrived = asyncio.Condition()
-        self._server: _NotifyingServer | None = None
-        self._task: asyncio.Task[None] | None = None
-        self._port: int | None = None
         self.app = Starlette(
             routes=[Route("/v1/chat/completions", self._chat, methods=["POST"])]
         )
+        self._live = LiveServer(self.app, lifespan="off")
 
     @property
     def base_url(self) -> str:
         """The OpenAI-style base URL, e.g. `http://127.0.0.1:54321/v1`."""
-        if self._port is None:
-            raise RuntimeError("the fake OpenAI server is not started")
-        return f"http://127.0.0.1:{self._port}/v1"
+        return self._live.url("/v1")
 
     def script(self, *replies: ScriptedReply) -> None:
         """Queue replies; each incoming request consumes the next one."""
@@ -331,27 +316,10 @@ class FakeOpenAIServer:
 
     async def start(self) -> None:
         """Bind a free port on 127.0.0.1 and serve until `stop()`."""
-        config = uvicorn.Config(
-            self.app, host="127.0.0.1", port=0, log_level="warning", lifespan="off"
-        )
-        server = _NotifyingServer(config)
-        self._server = server
-        self._task = asyncio.create_task(server.serve())
-        ready = asyncio.create_task(server.ready.wait())
-        await asyncio.wait({self._task, ready}, return_when=asyncio.FIRST_COMPLETED)
-        if not server.started:
-            ready.cancel()
-            await self._task  # surfaces the startup error, if any
-            raise RuntimeError("the fake OpenAI server exited during startup")
-        self._port = server.servers[0].sockets[0].getsockname()[1]
+        await self._live.start()
 
     async def stop(self) -> None:
-        if self._server is None or self._task is None:
-            return
-        self._server.should_exit = True
-        await self._task
-        self._server = None
-        self._task = None
+        await self._live.stop()
 
     async def _chat(self, request: Request) -> Response:
         body: JSON = await request.json()

@@ -20,7 +20,7 @@ Registering is one call::
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
@@ -61,11 +61,17 @@ class Tool(Generic[A]):
     args_model: type[A]
     fn: ToolFunction[A]
     effect: ToolEffect = ToolEffect()
+    _spec: ToolSpec = field(init=False, repr=False, compare=False)
 
-    def spec(self) -> ToolSpec:
+    def __post_init__(self) -> None:
         schema = self.args_model.model_json_schema()
         schema.pop("title", None)
-        return ToolSpec(name=self.name, description=self.description, parameters=schema)
+        spec = ToolSpec(name=self.name, description=self.description, parameters=schema)
+        object.__setattr__(self, "_spec", spec)  # computed once: schemas are costly
+
+    def spec(self) -> ToolSpec:
+        """What the model sees: name, description, the arguments' JSON Schema."""
+        return self._spec
 
     async def __call__(self, args: A, ctx: ToolContext) -> Any:
         return await self.fn(args, ctx)

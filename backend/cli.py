@@ -1,0 +1,112 @@
+"""`loopwire chat`: a scripted WebSocket client for a running server.
+
+Sends one `chat`, prints the run as it happens, answers `request_input`
+questions from stdin (or refuses when stdin is not a terminal), and exits
+with 0 when the run completes, 1 on an error frame.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from typing import Any, TextIO
+
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import WebSocketException
+
+Frame = dict[str, Any]
+
+
+def chat_command(args: argparse.Namespace) -> int:
+    try:
+        return asyncio.run(_chat(args, sys.stdout))
+    except (OSError, WebSocketException) as exc:
+        print(f"loopwire: cannot talk to {args.url}: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+async def _chat(args: argparse.Namespace, out: TextIO) -> int:
+    url = args.url + (f"?token={args.token}" if args.token else "")
+    async with connect(url) as ws:
+        ready = json.loads(await ws.recv())
+        if ready.get("type") != "session_ready":
+            print(describe(ready), file=out)
+            return 1
+        request: Frame = {
+            "type": "chat",
+            "content": args.message,
+            "agent_mode": args.agent,
+        }
+        if args.max_steps is not None:
+            request["agent_max_steps"] = args.max_steps
+        await ws.send(json.dumps(request))
+        return await _follow(ws, args.json, out)
+
+
+async def _follow(ws: ClientConnection, raw: bool, out: TextIO) -> int:
+    status = 0
+    while True:
+        frame: Frame = json.loads(await ws.recv())
+        line = json.dumps(frame) if raw else describe(frame)
+        if line:
+            print(line, file=out, end="" if frame["type"] == "token_stream" else "\n")
+            out.flush()
+        if frame["type"] == "error":
+            status = 1
+        if frame.get("update_type") == "agent_request_input":
+            await _answer(ws, frame)
+        if frame["type"] == "response_complete":
+            return status
+
+
+async def _answer(ws: ClientConnection, frame: Frame) -> None:
+    if not sys.stdin.isatty():
+        return
+    answer = await asyncio.to_thread(input, "your answer> ")
+    reply = {
+        "type": "agent_user_input",
+        "content": answer,
+        "question_id": frame["question_id"],
+    }
+    await ws.send(json.dumps(reply))
+
+
+def describe(frame: Frame) -> str:
+    """A human line for a frame ('' for frames not worth a line)."""
+    kind = frame["type"]
+    if kind == "agent_update":
+        return _describe_update(frame)
+    if kind == "tool_start":
+        return f"  → {frame['tool_name']}({json.dumps(frame['arguments'])})"
+    if kind == "tool_complete":
+        return f"  ← {frame['tool_name']}: {json.dumps(frame['result'])}"
+    if kind == "tool_error":
+        return f"  ✗ {frame['tool_name']} [{frame['status']}]: {frame['error']}"
+    if kind == "token_stream":
+        return "\n" if frame["is_last"] else str(frame["token"])
+    if kind == "chat_response":
+        return f"\nassistant: {frame['message']}"
+    if kind == "error":
+        return f"error ({frame['error_type']}): {frame['message']}"
+    return ""
+
+
+def _describe_update(frame: Frame) -> str:
+    update = frame["update_type"]
+    if update == "agent_turn_start":
+        return f"— step {frame['step']} / {frame['max_steps']}"
+    if update in ("agent_reason", "agent_observe"):
+        phase = "reason" if update == "agent_reason" else "observe"
+        return f"  [{phase}] {frame['content']}"
+    if update == "agent_request_input":
+        return f"  ? {frame['question']}"
+    if update == "agent_completion":
+        steps, ms = frame["steps"], frame["duration_ms"]
+        return f"(done: {frame['reason']}, {steps} step(s), {ms:.0f} ms)"
+    if update in ("agent_stopped", "agent_max_steps_reached", "agent_error"):
+        return f"  ({update.removeprefix('agent_').replace('_', ' ')})"
+    return ""

@@ -1,0 +1,1 @@
+"""Benchmarks of loopwire's own overhead (`make bench`)."""

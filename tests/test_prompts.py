@@ -1,0 +1,103 @@
+"""Every prompt template renders with realistic values; mistakes fail loudly."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from backend.errors import ConfigError
+from backend.prompts import PromptProvider, ResultLine, ToolLine
+
+TOOLS = [
+    ToolLine("calculator", "Evaluate an arithmetic expression."),
+    ToolLine("current_time", "The current time in a timezone."),
+]
+
+
+@pytest.fixture
+def prompts() -> PromptProvider:
+    return PromptProvider()
+
+
+def test_system_prompt_lists_tools(prompts: PromptProvider) -> None:
+    text = prompts.system_prompt(tools=TOOLS)
+    assert "- `calculator`: Evaluate an arithmetic expression." in text
+    assert "No tools are available" in prompts.system_prompt(tools=[])
+
+
+def test_reason_prompt(prompts: PromptProvider) -> None:
+    text = prompts.agent_reason_prompt(
+        question="What is 17% of 2,340?",
+        step=2,
+        max_steps=10,
+        tools=TOOLS,
+        observations=["The user wants a percentage.", "calculator returned 397.8"],
+        can_ask_user=True,
+    )
+    assert text.startswith("# Agent step 2 of 10: REASON")
+    assert 'The user\'s request: "What is 17% of 2,340?"' in text
+    assert "- Step 2: calculator returned 397.8" in text
+    assert "- `current_time`: The current time in a timezone." in text
+    assert "- `request_input`:" in text
+    assert '{"plan": "what you will do in this step"' in text
+    first = prompts.agent_reason_prompt(
+        question="q", step=1, max_steps=1, tools=[], observations=[], can_ask_user=False
+    )
+    assert "nothing has been done yet" in first and "- (no tools)" in first
+    assert "request_input" not in first
+
+
+def test_act_prompt(prompts: PromptProvider) -> None:
+    text = prompts.agent_act_prompt(
+        step=1,
+        max_steps=3,
+        plan="Compute 0.17 * 2340",
+        tools_to_consider=["calculator"],
+    )
+    assert "Carry out this plan now: Compute 0.17 * 2340" in text
+    assert "Tools you considered: calculator." in text
+
+
+def test_observe_prompt(prompts: PromptProvider) -> None:
+    text = prompts.agent_observe_prompt(
+        question="What is 17% of 2,340?",
+        step=1,
+        max_steps=3,
+        plan="Compute it",
+        results=[
+            ResultLine("calculator", "ok", '{"expression": "0.17*2340"}', "397.8")
+        ],
+        act_note="",
+    )
+    assert "## `calculator` (ok)" in text
+    assert 'Arguments: {"expression": "0.17*2340"}' in text
+    assert "397.8" in text
+    assert '"should_continue": true' in text
+    empty = prompts.agent_observe_prompt(
+        question="q", step=1, max_steps=1, plan="p", results=[], act_note="No action."
+    )
+    assert "No tool was called in this step. The act phase said: No action." in empty
+
+
+def test_final_answer_prompt(prompts: PromptProvider) -> None:
+    text = prompts.final_answer_prompt(
+        question="q?", why="The step budget (3) ran out.", observations=["found 397.8"]
+    )
+    assert "The step budget (3) ran out." in text and "- found 397.8" in text
+
+
+def test_check_renders_every_template(prompts: PromptProvider) -> None:
+    prompts.check()
+
+
+def test_a_misspelt_variable_is_an_error(tmp_path: Path) -> None:
+    source = Path(__file__).resolve().parent.parent / "prompts"
+    for template in source.glob("*.md"):
+        (tmp_path / template.name).write_text(template.read_text())
+    (tmp_path / "agent_act_prompt.md").write_text("Plan: {{ plna }}")
+    broken = PromptProvider(tmp_path)
+    with pytest.raises(
+        ConfigError, match=r"agent_act_prompt\.md failed to render: 'plna' is undefined"
+    ):
+        broken.check()

@@ -1,0 +1,97 @@
+"""The wire contract: the exported schema is current and frames round-trip."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from backend.__main__ import main
+from backend.protocol import (
+    AgentControlMessage,
+    ChatMessage,
+    client_message_adapter,
+    json_schema,
+    server_message_adapter,
+)
+
+SCHEMA_FILE = Path(__file__).resolve().parent.parent / "docs" / "protocol.schema.json"
+
+
+def test_exported_schema_is_current() -> None:
+    expected = json.dumps(json_schema(), indent=2, sort_keys=True) + "\n"
+    assert SCHEMA_FILE.read_text(encoding="utf-8") == expected, (
+        "docs/protocol.schema.json is stale: run `make schema`"
+    )
+
+
+def test_schema_command_prints_the_schema(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["schema"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["title"] == "loopwire protocol v1"
+    assert set(printed["properties"]) == {"client_message", "server_message"}
+
+
+def test_schema_names_every_server_frame_and_update() -> None:
+    text = json.dumps(json_schema())
+    for name in (
+        "session_ready",
+        "agent_update",
+        "tool_start",
+        "tool_complete",
+        "tool_error",
+        "tool_approval_request",
+        "token_stream",
+        "chat_response",
+        "response_complete",
+        "error",
+        "agent_start",
+        "agent_turn_start",
+        "agent_reason",
+        "agent_request_input",
+        "agent_request_input_timeout",
+        "agent_observe",
+        "agent_duplicate_call",
+        "agent_max_steps_reached",
+        "agent_stopped",
+        "agent_completion",
+        "agent_error",
+    ):
+        assert f'"{name}"' in text, name
+
+
+def test_chat_defaults() -> None:
+    message = client_message_adapter.validate_json('{"type": "chat", "content": "hi"}')
+    assert message == ChatMessage(type="chat", content="hi")
+    assert isinstance(message, ChatMessage)
+    assert (message.agent_mode, message.agent_max_steps, message.selected_tools) == (
+        False,
+        None,
+        None,
+    )
+
+
+def test_grant_steps_round_trip() -> None:
+    raw = '{"type": "agent_control", "action": "grant_steps", "steps": 3}'
+    message = client_message_adapter.validate_json(raw)
+    assert message == AgentControlMessage(
+        type="agent_control", action="grant_steps", steps=3
+    )
+
+
+def test_server_frames_parse_by_type_and_update_type() -> None:
+    frame = server_message_adapter.validate_python(
+        {
+            "type": "agent_update",
+            "update_type": "agent_stopped",
+            "step": 2,
+            "mode": "immediate",
+            "seq": 7,
+            "session_id": "s",
+            "run_id": "r",
+            "ts": 1.5,
+        }
+    )
+    assert type(frame).__name__ == "AgentStoppedUpdate"
+    assert json.loads(frame.model_dump_json())["update_type"] == "agent_stopped"
