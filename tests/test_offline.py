@@ -1,0 +1,708 @@
+"""The offline model speaks the agent loop's protocol from structured requests.
+
+Requests are built the way the loop builds them: a system prompt, the
+history, then a system message with the phase instruction (whose wording the
+model must not depend on).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from backend.llm.base import (
+    Completion,
+    LLMClient,
+    LLMRequest,
+    Message,
+    Purpose,
+    TextDelta,
+    ToolCall,
+    ToolChoice,
+    ToolSpec,
+    Usage,
+)
+from backend.llm.offline import OfflineLLM
+from backend.llm.offline_decisions import INTRODUCTION, SMALL_TALK
+from backend.tools.base import ToolContext
+from backend.tools.builtin import builtin_tools
+
+FIXED = datetime(2026, 11, 22, 13, 5, 42, tzinfo=UTC)
+TOOLS = {tool.name: tool for tool in builtin_tools(clock=lambda: FIXED)}
+REQUEST_INPUT = ToolSpec(
+    name="request_input",
+    description="Ask the user a clarifying question and wait for the answer.",
+    parameters={
+        "type": "object",
+        "properties": {"question": {"type": "string"}},
+        "required": ["question"],
+    },
+)
+BUILTIN_SPECS = tuple(tool.spec() for tool in TOOLS.values())
+AGENT_TOOLS = (*BUILTIN_SPECS, REQUEST_INPUT)
+SYSTEM = Message.system("You are loopwire, a helpful assistant. {{ not parsed }}")
+PHASES = {
+    "reason": "REASON: think, then end with a JSON control block.",
+    "act": "ACT: call the tools your plan needs.",
+    "observe": "OBSERVE: judge the results, then end with a JSON control block.",
+    "final": "Write the final answer now.",
+    "chat": "",
+}
+
+llm = OfflineLLM()
+
+
+def request(
+    purpose: Purpose,
+    history: list[Message],
+    tools: tuple[ToolSpec, ...] = (),
+    tool_choice: ToolChoice | None = None,
+) -> LLMRequest:
+    instruction = [Message.system(PHASES[purpose])] if PHASES[purpose] else []
+    return LLMRequest(
+        messages=(SYSTEM, *history, *instruction),
+        tools=tools,
+        tool_choice=tool_choice,
+        purpose=purpose,
+    )
+
+
+async def reason(history: list[Message]) -> tuple[str, dict[str, Any]]:
+    return split(await llm.complete(request("reason", history)))
+
+
+async def act(
+    history: list[Message], tools: tuple[ToolSpec, ...] = AGENT_TOOLS
+) -> Completion:
+    return await llm.complete(request("act", history, tools, "auto"))
+
+
+async def observe(history: list[Message]) -> tuple[str, dict[str, Any]]:
+    return split(await llm.complete(request("observe", history)))
+
+
+async def final(history: list[Message]) -> str:
+    completion = await llm.complete(request("final", history, AGENT_TOOLS, "none"))
+    assert completion.tool_calls == ()
+    return completion.content
+
+
+async def chat(history: list[Message], tools: tuple[ToolSpec, ...] = ()) -> Completion:
+    choice: ToolChoice | None = "auto" if tools else None
+    return await llm.complete(request("chat", history, tools, choice))
+
+
+def split(completion: Completion) -> tuple[str, dict[str, Any]]:
+    """Prose and control block of a reason/observe reply."""
+    assert completion.tool_calls == ()
+    match = re.fullmatch(r"(?s)(.+)\n\n```json\n(.+)\n```", completion.content)
+    assert match is not None, completion.content
+    control: dict[str, Any] = json.loads(match[2])
+    return match[1], control
+
+
+def call(id_: str, name: str, **arguments: Any) -> ToolCall:
+    return ToolCall(
+        id=id_, name=name, arguments=json.dumps(arguments, ensure_ascii=False)
+    )
+
+
+async def result_of(tool_call: ToolCall) -> Message:
+    """Run a built-in tool the way the executor would, as a tool message."""
+    tool = TOOLS[tool_call.name]
+    value = await tool(
+        tool.args_model.model_validate_json(tool_call.arguments),
+        ToolContext(session_id="s"),
+    )
+    content = json.dumps(value, indent=2, ensure_ascii=False)
+    return Message.tool(tool_call.id, tool_call.name, content)
+
+
+def reason_note(text: str) -> Message:
+    """What the loop may keep of the reason phase; the model must ignore it."""
+    return Message.assistant(text)
+
+
+# --- identity ----------------------------------------------------------------------
+
+
+async def test_identity_and_protocol() -> None:
+    client: LLMClient = llm
+    assert (client.model, client.provider) == ("loopwire-offline", "offline")
+    await client.aclose()
+
+
+# --- the agent loop: reason -> act -> observe --------------------------------------
+
+
+async def test_convert_without_target_unit_asks_then_converts() -> None:
+    history = [
+        Message.user("hi"),
+        Message.assistant(SMALL_TALK["greeting"]),
+        Message.user("convert 10 miles"),
+    ]
+
+    prose, control = await reason(history)
+    assert prose == (
+        "The request doesn't say which unit to convert 10 miles to, "
+        "so I'll ask the user."
+    )
+    assert control == {
+        "plan": (
+            "Ask the user which unit to convert 10 miles to with request_input, "
+            "then use convert_units."
+        ),
+        "tools_to_consider": ["request_input"],
+        "finish": False,
+        "final_answer": "",
+    }
+
+    history.append(reason_note(prose))
+    asked = await act(history)
+    ask = call(
+        "call_1", "request_input", question="What unit should I convert 10 miles to?"
+    )
+    assert asked.tool_calls == (ask,)
+    assert asked.content == ""
+    assert asked.finish_reason == "tool_calls"
+
+    history += [
+        Message.assistant(None, [ask]),
+        Message.tool("call_1", "request_input", "km"),
+    ]
+    prose, control = await observe(history)
+    assert control == {
+        "observation": (
+            "The user answered: “km”. "
+            "Next: use the convert_units tool to convert 10 miles to km."
+        ),
+        "should_continue": True,
+        "final_answer": "",
+    }
+
+    prose, control = await reason(history)
+    assert prose == "I'll use the convert_units tool to convert 10 miles to km."
+    assert control == {
+        "plan": "Call convert_units to convert 10 miles to km.",
+        "tools_to_consider": ["convert_units"],
+        "finish": False,
+        "final_answer": "",
+    }
+
+    history.append(reason_note(prose))
+    converted = await act(history)
+    conversion = call(
+        "call_2", "convert_units", value=10, from_unit="miles", to_unit="km"
+    )
+    assert converted.tool_calls == (conversion,)
+
+    history += [Message.assistant(None, [conversion]), await result_of(conversion)]
+    prose, control = await observe(history)
+    assert (
+        prose == "The convert_units tool returned 16.0934 km. That answers the request."
+    )
+    assert control == {
+        "observation": "The convert_units tool returned 16.0934 km.",
+        "should_continue": False,
+        "final_answer": "10 miles is **16.0934 km**",
+    }
+    assert await final(history) == "10 miles is **16.0934 km**"
+
+
+async def test_answer_with_extra_words_names_the_unit() -> None:
+    ask = call(
+        "call_1", "request_input", question="What unit should I convert 10 miles to?"
+    )
+    history = [
+        Message.user("Convert 10 miles"),
+        Message.assistant(None, [ask]),
+        Message.tool("call_1", "request_input", "into kilometres please"),
+    ]
+    completion = await act(history)
+    assert completion.tool_calls == (
+        call(
+            "call_2", "convert_units", value=10, from_unit="miles", to_unit="kilometres"
+        ),
+    )
+
+
+async def test_greeting_finishes_in_reason() -> None:
+    prose, control = await reason([Message.user("Hello!")])
+    assert prose == "I can answer this directly, without tools."
+    assert control == {
+        "plan": "Answer directly.",
+        "tools_to_consider": [],
+        "finish": True,
+        "final_answer": (
+            "Hello! I'm loopwire's built-in offline demo model. I can do arithmetic, "
+            "tell the time in a timezone and convert units — try “what is 2+2*3”, "
+            "“what time is it in Tokyo?” or “convert 10 miles to km”."
+        ),
+    }
+
+
+@pytest.mark.parametrize(
+    ("text", "kind"),
+    [("thanks a lot!", "thanks"), ("what can you do?", "help"), ("help", "help")],
+)
+async def test_small_talk_finishes_in_reason(text: str, kind: str) -> None:
+    _, control = await reason([Message.user(text)])
+    assert control["finish"] is True
+    assert control["final_answer"] == SMALL_TALK[kind]
+
+
+async def test_help_names_capabilities_and_configuration() -> None:
+    assert SMALL_TALK["help"] == (
+        "I'm loopwire's built-in offline demo model (simple rules, no network).\n\n"
+        "I can:\n"
+        "- do arithmetic — “what is 2+2*3”, “sqrt(16) + 1”\n"
+        "- tell the time in a timezone — “what time is it in Tokyo?”\n"
+        "- convert units — “convert 10 miles to km”\n"
+        "- in agent mode, ask you a clarifying question — try “convert 10 miles”\n\n"
+        "To use a real model, set LOOPWIRE_LLM_BASE_URL, LOOPWIRE_LLM_API_KEY "
+        "and LOOPWIRE_LLM_MODEL."
+    )
+
+
+async def test_arithmetic_in_one_step() -> None:
+    history = [Message.user("What is 2+2*3?")]
+    prose, control = await reason(history)
+    assert prose == "I'll use the calculator tool to calculate 2+2*3."
+    assert control == {
+        "plan": "Call calculator to calculate 2+2*3.",
+        "tools_to_consider": ["calculator"],
+        "finish": False,
+        "final_answer": "",
+    }
+
+    completion = await act(history)
+    calculation = call("call_1", "calculator", expression="2+2*3")
+    assert completion.tool_calls == (calculation,)
+
+    history += [Message.assistant(None, [calculation]), await result_of(calculation)]
+    _, control = await observe(history)
+    assert control == {
+        "observation": "The calculator returned 8.",
+        "should_continue": False,
+        "final_answer": "2 + 2 × 3 = **8**",  # noqa: RUF001
+    }
+
+
+@pytest.mark.parametrize(
+    ("text", "expression", "answer"),
+    [
+        ("calculate (4+5)/3", "(4+5)/3", "(4 + 5) ÷ 3 = **3**"),
+        ("sqrt(16) + 1", "sqrt(16) + 1", "sqrt(16) + 1 = **5**"),
+        ("12 times 7", "12 * 7", "12 × 7 = **84**"),  # noqa: RUF001
+        ("what's 2^10?", "2^10", "2^10 = **1024**"),
+        ("what is 7 divided by 2", "7 / 2", "7 ÷ 2 = **3.5**"),
+    ],
+)
+async def test_arithmetic_phrasings(text: str, expression: str, answer: str) -> None:
+    history = [Message.user(text)]
+    calculation = call("call_1", "calculator", expression=expression)
+    assert (await act(history)).tool_calls == (calculation,)
+    history += [Message.assistant(None, [calculation]), await result_of(calculation)]
+    _, control = await observe(history)
+    assert control["final_answer"] == answer
+
+
+async def test_time_question() -> None:
+    history = [Message.user("What time is it in Paris?")]
+    _, control = await reason(history)
+    assert (
+        control["plan"] == "Call current_time to get the current time in Europe/Paris."
+    )
+    completion = await act(history)
+    lookup = call("call_1", "current_time", timezone="Europe/Paris")
+    assert completion.tool_calls == (lookup,)
+
+    history += [Message.assistant(None, [lookup]), await result_of(lookup)]
+    _, control = await observe(history)
+    assert control == {
+        "observation": "The current_time tool returned 2026-11-22T14:05:42+01:00.",
+        "should_continue": False,
+        "final_answer": "It's 14:05 on Sunday, 22 November 2026 in Europe/Paris.",
+    }
+
+
+@pytest.mark.parametrize(
+    ("text", "zone"),
+    [
+        ("what time is it", "UTC"),
+        ("time in Tokyo", "Asia/Tokyo"),
+        ("What's the time in new york right now?", "America/New_York"),
+        ("current time in London please", "Europe/London"),
+        ("what time is it in Berlin", "Europe/Berlin"),
+        ("time in sydney", "Australia/Sydney"),
+        ("what time is it in Los Angeles?", "America/Los_Angeles"),
+        ("what's the time in UTC", "UTC"),
+        ("time in America/Chicago", "America/Chicago"),
+        ("what's the date today?", "UTC"),
+    ],
+)
+async def test_time_zones_from_places(text: str, zone: str) -> None:
+    completion = await act([Message.user(text)])
+    assert completion.tool_calls == (call("call_1", "current_time", timezone=zone),)
+
+
+async def test_unknown_place_fails_honestly() -> None:
+    lookup = call("call_1", "current_time", timezone="Narnia")
+    history = [Message.user("what time is it in Narnia?")]
+    assert (await act(history)).tool_calls == (lookup,)
+    failure = "Error (failed): unknown timezone 'Narnia'; use an IANA name like 'Europe/Paris'"
+    history += [
+        Message.assistant(None, [lookup]),
+        Message.tool("call_1", "current_time", failure),
+    ]
+    _, control = await observe(history)
+    assert control == {
+        "observation": (
+            "The current_time tool reported an error: unknown timezone 'Narnia'; "
+            "use an IANA name like 'Europe/Paris'."
+        ),
+        "should_continue": False,
+        "final_answer": (
+            "I couldn't get the time in Narnia: unknown timezone 'Narnia'; "
+            "use an IANA name like 'Europe/Paris'."
+        ),
+    }
+
+
+@pytest.mark.parametrize(
+    ("text", "arguments", "answer"),
+    [
+        (
+            "how many kg is 5 lb",
+            {"value": 5, "from_unit": "lb", "to_unit": "kg"},
+            "5 lb is **2.26796 kg**",
+        ),
+        (
+            "10 miles in kilometers",
+            {"value": 10, "from_unit": "miles", "to_unit": "kilometers"},
+            "10 miles is **16.0934 km**",
+        ),
+        (
+            "Convert 100°F to celsius.",
+            {"value": 100, "from_unit": "°F", "to_unit": "celsius"},
+            "100 °F is **37.7778 °C**",
+        ),
+        (
+            "how many feet in a mile?",
+            {"value": 1, "from_unit": "mile", "to_unit": "feet"},
+            "1 mile is **5280 ft**",
+        ),
+        (
+            "convert 2.5 kg to pounds please",
+            {"value": 2.5, "from_unit": "kg", "to_unit": "pounds"},
+            "2.5 kg is **5.51156 lb**",
+        ),
+    ],
+)
+async def test_conversions(text: str, arguments: dict[str, Any], answer: str) -> None:
+    history = [Message.user(text)]
+    conversion = call("call_1", "convert_units", **arguments)
+    assert (await act(history)).tool_calls == (conversion,)
+    history += [Message.assistant(None, [conversion]), await result_of(conversion)]
+    _, control = await observe(history)
+    assert control["final_answer"] == answer
+    assert control["should_continue"] is False
+
+
+async def test_tool_not_offered() -> None:
+    history = [Message.user("what is 2+2*3")]
+    completion = await act(
+        history, tools=(TOOLS["convert_units"].spec(), REQUEST_INPUT)
+    )
+    assert completion.tool_calls == ()
+    assert completion.content == "The calculator tool is not available."
+    assert completion.finish_reason == "stop"
+
+    history.append(Message.assistant(completion.content))
+    _, control = await observe(history)
+    unfinished = (
+        "I couldn't finish: I needed the calculator tool to calculate 2+2*3, "
+        "but it wasn't run (it may not be enabled for this session)."
+    )
+    assert control == {
+        "observation": "Nothing was done in this step that answers the request.",
+        "should_continue": False,
+        "final_answer": unfinished,
+    }
+    assert await final(history) == unfinished
+
+
+async def test_request_input_not_offered_asks_in_text() -> None:
+    completion = await act([Message.user("convert 10 miles")], tools=BUILTIN_SPECS)
+    assert completion.tool_calls == ()
+    assert completion.content == (
+        "I need more information: What unit should I convert 10 miles to?"
+    )
+
+
+async def test_failed_tool_result() -> None:
+    calculation = call("call_1", "calculator", expression="1/0")
+    history = [
+        Message.user("what is 1/0"),
+        Message.assistant(None, [calculation]),
+        Message.tool("call_1", "calculator", "Error (failed): division by zero"),
+    ]
+    prose, control = await observe(history)
+    assert prose == (
+        "The calculator reported an error: division by zero. "
+        "I'll tell the user what went wrong."
+    )
+    assert control == {
+        "observation": "The calculator reported an error: division by zero.",
+        "should_continue": False,
+        "final_answer": "I couldn't calculate 1/0: division by zero.",
+    }
+    _, control = await reason(history)
+    assert control["finish"] is True
+    assert control["final_answer"] == "I couldn't calculate 1/0: division by zero."
+    assert (await act(history)).content == "No action needed."
+
+
+async def test_unanswered_question() -> None:
+    ask = call(
+        "call_1", "request_input", question="What unit should I convert 10 miles to?"
+    )
+    history = [
+        Message.user("convert 10 miles"),
+        Message.assistant(None, [ask]),
+        Message.tool(
+            "call_1", "request_input", "Error (timeout): no answer within 300 s"
+        ),
+    ]
+    _, control = await observe(history)
+    assert control == {
+        "observation": "The question went unanswered: no answer within 300 s.",
+        "should_continue": False,
+        "final_answer": (
+            "I couldn't convert 10 miles: I asked which unit to convert to, "
+            "but got no answer (no answer within 300 s)."
+        ),
+    }
+
+
+async def test_failed_conversion() -> None:
+    ask = call(
+        "call_1", "request_input", question="What unit should I convert 10 miles to?"
+    )
+    history = [
+        Message.user("convert 10 miles"),
+        Message.assistant(None, [ask]),
+        Message.tool("call_1", "request_input", "bananas"),
+    ]
+    conversion = call(
+        "call_2", "convert_units", value=10, from_unit="miles", to_unit="bananas"
+    )
+    assert (await act(history)).tool_calls == (conversion,)
+    with pytest.raises(Exception) as caught:
+        await result_of(conversion)
+    history += [
+        Message.assistant(None, [conversion]),
+        Message.tool("call_2", "convert_units", f"Error (failed): {caught.value}"),
+    ]
+    _, control = await observe(history)
+    assert control["final_answer"] == (
+        "I couldn't convert 10 miles: unknown unit 'bananas'; "
+        "supported length units: mm, cm, m, km, in, ft, yd, mi."
+    )
+
+
+async def test_cancelled_tool_is_reported() -> None:
+    calculation = call("call_1", "calculator", expression="2+2")
+    history = [
+        Message.user("2+2"),
+        Message.assistant(None, [calculation]),
+        Message.tool(
+            "call_1",
+            "calculator",
+            "Cancelled: the user stopped the run before this tool finished.",
+        ),
+    ]
+    assert await final(history) == (
+        "I couldn't calculate 2+2: the user stopped the run before this tool finished."
+    )
+
+
+async def test_results_already_present_finish_in_reason_and_skip_act() -> None:
+    calculation = call("call_1", "calculator", expression="6*7")
+    history = [Message.user("what is 6*7"), Message.assistant(None, [calculation])]
+    history.append(await result_of(calculation))
+    _, control = await reason(history)
+    assert control == {
+        "plan": "Answer from the tool results.",
+        "tools_to_consider": [],
+        "finish": True,
+        "final_answer": "6 × 7 = **42**",  # noqa: RUF001
+    }
+    completion = await act(history)
+    assert (completion.content, completion.tool_calls) == ("No action needed.", ())
+
+
+async def test_only_this_runs_results_count_and_ids_keep_counting() -> None:
+    first = call("call_1", "calculator", expression="1+1")
+    history = [
+        Message.user("what is 1+1"),
+        Message.assistant(None, [first]),
+        await result_of(first),
+        Message.assistant("1 + 1 = **2**"),
+        Message.user("and what is 2+3?"),
+    ]
+    assert (await act(history)).tool_calls == (
+        call("call_2", "calculator", expression="2+3"),
+    )
+
+
+async def test_unknown_request_in_agent_mode_finishes_honestly() -> None:
+    _, control = await reason([Message.user("Write me a poem about the sea")])
+    assert control["finish"] is True
+    assert control["final_answer"] == INTRODUCTION
+
+
+async def test_final_without_results() -> None:
+    assert await final([Message.user("convert 10 miles")]) == (
+        "I couldn't finish: I still need to know which unit to convert 10 miles to. "
+        "Reply with it and I'll carry on."
+    )
+
+
+async def test_tolerates_unreadable_results() -> None:
+    calculation = call("call_1", "calculator", expression="2+2")
+    history = [
+        Message.user("what is 2+2"),
+        Message.assistant(None, [calculation]),
+        Message.tool("call_1", "calculator", '{"expression": "2+2", "res… [truncated]'),
+    ]
+    _, control = await observe(history)
+    assert control["should_continue"] is False
+    assert control["final_answer"] == (
+        'The calculator tool returned:\n\n{"expression": "2+2", "res… [truncated]'
+    )
+
+
+# --- plain chat and tool mode ----------------------------------------------------
+
+
+async def test_chat_greeting_and_local_arithmetic() -> None:
+    hello = await chat([Message.user("hey there")])
+    assert (hello.content, hello.tool_calls) == (SMALL_TALK["greeting"], ())
+    sum_ = await chat([Message.user("what is 12 times 7?")])
+    assert sum_.content == "12 × 7 = **84**"  # noqa: RUF001
+    broken = await chat([Message.user("what is 5/0")])
+    assert broken.content == "I couldn't calculate 5/0: division by zero."
+
+
+async def test_chat_unknown_is_honest_about_being_offline() -> None:
+    completion = await chat([Message.user("Tell me a joke")])
+    assert completion.content == INTRODUCTION
+    assert INTRODUCTION == (
+        "I'm loopwire's built-in offline demo model: simple rules, no network and "
+        "no AI, so I can't answer that one.\n\n"
+        "I can:\n"
+        "- do arithmetic — “what is 2+2*3”, “sqrt(16) + 1”\n"
+        "- tell the time in a timezone — “what time is it in Tokyo?”\n"
+        "- convert units — “convert 10 miles to km”\n"
+        "- in agent mode, ask you a clarifying question — try “convert 10 miles”\n\n"
+        "To use a real model, set LOOPWIRE_LLM_BASE_URL, LOOPWIRE_LLM_API_KEY "
+        "and LOOPWIRE_LLM_MODEL."
+    )
+
+
+async def test_chat_without_tools_says_which_tool_it_needs() -> None:
+    completion = await chat([Message.user("What time is it in Tokyo?")])
+    assert completion.tool_calls == ()
+    assert completion.content.startswith(
+        "I'm loopwire's built-in offline demo model, and to get the current time "
+        "in Asia/Tokyo I need the current_time tool — turn on tools or agent mode "
+        "and ask again.\n\nI can:\n"
+    )
+    assert completion.content.endswith("LOOPWIRE_LLM_MODEL.")
+
+
+async def test_tool_mode_calls_then_answers() -> None:
+    history = [Message.user("convert 5 lb to kg")]
+    completion = await chat(history, BUILTIN_SPECS)
+    conversion = call("call_1", "convert_units", value=5, from_unit="lb", to_unit="kg")
+    assert completion.tool_calls == (conversion,)
+    history += [Message.assistant(None, [conversion]), await result_of(conversion)]
+    answer = await chat(history, BUILTIN_SPECS)
+    assert (answer.content, answer.tool_calls) == ("5 lb is **2.26796 kg**", ())
+
+
+async def test_tool_mode_asks_in_text_and_takes_the_unit_next_turn() -> None:
+    history = [Message.user("convert 10 miles")]
+    question = await chat(history, BUILTIN_SPECS)
+    assert (question.content, question.tool_calls) == (
+        "What unit should I convert 10 miles to?",
+        (),
+    )
+    history += [Message.assistant(question.content), Message.user("km")]
+    completion = await chat(history, BUILTIN_SPECS)
+    assert completion.tool_calls == (
+        call("call_1", "convert_units", value=10, from_unit="miles", to_unit="km"),
+    )
+
+
+async def test_tool_mode_without_the_tool() -> None:
+    only_time = (TOOLS["current_time"].spec(),)
+    local = await chat([Message.user("sqrt(16) + 1")], only_time)
+    assert (local.content, local.tool_calls) == ("sqrt(16) + 1 = **5**", ())
+    missing = await chat([Message.user("convert 3 ft to cm")], only_time)
+    assert missing.content == (
+        "The convert_units tool is not available, so I can't convert 3 ft to cm."
+    )
+
+
+async def test_tool_choice_none_never_calls() -> None:
+    req = request("chat", [Message.user("what time is it")], BUILTIN_SPECS, "none")
+    completion = await llm.complete(req)
+    assert completion.tool_calls == ()
+
+
+# --- streaming and usage -----------------------------------------------------------
+
+
+async def test_stream_yields_word_deltas_then_the_completion() -> None:
+    req = request("observe", [Message.user("what can you do?")])
+    expected = await llm.complete(req)
+    events = [event async for event in llm.stream(req)]
+    *deltas, last = events
+    assert last == expected
+    assert all(isinstance(d, TextDelta) for d in deltas)
+    texts = [d.text for d in deltas if isinstance(d, TextDelta)]
+    assert "".join(texts) == expected.content
+    assert len(texts) == len(expected.content.split())
+    assert texts[:3] == ["No ", "tools ", "were "]
+
+
+async def test_stream_of_a_tool_call_has_no_text() -> None:
+    req = request("act", [Message.user("what is 2+2")], AGENT_TOOLS, "auto")
+    events = [event async for event in llm.stream(req)]
+    assert events == [await llm.complete(req)]
+    assert isinstance(events[0], Completion)
+    assert events[0].tool_calls == (call("call_1", "calculator", expression="2+2"),)
+
+
+async def test_usage_is_deterministic_word_counts() -> None:
+    req = request("chat", [Message.user("hello")])
+    first, second = await llm.complete(req), await llm.complete(req)
+    words = len(first.content.split())
+    assert SYSTEM.content is not None
+    prompt = len(SYSTEM.content.split()) + 1
+    assert (
+        first.usage
+        == second.usage
+        == Usage(
+            prompt_tokens=prompt,
+            completion_tokens=words,
+            total_tokens=prompt + words,
+            llm_calls=1,
+        )
+    )
