@@ -44,6 +44,11 @@ def _parser() -> argparse.ArgumentParser:
     chat.add_argument(
         "--token", default=None, help="auth token, if the server needs one"
     )
+    chat.add_argument(
+        "--answer",
+        action="append",
+        help="answer to the agent's next question (repeatable; else asked in the terminal)",
+    )
     return parser
 
 

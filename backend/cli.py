@@ -1,8 +1,8 @@
 """`loopwire chat`: a scripted WebSocket client for a running server.
 
 Sends one `chat`, prints the run as it happens, answers `request_input`
-questions from stdin (or refuses when stdin is not a terminal), and exits
-with 0 when the run completes, 1 on an error frame.
+questions from `--answer` values or the terminal (and stops the run when it
+has neither), and exits with 0 when the run completes, 1 on an error frame.
 """
 
 from __future__ import annotations
@@ -44,29 +44,45 @@ async def _chat(args: argparse.Namespace, out: TextIO) -> int:
         if args.max_steps is not None:
             request["agent_max_steps"] = args.max_steps
         await ws.send(json.dumps(request))
-        return await _follow(ws, args.json, out)
+        return await _follow(ws, args.json, list(args.answer or ()), out)
 
 
-async def _follow(ws: ClientConnection, raw: bool, out: TextIO) -> int:
-    status = 0
+async def _follow(
+    ws: ClientConnection, raw: bool, answers: list[str], out: TextIO
+) -> int:
+    status, streamed = 0, False
     while True:
         frame: Frame = json.loads(await ws.recv())
         line = json.dumps(frame) if raw else describe(frame)
+        if frame["type"] == "chat_response" and streamed and not raw:
+            line = ""  # already printed token by token
+        streamed = frame["type"] == "token_stream"
         if line:
             print(line, file=out, end="" if frame["type"] == "token_stream" else "\n")
             out.flush()
         if frame["type"] == "error":
             status = 1
         if frame.get("update_type") == "agent_request_input":
-            await _answer(ws, frame)
+            await _answer(ws, frame, answers, out)
         if frame["type"] == "response_complete":
             return status
 
 
-async def _answer(ws: ClientConnection, frame: Frame) -> None:
-    if not sys.stdin.isatty():
+async def _answer(
+    ws: ClientConnection, frame: Frame, answers: list[str], out: TextIO
+) -> None:
+    """Answer from --answer values, else from the terminal, else stop the run."""
+    if answers:
+        answer = answers.pop(0)
+        print(f"your answer> {answer}", file=out)
+    elif sys.stdin.isatty():
+        answer = await asyncio.to_thread(input, "your answer> ")
+    else:
+        print(
+            "(no answer to give: pass --answer or use a terminal; stopping)", file=out
+        )
+        await ws.send(json.dumps({"type": "agent_control", "action": "stop"}))
         return
-    answer = await asyncio.to_thread(input, "your answer> ")
     reply = {
         "type": "agent_user_input",
         "content": answer,

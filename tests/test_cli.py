@@ -1,0 +1,68 @@
+"""`loopwire chat` against a live server on the offline model."""
+
+from __future__ import annotations
+
+import argparse
+import io
+
+from backend.cli import _chat
+from tests.conftest import StartServer
+
+
+def _args(url: str, message: str, **extra: object) -> argparse.Namespace:
+    values: dict[str, object] = {
+        "url": url,
+        "message": message,
+        "agent": True,
+        "max_steps": None,
+        "json": False,
+        "token": None,
+        "answer": None,
+    }
+    values.update(extra)
+    return argparse.Namespace(**values)
+
+
+async def test_chat_answers_questions_from_arguments(start_server: StartServer) -> None:
+    harness = await start_server(llm_provider="offline")
+    out = io.StringIO()
+    status = await _chat(
+        _args(harness.server.url("/ws", "ws"), "convert 10 miles", answer=["km"]), out
+    )
+    lines = out.getvalue().splitlines()
+    assert status == 0
+    assert lines[:3] == [
+        "— step 1 / 10",
+        "  [reason] The request doesn't say which unit to convert 10 miles to, so I'll ask the user.",
+        "  ? What unit should I convert 10 miles to?",
+    ]
+    assert "your answer> km" in lines
+    assert (
+        '  → convert_units({"value": 10, "from_unit": "miles", "to_unit": "km"})'
+        in lines
+    )
+    assert "assistant: 10 miles is **16.0934 km**" in lines
+    assert lines[-1].startswith("(done: finished, 2 step(s), ")
+
+
+async def test_chat_without_an_answer_stops_the_run(start_server: StartServer) -> None:
+    harness = await start_server(llm_provider="offline")
+    out = io.StringIO()
+    status = await _chat(_args(harness.server.url("/ws", "ws"), "convert 5 lb"), out)
+    lines = out.getvalue().splitlines()
+    assert status == 0
+    assert lines[-3:-1] == [
+        "(no answer to give: pass --answer or use a terminal; stopping)",
+        "  (stopped)",
+    ]
+    assert lines[-1].startswith("(done: stopped, 1 step(s), ")
+
+
+async def test_plain_chat_prints_the_streamed_answer_once(
+    start_server: StartServer,
+) -> None:
+    harness = await start_server(llm_provider="offline")
+    out = io.StringIO()
+    await _chat(_args(harness.server.url("/ws", "ws"), "what is 6*7", agent=False), out)
+    text = out.getvalue()
+    assert text.count("42") == 1 and text.endswith("\n")
