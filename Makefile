@@ -27,12 +27,12 @@ test: $(VENV)/.dev browser
 
 # ---- quality ----------------------------------------------------------------
 format: $(VENV)/.dev
-	$(VENV)/bin/ruff format backend tests
-	$(VENV)/bin/ruff check --fix backend tests
+	$(VENV)/bin/ruff format backend tests benchmarks
+	$(VENV)/bin/ruff check --fix backend tests benchmarks
 
 lint: $(VENV)/.dev
-	$(VENV)/bin/ruff format --check backend tests
-	$(VENV)/bin/ruff check backend tests
+	$(VENV)/bin/ruff format --check backend tests benchmarks
+	$(VENV)/bin/ruff check backend tests benchmarks
 
 typecheck: $(VENV)/.dev
 	$(VENV)/bin/mypy --strict backend

@@ -47,7 +47,7 @@ def _parser() -> argparse.ArgumentParser:
     chat.add_argument(
         "--answer",
         action="append",
-        help="answer to the agent's next question (repeatable; else asked in the terminal)",
+        help="answer to the next question (repeatable; default: ask in the terminal)",
     )
     return parser
 

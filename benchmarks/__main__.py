@@ -158,6 +158,41 @@ async def bench_websocket(runs: int, steps: int) -> tuple[list[float], int]:
     return per_step, frames
 
 
+class HangingLLM(InstantLLM):
+    """Every call hangs until cancelled: what Stop has to cut through."""
+
+    def __init__(self) -> None:
+        super().__init__(steps=1)
+        self.started = asyncio.Event()
+
+    async def complete(self, request: LLMRequest) -> Completion:
+        self.started.set()
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+
+async def bench_stop(runs: int) -> list[float]:
+    """ms from sending `stop` during an LLM call to `response_complete`."""
+    from tests.live_server import serving
+
+    llm = HangingLLM()
+    app = create_app(Settings(_env_file=None), llm=llm, registry=_registry())  # type: ignore[call-arg]
+    samples: list[float] = []
+    async with serving(app) as server, connect(server.url("/ws", "ws")) as ws:
+        await ws.recv()
+        for _ in range(runs):
+            llm.started.clear()
+            await ws.send(
+                json.dumps({"type": "chat", "content": "go", "agent_mode": True})
+            )
+            await llm.started.wait()
+            started = time.perf_counter()
+            await ws.send(json.dumps({"type": "agent_control", "action": "stop"}))
+            await _drain(ws)
+            samples.append((time.perf_counter() - started) * 1000)
+    return samples
+
+
 async def _drain(ws: Any) -> int:
     count = 0
     while True:
@@ -184,6 +219,12 @@ async def main(runs: int, steps: int) -> None:
     print(_report("agent loop (in-process)", loop_samples))
     print(_report("end to end (uvicorn + WebSocket)", ws_samples))
     print(f"frames per run: {frames // runs}")
+    stop_samples = await bench_stop(runs)
+    median_stop = statistics.median(stop_samples)
+    print(
+        f"{'stop → response_complete':<34} median {median_stop:7.3f} ms"
+        f"        max {max(stop_samples):7.3f}"
+    )
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 from backend.llm.base import Completion
@@ -561,3 +562,44 @@ async def test_foreign_origin_is_refused(start_server: StartServer) -> None:
     refused = await harness.connect(Origin="http://evil.example")
     error = await refused.recv()
     assert error["message"] == "origin http://evil.example is not allowed"
+
+
+async def test_shutdown_stops_active_runs_and_leaves_no_tasks(
+    start_server: StartServer,
+) -> None:
+    hang = Hang()
+    harness = await start_server(ScriptedLLM(reason(), hang), test_registry())
+    client, _ = await harness.ready_client()
+    await client.send(type="chat", content="go", agent_mode=True)
+    await hang.started.wait()
+    service = harness.service
+
+    await harness.server.stop()
+
+    assert hang.cancelled.is_set()
+    assert all(session.run is None for session in service.sessions.values())
+    leftovers = [
+        task
+        for task in asyncio.all_tasks()
+        if task is not asyncio.current_task() and "backend" in repr(task.get_coro())
+    ]
+    assert leftovers == []
+
+
+async def test_disconnect_does_not_stop_the_run(start_server: StartServer) -> None:
+    slow = SlowTool()
+    llm = ScriptedLLM(
+        reason(), calls(("slow", {})), observe(should_continue=False, final="ok")
+    )
+    harness = await start_server(llm, test_registry(slow))
+    client, ready = await harness.ready_client()
+    await client.send(type="chat", content="go", agent_mode=True)
+    await slow.started.wait()
+    await client.connection.close()
+
+    slow.release.set()
+    again = await harness.connect(f"session_id={ready['session_id']}&last_seq=0")
+    await again.recv()
+    frames = await again.run()
+    assert labels(frames)[-3:] == END
+    assert frames[-3]["message"] == "ok"
