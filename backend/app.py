@@ -18,7 +18,7 @@ from backend.prompts import PromptProvider
 from backend.settings import Settings
 from backend.tools.base import ToolRegistry
 from backend.tools.builtin import builtin_tools
-from backend.tools.executor import ToolExecutor
+from backend.tools.executor import ExecutorConfig, ToolExecutor
 from backend.transport import http
 from backend.transport.websocket import websocket_endpoint
 
@@ -48,12 +48,25 @@ def make_service(
     registry: ToolRegistry,
     prompts: PromptProvider,
 ) -> ChatService:
-    executor = ToolExecutor(registry, default_timeout_s=settings.tool_timeout_s)
+    executor = ToolExecutor(
+        registry,
+        ExecutorConfig(
+            default_timeout_s=settings.tool_timeout_s,
+            approval_timeout_s=settings.approval_timeout_s,
+            max_attempts=settings.tool_max_attempts,
+            retry_backoff_s=settings.tool_retry_backoff_s,
+            rate_limit_calls=settings.tool_rate_limit_calls,
+            rate_limit_window_s=settings.tool_rate_limit_window_s,
+        ),
+    )
     loop_config = LoopConfig(
         tool_result_max_chars=settings.tool_result_max_chars,
         history_window_messages=settings.history_window_messages,
         max_parse_failures=settings.agent_max_parse_failures,
         request_input_timeout_s=settings.request_input_timeout_s,
+        max_consecutive_failures=settings.tool_max_consecutive_failures,
+        max_duplicate_calls=settings.agent_max_duplicate_calls,
+        on_reject=settings.approval_on_reject,
     )
     loops: dict[str, AgentLoop] = {
         "react": ReasonActObserveLoop(llm, registry, executor, prompts, loop_config)
@@ -67,6 +80,7 @@ def make_service(
             max_rounds=settings.tool_mode_max_rounds,
             tool_result_max_chars=settings.tool_result_max_chars,
             history_window_messages=settings.history_window_messages,
+            on_reject=settings.approval_on_reject,
         ),
     )
     return ChatService(

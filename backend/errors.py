@@ -55,4 +55,13 @@ class LLMError(LoopwireError):
 
 
 class ToolError(LoopwireError):
-    """A tool failed. Its message is what the model is told."""
+    """A tool failed. Its message is what the model is told.
+
+    `retryable=True` marks a transient failure (a busy upstream, a dropped
+    connection): the executor retries it for idempotent tools. Plain
+    ToolErrors are deterministic refusals and are never retried.
+    """
+
+    def __init__(self, message: str, *, retryable: bool = False) -> None:
+        super().__init__(message)
+        self.retryable = retryable

@@ -111,6 +111,15 @@ class ToolFailed:
 
 
 @dataclass(frozen=True, slots=True)
+class ApprovalRequested:
+    tool_call_id: str
+    tool_name: str
+    arguments: ToolArguments
+    description: str
+    step: int
+
+
+@dataclass(frozen=True, slots=True)
 class TokenStreamed:
     token: str
     is_first: bool
@@ -131,6 +140,7 @@ Event = (
     | ToolStarted
     | ToolCompleted
     | ToolFailed
+    | ApprovalRequested
     | TokenStreamed
 )
 

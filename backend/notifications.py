@@ -37,6 +37,7 @@ from backend.protocol import (
     SessionReady,
     SessionReset,
     TokenStream,
+    ToolApprovalRequest,
     ToolComplete,
     ToolErrorFrame,
     ToolStart,
@@ -198,6 +199,15 @@ class Notifications:
                     error=error,
                     status=status,
                     duration_ms=duration_ms,
+                    step=step,
+                )
+            case ev.ApprovalRequested(call_id, name, arguments, description, step):
+                return ToolApprovalRequest(
+                    **env,
+                    tool_call_id=call_id,
+                    tool_name=name,
+                    arguments=arguments,
+                    description=description,
                     step=step,
                 )
             case ev.TokenStreamed(token, is_first, is_last):

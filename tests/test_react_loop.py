@@ -209,9 +209,9 @@ async def test_tool_failure_is_fed_back_and_loop_goes_on() -> None:
         calls(
             ("fail", {"reason": "disk on fire"}),
             ("nope", {}),
-            ("add", '{"expression": 5}'),
+            ("add", {"expression": "1+1"}),
         ),
-        observe(should_continue=False, final="It failed."),
+        observe(should_continue=False, final="One worked."),
     )
     run = Run()
     result = await make_loop(llm).run(run.ctx())
@@ -224,15 +224,36 @@ async def test_tool_failure_is_fed_back_and_loop_goes_on() -> None:
             "failed",
             "there is no tool named 'nope' here; available tools: add, fail, slow",
         ),
-        (
-            "add",
-            "failed",
-            "invalid arguments for add: expression: Input should be a valid string",
-        ),
     ]
     tool_messages = [m.content for m in run.history if m.role == "tool"]
     assert tool_messages[0] == "Error (failed): disk on fire"
-    assert result.final_answer == "It failed."
+    assert result.final_answer == "One worked." and result.reason == "finished"
+
+
+async def test_consecutive_failures_end_the_loop_honestly() -> None:
+    llm = ScriptedLLM(
+        reason(),
+        calls(
+            ("fail", {"reason": "disk on fire"}),
+            ("nope", {}),
+            ("add", '{"expression": 5}'),
+        ),
+        "Sorry: every tool call failed (the disk is on fire).",
+    )
+    run = Run()
+    result = await make_loop(llm).run(run.ctx())
+
+    failures = [e for e in run.events if isinstance(e, ToolFailed)]
+    assert [f.status for f in failures] == ["failed", "failed", "failed"]
+    assert (
+        failures[2].error
+        == "invalid arguments for add: expression: Input should be a valid string"
+    )
+    assert "Observed" not in run.names()
+    assert result.reason == "error"
+    assert result.final_answer == "Sorry: every tool call failed (the disk is on fire)."
+    why = llm.requests[-1].messages[-1].content or ""
+    assert "3 tool calls in a row failed (last: add: invalid arguments" in why
 
 
 async def test_request_input_waits_for_the_answer_and_records_it() -> None:

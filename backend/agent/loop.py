@@ -13,11 +13,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from backend.aio import race
+from backend.errors import NoPendingApproval
 from backend.events import EventSink, StepsGranted, StopMode
 from backend.history import History
 from backend.llm.base import Usage
 from backend.protocol import CompletionReason
 from backend.tools.executor import ToolOutcome
+from backend.tools.policy import ApprovalDecision, ApprovalStatus
 
 # ------------------------------------------------------------------ controls
 
@@ -45,6 +48,9 @@ class RunControl:
     stop_after_step: asyncio.Event = field(default_factory=asyncio.Event)
     answers: asyncio.Queue[UserAnswer] = field(default_factory=asyncio.Queue)
     pending_question: PendingQuestion | None = None
+    pending_approvals: dict[str, asyncio.Future[ApprovalDecision]] = field(
+        default_factory=dict
+    )
 
     def grant(self, steps: int, emit: EventSink) -> int:
         """Raise the budget by `steps` (up to the cap); return the new budget."""
@@ -57,6 +63,41 @@ class RunControl:
         self.stop_after_step.set()
         if mode == "immediate":
             self.stop_now.set()
+
+    async def wait_for_approval(
+        self, tool_call_id: str, limit_s: float
+    ) -> ApprovalDecision:
+        """The user's decision on a call, racing the graceful stop and `limit_s`."""
+        decision: asyncio.Future[ApprovalDecision] = (
+            asyncio.get_running_loop().create_future()
+        )
+        self.pending_approvals[tool_call_id] = decision
+        try:
+            won = await race(
+                _wait(decision), self.stop_after_step.wait(), limit_s=limit_s
+            )
+        finally:
+            self.pending_approvals.pop(tool_call_id, None)
+        if won is None:
+            return ApprovalDecision("timeout")
+        return won[1] if won[0] == 0 else ApprovalDecision("withdrawn")
+
+    def resolve_approval(
+        self, tool_call_id: str, approved: bool, reason: str | None
+    ) -> None:
+        """Deliver the user's decision; refuse anything not pending right now."""
+        decision = self.pending_approvals.get(tool_call_id)
+        if decision is None or decision.done():
+            raise NoPendingApproval(
+                f"no approval is pending for tool call {tool_call_id!r} in this session "
+                "(it may have been answered already or timed out)"
+            )
+        status: ApprovalStatus = "approved" if approved else "rejected"
+        decision.set_result(ApprovalDecision(status, reason))
+
+
+async def _wait(future: asyncio.Future[ApprovalDecision]) -> ApprovalDecision:
+    return await future
 
 
 # ------------------------------------------------------------------ run values

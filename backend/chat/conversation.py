@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 
 from backend.agent.summary import summarize_outcomes
 from backend.aio import race
@@ -29,7 +30,7 @@ from backend.llm.base import (
 from backend.prompts import PromptProvider, ToolLine
 from backend.protocol import ChatMessage
 from backend.tools.base import ToolContext, ToolRegistry
-from backend.tools.executor import ToolExecutor, ToolOutcome
+from backend.tools.executor import CallScope, ToolExecutor, ToolOutcome
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,12 +38,14 @@ class ConversationConfig:
     max_rounds: int = 4
     tool_result_max_chars: int = 4000
     history_window_messages: int = 40
+    on_reject: Literal["stop", "continue"] = "stop"
 
 
 @dataclass
 class _Reply:
     """What one run has produced so far (survives a stop)."""
 
+    read_only: bool = False
     streamed: list[str] = field(default_factory=list)
     outcomes: list[ToolOutcome] = field(default_factory=list)
 
@@ -66,7 +69,7 @@ class Conversation:
         self, session: Session, run: ActiveRun, message: ChatMessage
     ) -> None:
         """Answer `message` (already in history); ends with `chat_response`."""
-        reply = _Reply()
+        reply = _Reply(read_only=message.read_only)
         try:
             won = await race(
                 self._answer(session, run, message, reply), run.control.stop_now.wait()
@@ -95,7 +98,10 @@ class Conversation:
             completion = await self._stream(session, message, specs, choice, reply)
             if not (completion.tool_calls and specs):
                 return completion.content.strip() or self._fallback(reply)
-            await self._run_tools(session, run, completion, specs, round_number, reply)
+            if await self._run_tools(
+                session, run, completion, specs, round_number, reply
+            ):
+                break
         completion = await self._stream(session, message, specs, "none", reply)
         return completion.content.strip() or self._fallback(reply)
 
@@ -107,20 +113,33 @@ class Conversation:
         specs: Sequence[ToolSpec],
         round_number: int,
         reply: _Reply,
-    ) -> None:
+    ) -> bool:
+        """Run the round's calls; True when a rejection should end the rounds."""
         session.history.append(
             Message.assistant(completion.content or None, completion.tool_calls)
         )
-        ctx = ToolContext(session.id, run.run_id, round_number)
-        allowed = [spec.name for spec in specs]
+        scope = CallScope(
+            ctx=ToolContext(session.id, run.run_id, round_number),
+            emit=session.notify.agent_event,
+            allowed=[spec.name for spec in specs],
+            read_only=reply.read_only,
+            approver=run.control,
+        )
+        stop = False
         for call in completion.tool_calls:
-            outcome = await self.executor.run(
-                call, ctx, session.notify.agent_event, allowed=allowed
-            )
+            if stop:
+                note = "Not run: an earlier call in this round was declined."
+                session.history.append(Message.tool(call.id, call.name, note))
+                continue
+            outcome = await self.executor.run(call, scope)
             reply.outcomes.append(outcome)
             content = outcome.for_model(self.config.tool_result_max_chars)
             session.history.append(Message.tool(call.id, call.name, content))
+            for note in outcome.notes:
+                session.history.append(Message.system(note))
+            stop = outcome.status == "rejected" and self.config.on_reject == "stop"
         reply.streamed.clear()
+        return stop
 
     async def _stream(
         self,

@@ -22,7 +22,7 @@ from backend.agent.loop import AgentContext, AgentLoop, AgentResult, RunControl
 from backend.aio import race
 from backend.chat.conversation import Conversation
 from backend.chat.session import ActiveRun, Session
-from backend.errors import Busy, InvalidMessage, NoPendingApproval, ProtocolError
+from backend.errors import Busy, InvalidMessage, ProtocolError
 from backend.llm.base import LLMClient, Message
 from backend.protocol import (
     AgentControlMessage,
@@ -149,10 +149,10 @@ class ChatService:
                 self._control(session, message)
             case AgentUserInputMessage(content=content, question_id=question_id):
                 session.submit_answer(content, question_id)
-            case ToolApprovalResponseMessage(tool_call_id=call_id):
-                raise NoPendingApproval(
-                    f"no approval is pending for tool call {call_id!r}"
-                )
+            case ToolApprovalResponseMessage(
+                tool_call_id=call_id, approved=ok, reason=why
+            ):
+                session.resolve_approval(call_id, ok, why)
             case ResetSessionMessage():
                 self._reset(session)
 

@@ -15,7 +15,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from backend.agent.loop import RunControl, UserAnswer
-from backend.errors import NoActiveRun, NoPendingInput
+from backend.errors import NoActiveRun, NoPendingApproval, NoPendingInput
 from backend.history import History
 from backend.notifications import Notifications
 from backend.protocol import ServerMessage
@@ -91,6 +91,16 @@ class Session:
         if self.run is None:
             raise NoActiveRun("there is no active run in this session")
         return self.run
+
+    def resolve_approval(
+        self, tool_call_id: str, approved: bool, reason: str | None
+    ) -> None:
+        """Hand the user's approval decision to the run waiting on it."""
+        if self.run is None:
+            raise NoPendingApproval(
+                f"no approval is pending for tool call {tool_call_id!r}: no run is active"
+            )
+        self.run.control.resolve_approval(tool_call_id, approved, reason)
 
     def submit_answer(self, content: str, question_id: str | None) -> None:
         """Hand the user's answer to the run waiting on a question."""

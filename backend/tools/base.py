@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 from pydantic import BaseModel
 
@@ -52,6 +52,9 @@ class ToolContext:
 
 
 ToolFunction = Callable[[A, ToolContext], Awaitable[Any]]
+SideEffect = Callable[[Any, Any, ToolContext], Awaitable[str | None]]
+"""`hook(args, result, ctx)` runs once after each successful call; a returned
+string is added to the conversation as a system note for the model."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,10 +64,13 @@ class Tool(Generic[A]):
     args_model: type[A]
     fn: ToolFunction[A]
     effect: ToolEffect = ToolEffect()
+    parameters: dict[str, Any] | None = None
+    """A JSON Schema to show the model instead of `args_model`'s (MCP tools)."""
+    side_effects: tuple[SideEffect, ...] = ()
     _spec: ToolSpec = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        schema = self.args_model.model_json_schema()
+        schema = self.parameters or self.args_model.model_json_schema()
         schema.pop("title", None)
         spec = ToolSpec(name=self.name, description=self.description, parameters=schema)
         object.__setattr__(self, "_spec", spec)  # computed once: schemas are costly
@@ -96,13 +102,19 @@ class ToolRegistry:
         self._tools[tool.name] = tool
 
     def tool(
-        self, name: str, description: str, *, effect: ToolEffect = ToolEffect()
+        self,
+        name: str,
+        description: str,
+        *,
+        effect: ToolEffect = ToolEffect(),
+        side_effects: tuple[SideEffect, ...] = (),
     ) -> Callable[[ToolFunction[A]], ToolFunction[A]]:
         """Decorator: register `fn`, taking its argument model from its annotation."""
 
         def register(fn: ToolFunction[A]) -> ToolFunction[A]:
-            args_model = _args_model_of(fn)
-            self.add(Tool(name, description, args_model, fn, effect))
+            args_model = cast(type[A], _args_model_of(fn))
+            tool = Tool(name, description, args_model, fn, effect, None, side_effects)
+            self.add(tool)
             return fn
 
         return register
@@ -126,7 +138,8 @@ class ToolRegistry:
     def available(
         self, selected: Sequence[str] | None, *, read_only: bool = False
     ) -> list[AnyTool]:
-        """The tools offered for one request: selected (None = all) and allowed."""
+        """The tools offered for one request: selected (None = all), and only
+        read-only ones in a read-only session. Cheap: call it every step."""
         chosen = self._tools.values() if selected is None else self._pick(selected)
         return [t for t in chosen if t.effect.read_only or not read_only]
 
