@@ -174,6 +174,11 @@ class Notifications:
                 return AgentMaxStepsReachedUpdate(**env, steps=steps)
             case ev.AgentFailed(message):
                 return AgentErrorUpdate(**env, message=message)
+            case _:
+                return self._tool_frame(event, env)
+
+    def _tool_frame(self, event: ev.Event, env: dict[str, Any]) -> ServerMessage:
+        match event:
             case ev.ToolStarted(call_id, name, arguments, step):
                 return ToolStart(
                     **env,
@@ -214,3 +219,4 @@ class Notifications:
                 return TokenStream(
                     **env, token=token, is_first=is_first, is_last=is_last
                 )
+        raise TypeError(f"no frame for event {event!r}")

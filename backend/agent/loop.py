@@ -89,7 +89,8 @@ class RunControl:
         decision = self.pending_approvals.get(tool_call_id)
         if decision is None or decision.done():
             raise NoPendingApproval(
-                f"no approval is pending for tool call {tool_call_id!r} in this session "
+                f"no approval is pending for tool call {tool_call_id!r} in this "
+                "session "
                 "(it may have been answered already or timed out)"
             )
         status: ApprovalStatus = "approved" if approved else "rejected"

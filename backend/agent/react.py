@@ -273,15 +273,19 @@ class _Run:
         if outcome.status == "rejected":
             if self.config.on_reject == "continue":
                 return Continue()
-            why = f"The user declined the tool call {name}, so the run stops here: {outcome.error}."
-            return Final(None, "rejected", why + " Explain what was not done.")
+            why = (
+                f"The user declined the tool call {name}, so the run stops here: "
+                f"{outcome.error}. Explain what was not done."
+            )
+            return Final(None, "rejected", why)
         if outcome.status == "cancelled":
             return Continue()
         self.failures += 1
         if self.failures < self.config.max_consecutive_failures:
             return Continue()
         why = (
-            f"{self.failures} tool calls in a row failed (last: {name}: {outcome.error}). "
+            f"{self.failures} tool calls in a row failed "
+            f"(last: {name}: {outcome.error}). "
             "Stop trying; tell the user honestly what failed."
         )
         return Final(None, "error", why)
@@ -310,7 +314,7 @@ class _Run:
         self._add_result(ResultLine(call.name, "duplicate", arguments, content))
         if self.duplicates < self.config.max_duplicate_calls:
             return Continue()
-        why = "The same tool call was repeated; answer with the results already available."
+        why = "The same tool call was repeated; answer with the results you have."
         return Final(None, "finished", why)
 
     def _skip(self, calls: Sequence[ToolCall]) -> None:

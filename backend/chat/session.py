@@ -98,7 +98,8 @@ class Session:
         """Hand the user's approval decision to the run waiting on it."""
         if self.run is None:
             raise NoPendingApproval(
-                f"no approval is pending for tool call {tool_call_id!r}: no run is active"
+                f"no approval is pending for tool call {tool_call_id!r}: "
+                "no run is active"
             )
         self.run.control.resolve_approval(tool_call_id, approved, reason)
 

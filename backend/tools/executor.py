@@ -311,8 +311,8 @@ def _declined(
     reason = f" (reason: {decision.reason})" if decision.reason else ""
     if decision.status == "timeout":
         return "timeout", (
-            f"no approval decision for {tool.name} within {config.approval_timeout_s:g}s; "
-            "it was not run"
+            f"no approval decision for {tool.name} within "
+            f"{config.approval_timeout_s:g}s; it was not run"
         )
     if decision.status == "withdrawn":
         return "cancelled", f"{tool.name} was not run: the run is stopping"
