@@ -19,6 +19,7 @@ from backend.settings import Settings
 from backend.tools.base import ToolRegistry
 from backend.tools.builtin import builtin_tools
 from backend.tools.executor import ExecutorConfig, ToolExecutor
+from backend.tools.notes import NoteStore, note_tools
 from backend.transport import http
 from backend.transport.websocket import websocket_endpoint
 
@@ -40,6 +41,11 @@ def make_llm(settings: Settings) -> LLMClient:
     from backend.llm.offline import OfflineLLM
 
     return OfflineLLM()
+
+
+def default_registry() -> ToolRegistry:
+    """The built-in tools: calculator, current_time, convert_units and notes."""
+    return ToolRegistry([*builtin_tools(), *note_tools(NoteStore())])
 
 
 def make_service(
@@ -104,7 +110,7 @@ def create_app(
     prompts = prompts or PromptProvider()
     prompts.check()
     chosen_llm = llm or make_llm(settings)
-    tools = registry if registry is not None else ToolRegistry(builtin_tools())
+    tools = registry if registry is not None else default_registry()
     service = make_service(settings, chosen_llm, tools, prompts)
 
     @contextlib.asynccontextmanager

@@ -16,6 +16,9 @@ async def test_fresh_app_runs_on_the_offline_model(start_server: StartServer) ->
         "calculator",
         "current_time",
         "convert_units",
+        "save_note",
+        "list_notes",
+        "delete_note",
     ]
 
     frames = await client.chat("What is 2+2*3?", agent_mode=True)
