@@ -20,7 +20,7 @@ from backend.tools.base import ToolRegistry
 from backend.tools.builtin import builtin_tools
 from backend.tools.executor import ExecutorConfig, ToolExecutor
 from backend.tools.notes import NoteStore, note_tools
-from backend.transport import http
+from backend.transport import api, http
 from backend.transport.websocket import websocket_endpoint
 
 log = logging.getLogger("loopwire")
@@ -121,7 +121,11 @@ def create_app(
         await chosen_llm.aclose()
 
     app = Starlette(
-        routes=[*http.routes(), WebSocketRoute("/ws", websocket_endpoint)],
+        routes=[
+            *http.routes(),
+            *api.routes(),
+            WebSocketRoute("/ws", websocket_endpoint),
+        ],
         lifespan=lifespan,
     )
     app.state.chat = service

@@ -275,11 +275,11 @@ class ToolExecutor:
                 attempt.notes.append(note)
 
     def _rate_message(self, tool: AnyTool, wait_s: float) -> str:
-        limit = self.config
+        calls, window = self._limiter.max_calls, self._limiter.window_s
         return (
-            f"{tool.name} was not run: at most {limit.rate_limit_calls} changing tool "
-            f"calls per {limit.rate_limit_window_s:g}s in a session; try again in "
-            f"{max(wait_s, 0.1):.1f}s or continue without it"
+            f"{tool.name} was not run: at most {calls} changing tool calls per "
+            f"{window:g}s in a session; try again in {max(wait_s, 0.1):.1f}s "
+            "or continue without it"
         )
 
     def _elapsed(self, started: float) -> float:

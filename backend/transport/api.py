@@ -1,0 +1,95 @@
+"""REST routes for scripts: answering approvals over HTTP.
+
+`POST /api/sessions/{session_id}/approvals/{tool_call_id}` with
+`{"approved": bool, "reason": str?}` resolves a pending approval exactly like a
+`tool_approval_response` frame would. Errors are JSON
+`{"error_type": ..., "message": ...}` with a fitting status code.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from backend.chat.service import ChatService
+from backend.errors import ProtocolError
+
+MAX_BODY_BYTES = 16 * 1024
+
+
+class ApprovalBody(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    approved: bool
+    reason: Annotated[str, Field(max_length=2000)] | None = None
+
+
+def _error(status: int, error_type: str, message: str) -> JSONResponse:
+    return JSONResponse(
+        {"error_type": error_type, "message": message}, status_code=status
+    )
+
+
+def _authorized(request: Request, token: str | None) -> bool:
+    if token is None:
+        return True
+    scheme, _, value = request.headers.get("authorization", "").partition(" ")
+    offered = value.strip() if scheme.lower() == "bearer" else ""
+    return hmac.compare_digest(offered.encode(), token.encode())
+
+
+async def _read_body(request: Request) -> ApprovalBody | JSONResponse:
+    raw = await request.body()
+    if len(raw) > MAX_BODY_BYTES:
+        return _error(
+            413,
+            "invalid_message",
+            f"body is {len(raw)} bytes; the limit is {MAX_BODY_BYTES}",
+        )
+    try:
+        return ApprovalBody.model_validate(json.loads(raw or b"null"))
+    except json.JSONDecodeError as exc:
+        return _error(400, "invalid_message", f"invalid JSON: {exc}")
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'body'}: {e['msg']}"
+            for e in exc.errors()
+        )
+        return _error(422, "invalid_message", f"invalid approval: {problems}")
+
+
+async def resolve_approval(request: Request) -> Response:
+    service: ChatService = request.app.state.chat
+    if not _authorized(request, service.settings.auth_token):
+        return _error(
+            401, "unauthorized", "a valid token is required (Authorization: Bearer …)"
+        )
+    body = await _read_body(request)
+    if isinstance(body, JSONResponse):
+        return body
+    session = service.sessions.get(request.path_params["session_id"])
+    if session is None:
+        return _error(404, "not_found", "no such session")
+    tool_call_id = request.path_params["tool_call_id"]
+    try:
+        session.resolve_approval(tool_call_id, body.approved, body.reason)
+    except ProtocolError as exc:
+        return _error(409, exc.error_type, str(exc))
+    status = "approved" if body.approved else "rejected"
+    return JSONResponse({"tool_call_id": tool_call_id, "status": status})
+
+
+def routes() -> list[Route]:
+    return [
+        Route(
+            "/api/sessions/{session_id}/approvals/{tool_call_id}",
+            resolve_approval,
+            methods=["POST"],
+        )
+    ]
