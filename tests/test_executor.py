@@ -64,9 +64,10 @@ class FakeApprover:
         return self.decision
 
 
-def tool(
-    name: str, fn: Any, effect: ToolEffect = ToolEffect(), **extra: Any
-) -> Tool[Any]:
+MUTATING = ToolEffect()
+
+
+def tool(name: str, fn: Any, effect: ToolEffect = MUTATING, **extra: Any) -> Tool[Any]:
     return Tool(name, f"The {name} tool.", TextArgs, fn, effect, **extra)
 
 
