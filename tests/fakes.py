@@ -231,3 +231,58 @@ def test_registry(slow: SlowTool | None = None) -> ToolRegistry:
 
 
 test_registry.__test__ = False  # type: ignore[attr-defined]
+
+
+class NoteArgs(BaseModel):
+    text: str
+
+
+class SummaryArgs(BaseModel):
+    summary: str
+
+
+@dataclass
+class Saver:
+    """A mutating tool that needs approval; records what it saved."""
+
+    saved: list[str] = field(default_factory=list)
+
+    async def __call__(self, args: NoteArgs, ctx: ToolContext) -> dict[str, str]:
+        self.saved.append(args.text)
+        return {"saved": args.text}
+
+
+async def _finish(args: SummaryArgs, ctx: ToolContext) -> dict[str, str]:
+    return {"summary": args.summary, "status": "done"}
+
+
+def approval_registry(saver: Saver | None = None) -> ToolRegistry:
+    """`add` (read-only), `save` (needs approval) and `finish` (a finalize tool)."""
+    return ToolRegistry(
+        [
+            Tool(
+                "add",
+                "Add two numbers written as 'a+b'.",
+                ExpressionArgs,
+                _add,
+                ToolEffect(read_only=True, idempotent=True),
+            ),
+            Tool(
+                "save",
+                "Save a note (asks the user first).",
+                NoteArgs,
+                saver or Saver(),
+                ToolEffect(requires_approval=True),
+            ),
+            Tool(
+                "finish",
+                "Finish with a summary.",
+                SummaryArgs,
+                _finish,
+                ToolEffect(read_only=True, finalize=True),
+            ),
+        ]
+    )
+
+
+approval_registry.__test__ = False  # type: ignore[attr-defined]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,9 +59,10 @@ class FakeApprover:
     asked: list[tuple[str, float]] = field(default_factory=list)
 
     async def wait_for_approval(
-        self, tool_call_id: str, limit_s: float
+        self, tool_call_id: str, limit_s: float, announce: Callable[[], None]
     ) -> ApprovalDecision:
         self.asked.append((tool_call_id, limit_s))
+        announce()
         return self.decision
 
 

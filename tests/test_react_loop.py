@@ -13,6 +13,8 @@ from backend.agent.react import LoopConfig, ReasonActObserveLoop
 from backend.errors import LLMError
 from backend.events import (
     AgentFailed,
+    ApprovalRequested,
+    DuplicateCall,
     Event,
     InputRequested,
     Observed,
@@ -26,8 +28,18 @@ from backend.events import (
 from backend.history import History
 from backend.llm.base import Completion, Message
 from backend.prompts import PromptProvider
-from backend.tools.executor import ToolExecutor
-from tests.fakes import ScriptedLLM, SlowTool, calls, observe, reason, test_registry
+from backend.tools.base import Tool, ToolRegistry
+from backend.tools.executor import ExecutorConfig, ToolExecutor
+from tests.fakes import (
+    Saver,
+    ScriptedLLM,
+    SlowTool,
+    approval_registry,
+    calls,
+    observe,
+    reason,
+    test_registry,
+)
 
 QUESTION = "What is 2+3?"
 
@@ -487,3 +499,147 @@ async def test_cancellation_reports_the_running_tool_and_reraises() -> None:
         await task
     assert slow.cancelled.is_set()
     assert run.names()[-2:] == ["ToolStarted:slow", "ToolFailed:slow:cancelled"]
+
+
+def approval_loop(
+    llm: ScriptedLLM, saver: Saver | None = None, **config: Any
+) -> ReasonActObserveLoop:
+    registry = approval_registry(saver)
+    executor = ToolExecutor(registry, ExecutorConfig(retry_backoff_s=0))
+    return ReasonActObserveLoop(
+        llm, registry, executor, PromptProvider(), LoopConfig(**config)
+    )
+
+
+async def test_duplicate_call_is_not_run_again_and_repeats_force_the_answer() -> None:
+    llm = ScriptedLLM(
+        reason(),
+        calls(("add", {"expression": "1+1"})),
+        observe("two"),
+        reason(),
+        calls(("add", '{ "expression" : "1+1" }')),
+        observe("again"),
+        reason(),
+        calls(("add", {"expression": "1+1"})),
+        "It is 2.",
+    )
+    run = Run()
+    result = await make_loop(llm).run(run.ctx())
+
+    assert run.names().count("ToolStarted:add") == 1
+    duplicates = [e for e in run.events if isinstance(e, DuplicateCall)]
+    assert duplicates == [DuplicateCall(2, "add"), DuplicateCall(3, "add")]
+    tool_messages = [m.content or "" for m in run.history if m.role == "tool"]
+    assert tool_messages[1].startswith(
+        "Duplicate call: add was already called with the same arguments in step 1, "
+        "so it was not run again. Use that result:\n{"
+    )
+    assert result.final_answer == "It is 2." and result.reason == "finished"
+    assert llm.purposes[-1] == "final"
+
+
+async def test_finalize_tool_summary_becomes_the_answer() -> None:
+    llm = ScriptedLLM(
+        reason(), calls(("finish", {"summary": "All 3 files converted."}))
+    )
+    run = Run()
+    result = await approval_loop(llm).run(run.ctx())
+    assert (
+        result.final_answer == "All 3 files converted." and result.reason == "finished"
+    )
+    assert llm.purposes == ["reason", "act"]
+
+
+async def test_side_effect_notes_reach_history_as_system_messages() -> None:
+    async def note(args: Any, result: Any, ctx: Any) -> str:
+        return f"The note '{result['echo']}' is now visible to the whole team."
+
+    async def echo(args: Any, ctx: Any) -> dict[str, str]:
+        return {"echo": args.text}
+
+    from tests.test_executor import TextArgs
+
+    registry = ToolRegistry(
+        [Tool("share", "Share.", TextArgs, echo, side_effects=(note,))]
+    )
+    llm = ScriptedLLM(
+        reason(),
+        calls(("share", {"text": "hi"})),
+        observe(should_continue=False, final="ok"),
+    )
+    run = Run()
+    loop = ReasonActObserveLoop(llm, registry, ToolExecutor(registry), PromptProvider())
+    await loop.run(run.ctx())
+    assert [(m.role, m.content) for m in run.history][-2:] == [
+        ("tool", '{\n  "echo": "hi"\n}'),
+        ("system", "The note 'hi' is now visible to the whole team."),
+    ]
+    assert llm.requests[2].messages[-2] == Message.system(
+        "The note 'hi' is now visible to the whole team."
+    )
+
+
+def _approve(
+    run: Run, approved: bool, reason: str | None = None
+) -> Callable[[Event], None]:
+    def on_event(event: Event) -> None:
+        if isinstance(event, ApprovalRequested):
+            run.control.resolve_approval(event.tool_call_id, approved, reason)
+
+    return on_event
+
+
+async def test_rejection_stops_the_run_with_an_explaining_answer() -> None:
+    saver = Saver()
+    llm = ScriptedLLM(
+        reason(), calls(("save", {"text": "milk"})), "OK, I did not save the note."
+    )
+    run = Run()
+    run.on_event = _approve(run, False, "not now")
+    result = await approval_loop(llm, saver).run(run.ctx())
+
+    assert saver.saved == []
+    assert (
+        result.reason == "rejected"
+        and result.final_answer == "OK, I did not save the note."
+    )
+    why = llm.requests[-1].messages[-1].content or ""
+    assert "the user declined to run save (reason: not now)" in why
+
+
+async def test_rejection_with_on_reject_continue_tells_the_model() -> None:
+    llm = ScriptedLLM(
+        reason(),
+        calls(("save", {"text": "milk"})),
+        observe(should_continue=False, final="Not saved, as you wished."),
+    )
+    run = Run()
+    run.on_event = _approve(run, False)
+    result = await approval_loop(llm, on_reject="continue").run(run.ctx())
+
+    assert (
+        result.reason == "finished"
+        and result.final_answer == "Not saved, as you wished."
+    )
+    assert run.history[-1].content == (
+        "Error (rejected): the user declined to run save\n"
+        "Do not call it again; continue without it."
+    )
+
+
+async def test_approved_call_runs() -> None:
+    saver = Saver()
+    llm = ScriptedLLM(
+        reason(),
+        calls(("save", {"text": "milk"})),
+        observe(should_continue=False, final="Saved."),
+    )
+    run = Run()
+    run.on_event = _approve(run, True)
+    result = await approval_loop(llm, saver).run(run.ctx())
+    assert saver.saved == ["milk"] and result.final_answer == "Saved."
+    assert run.names()[3:6] == [
+        "ToolStarted:save",
+        "ApprovalRequested",
+        "ToolCompleted:save",
+    ]

@@ -9,7 +9,7 @@ run was cancelled by an immediate stop) and returns an `AgentResult`.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -65,14 +65,18 @@ class RunControl:
             self.stop_now.set()
 
     async def wait_for_approval(
-        self, tool_call_id: str, limit_s: float
+        self, tool_call_id: str, limit_s: float, announce: Callable[[], None]
     ) -> ApprovalDecision:
-        """The user's decision on a call, racing the graceful stop and `limit_s`."""
-        decision: asyncio.Future[ApprovalDecision] = (
-            asyncio.get_running_loop().create_future()
-        )
+        """The user's decision on a call, racing the graceful stop and `limit_s`.
+
+        The request is registered before `announce()` tells the user, so an
+        answer can never arrive before it can be taken.
+        """
+        loop = asyncio.get_running_loop()
+        decision: asyncio.Future[ApprovalDecision] = loop.create_future()
         self.pending_approvals[tool_call_id] = decision
         try:
+            announce()
             won = await race(
                 _wait(decision), self.stop_after_step.wait(), limit_s=limit_s
             )

@@ -201,13 +201,11 @@ class ToolExecutor:
         if scope.approver is None:
             return ApprovalDecision("rejected", "approvals are not possible here")
         call = attempt.call
-        scope.emit(
-            ApprovalRequested(
-                call.id, tool.name, attempt.arguments, tool.description, scope.ctx.step
-            )
+        request = ApprovalRequested(
+            call.id, tool.name, attempt.arguments, tool.description, scope.ctx.step
         )
         return await scope.approver.wait_for_approval(
-            call.id, self.config.approval_timeout_s
+            call.id, self.config.approval_timeout_s, lambda: scope.emit(request)
         )
 
     async def _run_with_retries(

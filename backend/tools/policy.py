@@ -23,8 +23,10 @@ class Approver(Protocol):
     """Asks the user; owned by the run (see `agent.loop.RunControl`)."""
 
     async def wait_for_approval(
-        self, tool_call_id: str, limit_s: float
-    ) -> ApprovalDecision: ...
+        self, tool_call_id: str, limit_s: float, announce: Callable[[], None]
+    ) -> ApprovalDecision:
+        """Open the request, call `announce()` (which tells the user), wait."""
+        ...
 
 
 class RateLimiter:
