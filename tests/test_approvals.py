@@ -271,3 +271,41 @@ async def test_pending_approval_survives_a_reconnect(start_server: StartServer) 
     )
     assert labels(await again.run())[-3:] == END
     assert saver.saved == ["milk"]
+
+
+async def test_tool_mode_asks_too_and_a_rejection_ends_the_rounds(
+    start_server: StartServer,
+) -> None:
+    saver = Saver()
+    llm = ScriptedLLM(calls(("save", {"text": "milk"})), "Not saved.")
+    harness = await start_server(llm, approval_registry(saver))
+    client, _ = await harness.ready_client()
+    await client.send(type="chat", content="remember milk", selected_tools=["save"])
+    request = (await client.until_label("tool_approval_request:save"))[-1]
+    await client.send(
+        type="tool_approval_response",
+        tool_call_id=request["tool_call_id"],
+        approved=False,
+    )
+    rest = await client.run()
+    assert labels(rest)[0] == "tool_error:save:rejected"
+    assert labels(rest)[-2:] == ["chat_response", "response_complete"]
+    assert llm.requests[-1].tool_choice == "none"
+    assert saver.saved == []
+
+
+async def test_read_only_session_blocks_a_mutating_call(
+    start_server: StartServer,
+) -> None:
+    saver = Saver()
+    llm = ScriptedLLM(
+        reason(),
+        calls(("save", {"text": "milk"})),
+        observe(should_continue=False, final="Read-only, so not saved."),
+    )
+    harness = await start_server(llm, approval_registry(saver))
+    client, _ = await harness.ready_client()
+    frames = await client.chat("remember milk", agent_mode=True, read_only=True)
+    assert labels(frames)[3:5] == ["tool_start:save", "tool_error:save:blocked"]
+    assert [t.name for t in llm.requests[1].tools] == ["add", "finish", "request_input"]
+    assert saver.saved == []
