@@ -239,8 +239,9 @@ async def test_greeting_finishes_in_reason() -> None:
         "finish": True,
         "final_answer": (
             "Hello! I'm loopwire's built-in offline demo model. I can do arithmetic, "
-            "tell the time in a timezone and convert units — try “what is 2+2*3”, "
-            "“what time is it in Tokyo?” or “convert 10 miles to km”."
+            "tell the time in a timezone, convert units and keep notes — try "
+            "“what is 2+2*3”, “what time is it in Tokyo?”, “convert 10 miles to km” "
+            "or “remember that …”."
         ),
     }
 
@@ -262,6 +263,8 @@ async def test_help_names_capabilities_and_configuration() -> None:
         "- do arithmetic — “what is 2+2*3”, “sqrt(16) + 1”\n"
         "- tell the time in a timezone — “what time is it in Tokyo?”\n"
         "- convert units — “convert 10 miles to km”\n"
+        "- keep notes, with tools on — “remember that …”, “list my notes”, "
+        "“forget note 1”\n"
         "- in agent mode, ask you a clarifying question — try “convert 10 miles”\n\n"
         "To use a real model, set LOOPWIRE_LLM_BASE_URL, LOOPWIRE_LLM_API_KEY "
         "and LOOPWIRE_LLM_MODEL."
@@ -489,6 +492,26 @@ async def test_unanswered_question() -> None:
     }
 
 
+async def test_question_the_loop_gave_up_on() -> None:
+    """The loop's own note for an unanswered question is a failure, not a unit."""
+    ask = call(
+        "call_1", "request_input", question="What unit should I convert 10 miles to?"
+    )
+    history = [
+        Message.user("convert 10 miles"),
+        Message.assistant(None, [ask]),
+        Message.tool(
+            "call_1",
+            "request_input",
+            "No answer: the user did not reply within 300 seconds.",
+        ),
+    ]
+    assert await final(history) == (
+        "I couldn't convert 10 miles: I asked which unit to convert to, "
+        "but got no answer (the user did not reply within 300 seconds)."
+    )
+
+
 async def test_failed_conversion() -> None:
     ask = call(
         "call_1", "request_input", question="What unit should I convert 10 miles to?"
@@ -609,6 +632,8 @@ async def test_chat_unknown_is_honest_about_being_offline() -> None:
         "- do arithmetic — “what is 2+2*3”, “sqrt(16) + 1”\n"
         "- tell the time in a timezone — “what time is it in Tokyo?”\n"
         "- convert units — “convert 10 miles to km”\n"
+        "- keep notes, with tools on — “remember that …”, “list my notes”, "
+        "“forget note 1”\n"
         "- in agent mode, ask you a clarifying question — try “convert 10 miles”\n\n"
         "To use a real model, set LOOPWIRE_LLM_BASE_URL, LOOPWIRE_LLM_API_KEY "
         "and LOOPWIRE_LLM_MODEL."

@@ -11,7 +11,8 @@ text, which operators may edit:
 - `chat`: a direct answer; with tools offered, a tool call when one is needed
 
 What the user wants comes from `offline_intents.py`; what this run has and
-what is next, from `offline_decisions.py`.
+what is next, from `offline_decisions.py`. Note requests ("remember that …",
+"list my notes", "forget note 2") come first, from `offline_notes.py`.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from backend.llm.offline_decisions import (
     REQUEST_INPUT,
     Answer,
     Decision,
+    Declined,
     Failure,
     NeedInput,
     NeedTool,
@@ -45,6 +47,7 @@ from backend.llm.offline_decisions import (
     decide,
     read_run,
 )
+from backend.llm.offline_notes import decide_notes
 
 MODEL = "loopwire-offline"
 PROVIDER = "offline"
@@ -79,7 +82,7 @@ class OfflineLLM:
 def respond(request: LLMRequest) -> Completion:
     """The offline model's whole reply to one request."""
     state = read_run(request.messages)
-    decision = decide(state)
+    decision = decide_notes(state) or decide(state)
     offered = _offered(request)
     content, calls = _PHASES[request.purpose](decision, state, offered)
     return Completion(
@@ -115,6 +118,9 @@ def _reason(
         case Failure(text=text):
             prose = "A tool failed, so I'll explain what went wrong."
             control = _finish("Explain the error to the user.", text)
+        case Declined(text=text):
+            prose = "The user declined the tool call, so I won't try it again."
+            control = _finish("Tell the user what was not done.", text)
         case Reply(text=text):
             prose = "I can answer this directly, without tools."
             control = _finish("Answer directly.", text)
@@ -143,6 +149,9 @@ def _observe(
             control = _verdict(observation, text)
         case Failure(text=text, observation=observation):
             prose = f"{observation} I'll tell the user what went wrong."
+            control = _verdict(observation, text)
+        case Declined(text=text, observation=observation):
+            prose = f"{observation} I won't try it again."
             control = _verdict(observation, text)
         case Reply(text=text):
             prose = "No tools were needed."
@@ -246,7 +255,12 @@ def _closing_text(decision: Decision) -> str:
                 f"I couldn't finish: I still need to know {missing}. "
                 "Reply with it and I'll carry on."
             )
-        case Answer(text=text) | Failure(text=text) | Reply(text=text):
+        case (
+            Answer(text=text)
+            | Failure(text=text)
+            | Declined(text=text)
+            | Reply(text=text)
+        ):
             return text
 
 

@@ -2,9 +2,10 @@
 
 `read_run(messages)` finds the user's request (the last `user` message) and
 this run's tool results (the messages after it). `decide(state)` turns them
-into one `Decision`: reply directly, answer from results, explain a failure,
-call a tool, or ask the user for what is missing. Every phase renders the
-same decision its own way (see `offline.py`).
+into one `Decision`: reply directly, answer from results, explain a failure
+or a declined approval, call a tool, or ask the user for what is missing.
+Every phase renders the same decision its own way (see `offline.py`). Note
+requests are decided in `offline_notes.py`, which builds on these types.
 """
 
 from __future__ import annotations
@@ -51,6 +52,8 @@ CAPABILITIES = (
     "- do arithmetic — “what is 2+2*3”, “sqrt(16) + 1”\n"
     "- tell the time in a timezone — “what time is it in Tokyo?”\n"
     "- convert units — “convert 10 miles to km”\n"
+    "- keep notes, with tools on — “remember that …”, “list my notes”, "
+    "“forget note 1”\n"
     "- in agent mode, ask you a clarifying question — try “convert 10 miles”"
 )
 REAL_MODEL_HINT = (
@@ -65,12 +68,13 @@ INTRODUCTION = (
 SMALL_TALK = {
     "greeting": (
         "Hello! I'm loopwire's built-in offline demo model. I can do arithmetic, "
-        "tell the time in a timezone and convert units — try “what is 2+2*3”, "
-        "“what time is it in Tokyo?” or “convert 10 miles to km”."
+        "tell the time in a timezone, convert units and keep notes — try "
+        "“what is 2+2*3”, “what time is it in Tokyo?”, “convert 10 miles to km” "
+        "or “remember that …”."
     ),
     "thanks": (
         "You're welcome! Ask me for a calculation, the time somewhere, "
-        "or a unit conversion any time."
+        "a unit conversion or a note any time."
     ),
     "help": (
         "I'm loopwire's built-in offline demo model (simple rules, no network).\n\n"
@@ -79,8 +83,12 @@ SMALL_TALK = {
 }
 
 _FAILURE = re.compile(
-    r"^\s*(?:Error(?:\s*\([^)]*\))?|Cancelled)\s*:\s*(?P<message>.*)$", re.DOTALL
+    r"^\s*(?:Error(?:\s*\((?P<status>[^)]*)\))?|(?P<cancelled>Cancelled|Not run)"
+    r"|(?P<unanswered>No answer))\s*:\s*(?P<message>.*)$",
+    re.DOTALL,
 )
+"""How the executor and the loop report a call that did not give a result:
+`Error (<status>): …`, `Cancelled: …`, `Not run: …`, `No answer: …`."""
 
 
 # --- what this run has ---------------------------------------------------------
@@ -105,6 +113,16 @@ class ToolResult:
         return message.strip().rstrip(".")
 
     @property
+    def status(self) -> str | None:
+        """`failed`, `rejected`, `timeout`, … for a failed call, else None."""
+        match = _FAILURE.match(self.content)
+        if match is None:
+            return None
+        if match["cancelled"]:
+            return "cancelled"
+        return "timeout" if match["unanswered"] else match["status"] or "failed"
+
+    @property
     def text(self) -> str:
         """The content as plain text (a JSON string is unwrapped)."""
         value = _json(self.content)
@@ -120,6 +138,9 @@ class RunState:
     intent: Intent
     results: tuple[ToolResult, ...] = ()
     calls_so_far: int = 0
+    requests: tuple[str, ...] = ()
+    """The last user message, preceded by the one before it while that one is
+    still open: no tool ran for it (the reply may have asked a question)."""
 
     def latest(self, name: str) -> ToolResult | None:
         return next((r for r in reversed(self.results) if r.name == name), None)
@@ -145,7 +166,17 @@ def read_run(messages: Sequence[Message]) -> RunState:
     results = tuple(
         _result(m, calls.get(m.tool_call_id or "")) for m in run if m.role == "tool"
     )
-    return RunState(intent, results, sum(len(m.tool_calls) for m in messages))
+    calls_so_far = sum(len(m.tool_calls) for m in messages)
+    return RunState(intent, results, calls_so_far, _open_requests(messages, users))
+
+
+def _open_requests(messages: Sequence[Message], users: list[int]) -> tuple[str, ...]:
+    texts = tuple(messages[i].content or "" for i in users[-2:])
+    if len(users) > 1:
+        between = messages[users[-2] + 1 : users[-1]]
+        if any(m.tool_calls or m.role == "tool" for m in between):
+            return texts[-1:]
+    return texts
 
 
 def _result(message: Message, call: ToolCall | None) -> ToolResult:
@@ -190,6 +221,14 @@ class Failure:
 
 
 @dataclass(frozen=True, slots=True)
+class Declined:
+    """The user declined a tool call this run needed; `text` says what wasn't done."""
+
+    text: str
+    observation: str
+
+
+@dataclass(frozen=True, slots=True)
 class NeedTool:
     name: str
     arguments: dict[str, Any]
@@ -204,7 +243,7 @@ class NeedInput:
     goal: str
 
 
-Decision = Reply | Answer | Failure | NeedTool | NeedInput
+Decision = Reply | Answer | Failure | Declined | NeedTool | NeedInput
 
 
 def decide(state: RunState) -> Decision:
@@ -244,7 +283,7 @@ def _arithmetic(intent: Arithmetic, state: RunState) -> Decision:
         )
     data = result.data()
     if "result" not in data:
-        return _unreadable(result)
+        return unreadable(result)
     value = data["result"]
     sentence = _arithmetic_sentence(str(data.get("expression", expression)), value)
     return Answer(sentence, f"The calculator returned {_number(value)}.")
@@ -268,7 +307,7 @@ def _time(intent: TimeQuery, state: RunState) -> Decision:
         )
     sentence = _time_sentence(result.data())
     if sentence is None:
-        return _unreadable(result)
+        return unreadable(result)
     return Answer(sentence, f"The current_time tool returned {result.data()['iso']}.")
 
 
@@ -328,14 +367,14 @@ def _conversion_answer(intent: Conversion, result: ToolResult) -> Decision:
         amount = f"{_number(data['value'])} {unit}"
         converted = f"{_number(data['result'])} {data['to_unit']}"
     except KeyError:
-        return _unreadable(result)
+        return unreadable(result)
     return Answer(
         f"{amount} is **{converted}**",
         f"The convert_units tool returned {converted}.",
     )
 
 
-def _unreadable(result: ToolResult) -> Answer:
+def unreadable(result: ToolResult) -> Answer:
     return Answer(
         f"The {result.name} tool returned:\n\n{result.content}",
         f"The {result.name} tool returned a result I can only pass on as is.",

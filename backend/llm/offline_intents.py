@@ -1,7 +1,8 @@
 """What a user's message asks the offline model for, read by simple rules.
 
 `detect_intent(text)` recognises, in this order: a unit conversion, a time
-question, arithmetic, then help / thanks / greetings. `detect_request(...)`
+question, arithmetic, then help / thanks / greetings. (Note requests come
+before all of these; `offline_notes.py` recognises them.) `detect_request(...)`
 also lets a bare unit ("km") complete a conversion asked for in the previous
 user message ("convert 10 miles").
 """
