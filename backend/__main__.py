@@ -45,6 +45,11 @@ def _parser() -> argparse.ArgumentParser:
         "--token", default=None, help="auth token, if the server needs one"
     )
     chat.add_argument(
+        "--approve",
+        choices=("yes", "no"),
+        help="answer to tool approval requests (default: ask in the terminal)",
+    )
+    chat.add_argument(
         "--answer",
         action="append",
         help="answer to the next question (repeatable; default: ask in the terminal)",

@@ -44,11 +44,16 @@ async def _chat(args: argparse.Namespace, out: TextIO) -> int:
         if args.max_steps is not None:
             request["agent_max_steps"] = args.max_steps
         await ws.send(json.dumps(request))
-        return await _follow(ws, args.json, list(args.answer or ()), out)
+        answers = list(args.answer or ())
+        return await _follow(ws, args.json, answers, out, args.approve)
 
 
 async def _follow(
-    ws: ClientConnection, raw: bool, answers: list[str], out: TextIO
+    ws: ClientConnection,
+    raw: bool,
+    answers: list[str],
+    out: TextIO,
+    approve: str | None = None,
 ) -> int:
     status, streamed = 0, False
     while True:
@@ -64,6 +69,8 @@ async def _follow(
             status = 1
         if frame.get("update_type") == "agent_request_input":
             await _answer(ws, frame, answers, out)
+        if frame["type"] == "tool_approval_request":
+            await _approve(ws, frame, approve, out)
         if frame["type"] == "response_complete":
             return status
 
@@ -91,6 +98,35 @@ async def _answer(
     await ws.send(json.dumps(reply))
 
 
+async def _approve(
+    ws: ClientConnection, frame: Frame, policy: str | None, out: TextIO
+) -> None:
+    """Decide from --approve, else ask in the terminal, else decline."""
+    if policy is not None:
+        approved = policy == "yes"
+        print(f"approve {frame['tool_name']}? {policy}", file=out)
+    elif sys.stdin.isatty():
+        prompt = (
+            f"approve {frame['tool_name']}({json.dumps(frame['arguments'])})? [y/N] "
+        )
+        approved = (await asyncio.to_thread(input, prompt)).strip().lower() in (
+            "y",
+            "yes",
+        )
+    else:
+        print(
+            "(no one to approve: pass --approve yes|no or use a terminal; declining)",
+            file=out,
+        )
+        approved = False
+    reply: Frame = {
+        "type": "tool_approval_response",
+        "tool_call_id": frame["tool_call_id"],
+        "approved": approved,
+    }
+    await ws.send(json.dumps(reply))
+
+
 def describe(frame: Frame) -> str:
     """A human line for a frame ('' for frames not worth a line)."""
     kind = frame["type"]
@@ -100,6 +136,8 @@ def describe(frame: Frame) -> str:
         return f"  → {frame['tool_name']}({json.dumps(frame['arguments'])})"
     if kind == "tool_complete":
         return f"  ← {frame['tool_name']}: {json.dumps(frame['result'])}"
+    if kind == "tool_approval_request":
+        return f"  ! {frame['tool_name']} needs your approval: {frame['description']}"
     if kind == "tool_error":
         return f"  ✗ {frame['tool_name']} [{frame['status']}]: {frame['error']}"
     if kind == "token_stream":

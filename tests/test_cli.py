@@ -18,6 +18,7 @@ def _args(url: str, message: str, **extra: object) -> argparse.Namespace:
         "json": False,
         "token": None,
         "answer": None,
+        "approve": None,
     }
     values.update(extra)
     return argparse.Namespace(**values)
@@ -66,3 +67,28 @@ async def test_plain_chat_prints_the_streamed_answer_once(
     await _chat(_args(harness.server.url("/ws", "ws"), "what is 6*7", agent=False), out)
     text = out.getvalue()
     assert text.count("42") == 1 and text.endswith("\n")
+
+
+async def test_chat_answers_approvals_from_arguments(start_server: StartServer) -> None:
+    harness = await start_server(llm_provider="offline")
+    url = harness.server.url("/ws", "ws")
+    out = io.StringIO()
+    await _chat(
+        _args(url, "remember that the wifi password is hunter2", approve="yes"), out
+    )
+    lines = out.getvalue().splitlines()
+    assert (
+        "  ! save_note needs your approval: Save a note the user asked you to remember. Asks the user for approval."
+        in lines
+    )
+    assert "approve save_note? yes" in lines
+    assert "assistant: Saved note #1: “the wifi password is hunter2”." in lines
+
+    declined = io.StringIO()
+    await _chat(_args(url, "remember that I parked on level 3"), declined)
+    text = declined.getvalue()
+    assert (
+        "(no one to approve: pass --approve yes|no or use a terminal; declining)"
+        in text
+    )
+    assert "didn't save it" in text
