@@ -19,6 +19,7 @@ from backend.settings import Settings
 from backend.tools.base import ToolRegistry
 from backend.tools.builtin import builtin_tools
 from backend.tools.executor import ExecutorConfig, ToolExecutor
+from backend.tools.mcp import MCPManager, load_mcp_config
 from backend.tools.notes import NoteStore, note_tools
 from backend.transport import api, http
 from backend.transport.websocket import websocket_endpoint
@@ -98,6 +99,15 @@ def make_service(
     )
 
 
+def _add_mcp_tools(registry: ToolRegistry, mcp: MCPManager) -> None:
+    for tool in mcp.tools():
+        registry.add(tool)
+    for problem in mcp.problems:
+        log.warning("%s", problem)
+    if mcp.tools():
+        log.info("MCP tools: %s", ", ".join(t.name for t in mcp.tools()))
+
+
 def create_app(
     settings: Settings | None = None,
     *,
@@ -112,12 +122,16 @@ def create_app(
     chosen_llm = llm or make_llm(settings)
     tools = registry if registry is not None else default_registry()
     service = make_service(settings, chosen_llm, tools, prompts)
+    mcp_configs = load_mcp_config(settings.mcp_config) if settings.mcp_config else []
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         log.info("loopwire: model %s (%s)", chosen_llm.model, chosen_llm.provider)
-        async with service:
-            yield
+        async with MCPManager(mcp_configs, reserved_names=tools.names) as mcp:
+            app.state.mcp = mcp
+            _add_mcp_tools(tools, mcp)
+            async with service:
+                yield
         await chosen_llm.aclose()
 
     app = Starlette(

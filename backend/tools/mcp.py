@@ -1,0 +1,489 @@
+"""MCP servers as loopwire tools, through the official `mcp` SDK (2.x).
+
+The app lifespan owns one `MCPManager`::
+
+    configs = load_mcp_config(path)
+    async with MCPManager(configs, reserved_names=registry.names) as manager:
+        for tool in manager.tools():
+            registry.add(tool)
+        ...  # serve
+
+Entering connects to every enabled server concurrently (each bounded by its
+`startup_timeout_s`), negotiates the protocol and lists the tools. A server
+that fails to start is logged and described in `manager.problems`; the
+others work. Exiting closes every session and stops every process.
+
+Each MCP tool becomes a `Tool` named `<server>__<tool>` whose `parameters`
+are the server's input schema; the server validates the arguments.
+
+- A result with `isError` raises `ToolError` with the server's text.
+- Stop (the calling task cancelled, or the executor's timeout) propagates;
+  the SDK tells the server on the way out: `notifications/cancelled` for the
+  request id (over streamable HTTP at protocol 2026-07-28, it aborts the
+  request's POST instead, which is that protocol's cancellation).
+- A connection lost mid-call (process died, HTTP failed) fails the call at
+  once with "MCP server '<name>' is not available: ..." and marks the server
+  down; so does a server noticed to have gone while idle. The next call to
+  one of its tools reconnects once; if that fails the server stays down and
+  its tools fail fast until the app restarts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Callable, Collection, Sequence
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from types import TracebackType
+from typing import Any
+
+import anyio
+import httpx2
+import mcp_types
+from mcp import Client, MCPError, StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from backend.errors import ToolError
+from backend.tools.base import AnyTool, Tool, ToolContext
+from backend.tools.mcp_config import (
+    MCPServerConfig,
+    load_mcp_config,
+    object_schema,
+    result_value,
+    tool_names,
+)
+
+__all__ = ["MCPArguments", "MCPManager", "MCPServerConfig", "load_mcp_config"]
+
+log = logging.getLogger(__name__)
+
+CLIENT_INFO = mcp_types.Implementation(name="loopwire", version="0.1.0")
+_HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)  # the SDK's own defaults
+_TRANSPORT_ERRORS = (
+    OSError,
+    httpx2.TransportError,
+    anyio.BrokenResourceError,
+    anyio.ClosedResourceError,
+)
+
+
+class MCPArguments(BaseModel):
+    """Any JSON object: the MCP server validates its own arguments."""
+
+    model_config = ConfigDict(extra="allow")
+
+    def arguments(self) -> dict[str, Any]:
+        return dict(self.model_extra or {})
+
+
+class StartFailed(Exception):
+    """A server could not be connected; the message says why."""
+
+
+class MCPManager:
+    """Connections to the configured MCP servers, and their tools."""
+
+    def __init__(
+        self,
+        configs: Sequence[MCPServerConfig],
+        *,
+        reserved_names: Collection[str] = (),
+    ) -> None:
+        self._configs = list(configs)
+        self._reserved = frozenset(reserved_names)
+        self._servers: list[_Server] = []
+        self._failed: dict[str, str] = {}
+        self._tools: list[AnyTool] = []
+
+    async def __aenter__(self) -> MCPManager:
+        for config in self._configs:
+            if not config.enabled:
+                log.info("MCP server %r is disabled", config.name)
+        candidates = [_Server(c) for c in self._configs if c.enabled]
+        try:
+            outcomes = await asyncio.gather(*(_start(s) for s in candidates))
+        except BaseException:
+            await _close_all(candidates)
+            raise
+        started: list[tuple[_Server, list[mcp_types.Tool]]] = []
+        for server, outcome in zip(candidates, outcomes, strict=True):
+            if isinstance(outcome, str):
+                self._failed[server.name] = outcome
+            else:
+                started.append((server, outcome))
+        self._servers = [server for server, _ in started]
+        self._tools = _build_tools(started, self._reserved)
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        servers, self._servers = self._servers, []
+        await _close_all(servers)
+
+    def tools(self) -> list[AnyTool]:
+        """Every tool of every started server, in config then server order."""
+        return list(self._tools)
+
+    @property
+    def problems(self) -> list[str]:
+        """Why servers failed to start, one human sentence each."""
+        return [
+            f"MCP server '{name}' failed to start: {reason}"
+            for name, reason in self._failed.items()
+        ]
+
+    def status(self) -> dict[str, str]:
+        """Per configured server: "up", "down: …", "failed: …" or "disabled"."""
+        states = {s.name: s.state() for s in self._servers}
+        states |= {name: f"failed: {why}" for name, why in self._failed.items()}
+        return {
+            c.name: states.get(c.name, "disabled" if not c.enabled else "closed")
+            for c in self._configs
+        }
+
+
+async def _start(server: _Server) -> list[mcp_types.Tool] | str:
+    """The server's tools, or why it did not start."""
+    try:
+        tools = await server.start()
+    except StartFailed as exc:
+        log.error("MCP server %r failed to start: %s", server.name, exc)
+        return str(exc)
+    log.info("MCP server %r: %d tool(s)", server.name, len(tools))
+    return tools
+
+
+async def _close_all(servers: Sequence[_Server]) -> None:
+    await asyncio.gather(*(s.close() for s in servers))
+
+
+def _build_tools(
+    started: Sequence[tuple[_Server, list[mcp_types.Tool]]],
+    reserved: Collection[str],
+) -> list[AnyTool]:
+    pairs = [(server.name, spec.name) for server, specs in started for spec in specs]
+    names = iter(tool_names(pairs, reserved))
+    tools: list[AnyTool] = []
+    for server, specs in started:
+        unknown = set(server.config.effects.tools) - {spec.name for spec in specs}
+        for name in sorted(unknown):
+            log.warning(
+                "MCP server %r lists no tool %r (see effects)", server.name, name
+            )
+        tools.extend(_as_tool(server, spec, next(names)) for spec in specs)
+    return tools
+
+
+def _as_tool(server: _Server, spec: mcp_types.Tool, name: str) -> Tool[MCPArguments]:
+    async def call(args: MCPArguments, ctx: ToolContext) -> Any:
+        return result_value(await server.call(spec.name, args.arguments()))
+
+    summary = spec.description or spec.title or f"The {spec.name!r} tool."
+    return Tool(
+        name=name,
+        description=f"[{server.name}] {summary}",
+        args_model=MCPArguments,
+        fn=call,
+        effect=server.config.effect_for(spec.name),
+        parameters=object_schema(spec.input_schema),
+    )
+
+
+class _Server:
+    """One started server: its current connection and its health.
+
+    A lost connection is replaced by the next call, once per outage; if that
+    fails, the server stays down.
+    """
+
+    def __init__(self, config: MCPServerConfig) -> None:
+        self.config = config
+        self.name = config.name
+        self._conn: _Connection | None = None
+        self._lost: str | None = None
+        self._gave_up: str | None = None
+        self._stale: list[_Connection] = []
+        self._lock = asyncio.Lock()
+        self._closed = False
+
+    def state(self) -> str:
+        conn = self._conn
+        if conn is not None and conn.client is None:
+            return f"down: {conn.end_reason()}"
+        reason = self._gave_up or self._lost
+        return "up" if reason is None else f"down: {reason}"
+
+    async def start(self) -> list[mcp_types.Tool]:
+        conn = _Connection(self.config)
+        await conn.open()
+        self._conn = conn
+        return conn.tools
+
+    async def call(
+        self, tool: str, arguments: dict[str, Any]
+    ) -> mcp_types.CallToolResult:
+        conn = await self._live()
+        client = conn.client
+        if client is None:
+            raise self._lose(conn, conn.end_reason())
+        try:
+            return await client.call_tool(tool, arguments)
+        except MCPError as exc:
+            if exc.code == mcp_types.CONNECTION_CLOSED:
+                reason = f"the connection closed during the call ({exc.error.message})"
+                raise self._lose(conn, reason) from exc
+            message = (
+                f"MCP server '{self.name}' answered with an error: {exc.error.message}"
+            )
+            raise ToolError(message) from exc
+        except _TRANSPORT_ERRORS as exc:
+            raise self._lose(conn, _describe(self.config, exc)) from exc
+        except (RuntimeError, ValidationError) as exc:
+            message = f"MCP server '{self.name}' sent an unusable result: {exc}"
+            raise ToolError(message) from exc
+
+    async def close(self) -> None:
+        self._closed = True
+        async with self._lock:  # a reconnect in progress finishes first
+            conns = [c for c in (self._conn, *self._stale) if c is not None]
+            self._conn, self._stale = None, []
+            await asyncio.gather(*(c.close() for c in conns))
+
+    async def _live(self) -> _Connection:
+        conn = self._conn
+        if conn is not None and conn.client is not None:
+            return conn
+        async with self._lock:
+            conn = self._conn
+            if conn is not None and conn.client is not None:
+                return conn
+            if conn is not None:  # it ended while idle
+                self._lose(conn, conn.end_reason())
+            if self._closed:
+                raise self._unavailable("loopwire is shutting down")
+            if self._gave_up is not None:
+                raise self._unavailable(self._gave_up)
+            return await self._reconnect()
+
+    async def _reconnect(self) -> _Connection:
+        log.info("MCP server %r: reconnecting (%s)", self.name, self._lost)
+        stale, self._stale = self._stale, []
+        await asyncio.gather(*(c.close() for c in stale))
+        conn = _Connection(self.config)
+        try:
+            await conn.open()
+        except StartFailed as exc:
+            self._gave_up = f"{self._lost}; reconnecting failed: {exc}"
+            log.error("MCP server %r stays down: %s", self.name, self._gave_up)
+            raise self._unavailable(self._gave_up) from None
+        log.info("MCP server %r: reconnected", self.name)
+        self._conn, self._lost = conn, None
+        return conn
+
+    def _lose(self, conn: _Connection, reason: str) -> ToolError:
+        """Mark `conn` lost if it is the current one; the error to raise."""
+        if self._conn is conn:
+            self._conn, self._lost = None, reason
+            self._stale.append(conn)
+            log.warning("MCP server %r is down: %s", self.name, reason)
+        return self._unavailable(reason)
+
+    def _unavailable(self, reason: str) -> ToolError:
+        return ToolError(f"MCP server '{self.name}' is not available: {reason}")
+
+
+class _Connection:
+    """One SDK `Client`, held open by a task of its own.
+
+    The SDK's context managers hold anyio task groups and cancel scopes, which
+    one task must enter and exit; `_hold` does both and waits in between until
+    `close()` or until the transport ends. Calls may come from any task.
+    """
+
+    def __init__(self, config: MCPServerConfig) -> None:
+        self.config = config
+        self.client: Client | None = None
+        self.tools: list[mcp_types.Tool] = []
+        self.failure: BaseException | None = None
+        self._ready = asyncio.Event()
+        self._wake = asyncio.Event()  # close() was called, or the transport ended
+        self._closing = False
+        self._scope: anyio.CancelScope | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    def end_reason(self) -> str:
+        if self.failure is not None:
+            return _describe(self.config, self.failure)
+        if self.config.command is not None:
+            return "the server process exited"
+        return "the connection ended"
+
+    async def open(self) -> None:
+        """Connect and list the tools, or raise `StartFailed`."""
+        timeout = self.config.startup_timeout_s
+        self._task = asyncio.create_task(self._hold(), name=f"mcp:{self.config.name}")
+        try:
+            async with asyncio.timeout(timeout):
+                await self._ready.wait()
+        except TimeoutError:
+            await self.close()
+            raise StartFailed(f"no answer within {timeout:g}s") from None
+        except asyncio.CancelledError:
+            await self.close()
+            raise
+        if self.client is None:
+            await self.close()
+            raise StartFailed(_describe(self.config, self.failure))
+
+    async def close(self) -> None:
+        task = self._task
+        if task is None:
+            return
+        self._closing = True
+        self._wake.set()
+        if not self._ready.is_set():  # still starting: abandon the attempt
+            if self._scope is None:
+                task.cancel()
+            else:
+                self._scope.cancel()
+        await asyncio.wait({task})
+
+    async def _hold(self) -> None:
+        try:
+            with anyio.CancelScope() as self._scope:
+                async with AsyncExitStack() as stack:
+                    await self._serve(stack)
+        except Exception as exc:  # a failing server must not take the app down
+            self.failure = exc
+        finally:
+            self._gone()
+
+    async def _serve(self, stack: AsyncExitStack) -> None:
+        transport = _watch(await _transport(self.config, stack), on_end=self._wake.set)
+        client = Client(
+            transport, mode=self.config.protocol, client_info=CLIENT_INFO, cache=None
+        )
+        await stack.enter_async_context(client)
+        self.tools = await _list_tools(client)
+        self.client = client
+        self._ready.set()
+        await self._wake.wait()
+        self._gone()
+
+    def _gone(self) -> None:
+        """No more calls through this client; logged if we did not close it."""
+        if self.client is not None and not self._closing:
+            log.warning("MCP server %r: %s", self.config.name, self.end_reason())
+        self.client = None
+        self._ready.set()
+
+
+Transport = AbstractAsyncContextManager[tuple[Any, Any]]
+
+
+async def _transport(config: MCPServerConfig, stack: AsyncExitStack) -> Transport:
+    if config.command is not None:
+        params = StdioServerParameters(
+            command=config.command,
+            args=config.args,
+            env=config.env or None,
+            cwd=config.cwd,
+        )
+        return stdio_client(params)
+    assert config.url is not None
+    http = await stack.enter_async_context(
+        httpx2.AsyncClient(headers=config.headers, timeout=_HTTP_TIMEOUT)
+    )
+    return streamable_http_client(config.url, http_client=http)
+
+
+@asynccontextmanager
+async def _watch(
+    transport: Transport, *, on_end: Callable[[], None]
+) -> AsyncIterator[tuple[Any, Any]]:
+    """`transport`, reporting the end of its read stream (the server went away)."""
+    async with transport as (read_stream, write_stream):
+        yield _WatchedStream(read_stream, on_end), write_stream
+
+
+class _WatchedStream:
+    """A transport's read stream (the SDK's `ReadStream` protocol) + an end hook."""
+
+    def __init__(self, stream: Any, on_end: Callable[[], None]) -> None:
+        self._stream = stream
+        self._on_end = on_end
+
+    @property
+    def last_context(self) -> Any:  # the protocol's optional sender context
+        return getattr(self._stream, "last_context", None)
+
+    async def receive(self) -> Any:
+        try:
+            return await self._stream.receive()
+        except (
+            anyio.EndOfStream,
+            anyio.ClosedResourceError,
+            anyio.BrokenResourceError,
+        ):
+            self._on_end()
+            raise
+
+    def __aiter__(self) -> _WatchedStream:
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+    async def __aenter__(self) -> _WatchedStream:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+
+async def _list_tools(client: Client, max_pages: int = 100) -> list[mcp_types.Tool]:
+    tools: list[mcp_types.Tool] = []
+    cursor: str | None = None
+    for _ in range(max_pages):
+        page = await client.list_tools(cursor=cursor)
+        tools.extend(page.tools)
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    return tools
+
+
+def _describe(config: MCPServerConfig, exc: BaseException | None) -> str:
+    """A failure as one human sentence."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    if exc is None:
+        return "the connection ended"
+    if isinstance(exc, MCPError):
+        if exc.code == mcp_types.CONNECTION_CLOSED and config.command is not None:
+            return "the server process closed the connection (did it exit?)"
+        return f"{exc.error.message} (MCP error {exc.code})"
+    if isinstance(exc, httpx2.TransportError):
+        return f"cannot reach {config.url}: {exc or type(exc).__name__}"
+    if isinstance(exc, OSError) and config.command is not None:
+        where = (
+            f" ({exc.filename})" if exc.filename not in (None, config.command) else ""
+        )
+        return f"cannot run {config.command!r}: {exc.strerror or exc}{where}"
+    return f"{type(exc).__name__}: {exc}"
