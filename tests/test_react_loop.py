@@ -30,6 +30,7 @@ from backend.llm.base import Completion, Message
 from backend.prompts import PromptProvider
 from backend.tools.base import Tool, ToolRegistry
 from backend.tools.executor import ExecutorConfig, ToolExecutor
+from backend.tools.policy import RateLimiter
 from tests.fakes import (
     Saver,
     ScriptedLLM,
@@ -643,3 +644,59 @@ async def test_approved_call_runs() -> None:
         "ApprovalRequested",
         "ToolCompleted:save",
     ]
+
+
+async def test_policy_refusals_reach_the_model_verbatim() -> None:
+    slow = SlowTool()
+    registry = test_registry(slow)
+    limiter = RateLimiter(1, 60.0, clock=lambda: 0.0)
+    config = ExecutorConfig(default_timeout_s=0.05, retry_backoff_s=0)
+    executor = ToolExecutor(registry, config, rate_limiter=limiter)
+    llm = ScriptedLLM(
+        reason(),
+        calls(
+            ("slow", {"label": "a"}),
+            ("slow", {"label": "b"}),
+            ("add", {"expression": "1+2"}),
+        ),
+        observe(should_continue=False, final="done"),
+    )
+    run = Run()
+    loop = ReasonActObserveLoop(llm, registry, executor, PromptProvider())
+    await loop.run(run.ctx())
+
+    observe_call = llm.requests[2]
+    tool_messages = [m.content for m in observe_call.messages if m.role == "tool"]
+    assert tool_messages == [
+        "Error (timeout): timed out after 0.05s",
+        "Error (rate_limited): slow was not run: at most 1 changing tool calls per 60s "
+        "in a session; try again in 60.0s or continue without it",
+        '{\n  "expression": "1+2",\n  "result": 3.0\n}',
+    ]
+    assert run.names()[3:9] == [
+        "ToolStarted:slow",
+        "ToolFailed:slow:timeout",
+        "ToolStarted:slow",
+        "ToolFailed:slow:rate_limited",
+        "ToolStarted:add",
+        "ToolCompleted:add",
+    ]
+
+
+async def test_read_only_run_hides_and_blocks_mutating_tools() -> None:
+    llm = ScriptedLLM(
+        reason(),
+        calls(("slow", {})),
+        observe(should_continue=False, final="Could not."),
+    )
+    run = Run()
+    ctx = run.ctx()
+    ctx.read_only = True
+    await make_loop(llm).run(ctx)
+
+    assert [t.name for t in llm.requests[1].tools] == ["add", "fail", "request_input"]
+    assert run.names()[3:5] == ["ToolStarted:slow", "ToolFailed:slow:blocked"]
+    assert llm.requests[2].messages[-2].content == (
+        "Error (blocked): slow changes data and this session is read-only; "
+        "answer without it or ask the user to turn read-only off"
+    )
