@@ -83,7 +83,9 @@ class Notifications:
 
     # ------------------------------------------------------------ session
 
-    def session_ready(self, *, resumed: bool, info: ServerInfo) -> SessionReady:
+    def session_ready(
+        self, *, resumed: bool, info: ServerInfo, oldest_seq: int = 0
+    ) -> SessionReady:
         """The handshake frame (seq 0, not logged): returned, not delivered."""
         return SessionReady(
             seq=0,
@@ -92,6 +94,7 @@ class Notifications:
             ts=self._clock(),
             resumed=resumed,
             last_seq=self._seq,
+            oldest_seq=oldest_seq,
             **info.model_dump(exclude={"protocol"}),
         )
 

@@ -157,6 +157,10 @@ class SessionReady(_ServerFrame):
     protocol: Literal[1] = 1
     resumed: bool
     last_seq: int
+    oldest_seq: int = Field(
+        description="The oldest frame still held for replay (0: none). If the "
+        "last_seq you resumed from is below oldest_seq - 1, frames were lost."
+    )
     limits: Limits
     model: str
     provider: str

@@ -117,7 +117,11 @@ class ChatService:
         )
 
     def ready_frame(self, session: Session, *, resumed: bool) -> SessionReady:
-        return session.notify.session_ready(resumed=resumed, info=self.server_info())
+        return session.notify.session_ready(
+            resumed=resumed,
+            info=self.server_info(),
+            oldest_seq=session.outbox.oldest_seq,
+        )
 
     def _forget_idle_sessions(self) -> None:
         cutoff = time.monotonic() - SESSION_IDLE_TTL_S

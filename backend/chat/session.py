@@ -21,15 +21,36 @@ from backend.notifications import Notifications
 from backend.protocol import ServerMessage
 
 
+OVERFLOW = ""
+"""Queued instead of a frame when a client fell too far behind."""
+
+
 class Subscription:
     """One client's view of a session's frames (JSON text, in seq order)."""
 
-    def __init__(self) -> None:
+    def __init__(self, limit: int) -> None:
         self.queue: asyncio.Queue[str] = asyncio.Queue()
-        self.missed_from: int | None = None
-        """Set when replay could not go back far enough (the log was trimmed)."""
+        self.limit = limit
+        self.overflowed = False
+
+    def push(self, text: str) -> None:
+        """Queue a frame; past `limit` unsent frames, give up on this client.
+
+        A client that does not read must not make the server hold unbounded
+        memory: its queue is dropped and the writer closes the socket. The
+        client reconnects with its last `seq` and the replay log fills the gap.
+        """
+        if self.overflowed:
+            return
+        if self.queue.qsize() >= self.limit:
+            self.overflowed = True
+            while not self.queue.empty():
+                self.queue.get_nowait()
+            text = OVERFLOW
+        self.queue.put_nowait(text)
 
     async def next_frame(self) -> str:
+        """The next frame's text, or `OVERFLOW`."""
         return await self.queue.get()
 
 
@@ -42,15 +63,17 @@ class Outbox:
         text = frame.model_dump_json()
         self._log.append((frame.seq, text))
         for subscriber in self._subscribers:
-            subscriber.queue.put_nowait(text)
+            subscriber.push(text)
+
+    @property
+    def oldest_seq(self) -> int:
+        """The oldest frame still held for replay (0: none)."""
+        return self._log[0][0] if self._log else 0
 
     def subscribe(self, after_seq: int | None) -> Subscription:
         """A new subscriber, pre-filled with the frames after `after_seq`."""
-        subscription = Subscription()
+        subscription = Subscription(limit=max(self._log.maxlen or 0, 1000))
         if after_seq is not None:
-            oldest = self._log[0][0] if self._log else None
-            if oldest is not None and oldest > after_seq + 1:
-                subscription.missed_from = after_seq + 1
             for seq, text in self._log:
                 if seq > after_seq:
                     subscription.queue.put_nowait(text)

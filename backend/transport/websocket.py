@@ -22,7 +22,7 @@ from pydantic import ValidationError
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
 from backend.chat.service import ChatService
-from backend.chat.session import Session, Subscription
+from backend.chat.session import OVERFLOW, Session, Subscription
 from backend.errors import InvalidMessage
 from backend.protocol import (
     CLIENT_MESSAGE_TYPES,
@@ -34,6 +34,7 @@ from backend.protocol import (
 log = logging.getLogger(__name__)
 
 CLOSE_POLICY_VIOLATION = 1008
+CLOSE_TRY_AGAIN_LATER = 1013
 CLOSE_UNAUTHORIZED = 4401
 CLOSE_FORBIDDEN_ORIGIN = 4403
 
@@ -76,7 +77,12 @@ async def _serve(
 async def _write(websocket: WebSocket, subscription: Subscription) -> None:
     with contextlib.suppress(WebSocketDisconnect, RuntimeError, OSError):
         while True:
-            await websocket.send_text(await subscription.next_frame())
+            text = await subscription.next_frame()
+            if text == OVERFLOW:
+                reason = "client too slow; reconnect with session_id and last_seq"
+                await websocket.close(code=CLOSE_TRY_AGAIN_LATER, reason=reason)
+                return
+            await websocket.send_text(text)
 
 
 async def _read(websocket: WebSocket, service: ChatService, session: Session) -> None:
