@@ -45,6 +45,10 @@ bench: $(VENV)/.dev
 schema: $(VENV)/.base
 	$(PY) -m backend schema --write
 
+# docs/screenshots/*.png: the chat page on the offline model, in Chromium.
+screenshots: $(VENV)/.dev browser
+	$(PY) -m tests.browser.screenshots docs/screenshots
+
 # Debian's Chromium for the browser tests (installed only when root and missing).
 browser:
 	@if [ -x /usr/bin/chromium ]; then :; \

@@ -20,7 +20,6 @@ from backend.history import History
 from backend.notifications import Notifications
 from backend.protocol import ServerMessage
 
-
 OVERFLOW = ""
 """Queued instead of a frame when a client fell too far behind."""
 

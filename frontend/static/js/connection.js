@@ -1,0 +1,152 @@
+// The WebSocket to the server: connect, reconnect with backoff, resume.
+//
+// A session is resumed with `?session_id=…&last_seq=…`: the server replays
+// every frame after `last_seq`, then live frames. The session id lives in
+// sessionStorage, so a page reload resumes with last_seq=0 and the replay
+// rebuilds the screen. Every frame whose seq is not above the last one
+// applied is dropped, so nothing is ever applied twice.
+//
+// Events (all CustomEvent, details below):
+//   status  {state, attempt, retryInMs}   state: connecting | open | reconnecting | refused
+//   ready   {frame, replayUntil, changedSession}
+//   frame   {frame, replaying}
+//   refused {frame}                        an error frame outside any session
+
+const SESSION_KEY = 'loopwire.session_id';
+const FIRST_DELAY_MS = 500;
+const MAX_DELAY_MS = 10_000;
+const REFUSED_CODES = new Set([4401, 4403]);
+
+export class Connection extends EventTarget {
+  constructor({ path = '/ws', storage = window.sessionStorage, token = null } = {}) {
+    super();
+    this.path = path;
+    this.storage = storage;
+    this.token = token;
+    this.sessionId = storage.getItem(SESSION_KEY);
+    this.lastSeq = 0;
+    this.replayUntil = 0;
+    this.state = 'connecting';
+    this.attempt = 0;
+    this.socket = null;
+    this.timer = null;
+  }
+
+  get isOpen() {
+    return this.state === 'open' && this.socket?.readyState === WebSocket.OPEN;
+  }
+
+  /** True while frames the server sent before this connection are arriving. */
+  get replaying() {
+    return this.lastSeq < this.replayUntil;
+  }
+
+  start() {
+    window.addEventListener('online', () => this.reconnectNow());
+    document.addEventListener('visibilitychange', () => {
+      if (!document.hidden) this.reconnectNow();
+    });
+    this.open();
+  }
+
+  url() {
+    const url = new URL(this.path, window.location.href);
+    url.protocol = url.protocol === 'https:' ? 'wss:' : 'ws:';
+    if (this.sessionId) {
+      url.searchParams.set('session_id', this.sessionId);
+      url.searchParams.set('last_seq', String(this.lastSeq));
+    }
+    if (this.token) url.searchParams.set('token', this.token);
+    return url.href;
+  }
+
+  open() {
+    clearTimeout(this.timer);
+    this.timer = null;
+    this.setState(this.attempt === 0 ? 'connecting' : 'reconnecting');
+    const socket = new WebSocket(this.url());
+    this.socket = socket;
+    socket.addEventListener('message', (event) => {
+      if (socket === this.socket) this.receive(event.data);
+    });
+    socket.addEventListener('close', (event) => {
+      if (socket === this.socket) this.closed(event);
+    });
+  }
+
+  /** Send one client frame; false when not connected (nothing is queued). */
+  send(frame) {
+    if (!this.isOpen) return false;
+    this.socket.send(JSON.stringify(frame));
+    return true;
+  }
+
+  /** Skip the wait of a pending reconnect. */
+  reconnectNow() {
+    if (this.timer !== null) this.open();
+  }
+
+  /** Forget the session and start a new one. */
+  newSession() {
+    this.sessionId = null;
+    this.storage.removeItem(SESSION_KEY);
+    this.lastSeq = 0;
+    this.replayUntil = 0;
+    this.attempt = 0;
+    const old = this.socket;
+    this.socket = null;
+    old?.close(1000, 'new session');
+    this.open();
+  }
+
+  receive(text) {
+    let frame;
+    try {
+      frame = JSON.parse(text);
+    } catch {
+      console.warn('loopwire: ignoring a frame that is not JSON');
+      return;
+    }
+    if (frame.type === 'session_ready') {
+      this.ready(frame);
+    } else if (!frame.seq) {
+      this.emit('refused', { frame });
+    } else if (frame.seq > this.lastSeq) {
+      this.lastSeq = frame.seq;
+      this.emit('frame', { frame, replaying: this.replaying });
+    }
+  }
+
+  ready(frame) {
+    const changedSession = Boolean(this.sessionId) && frame.session_id !== this.sessionId;
+    if (changedSession || !frame.resumed) this.lastSeq = 0;
+    this.sessionId = frame.session_id;
+    this.storage.setItem(SESSION_KEY, frame.session_id);
+    this.replayUntil = frame.last_seq;
+    this.attempt = 0;
+    this.setState('open');
+    this.emit('ready', { frame, replayUntil: frame.last_seq, changedSession });
+  }
+
+  closed(event) {
+    this.socket = null;
+    if (REFUSED_CODES.has(event.code)) {
+      this.setState('refused');
+      return;
+    }
+    const delay = Math.min(MAX_DELAY_MS, FIRST_DELAY_MS * 2 ** this.attempt);
+    const retryInMs = Math.round(delay * (0.8 + Math.random() * 0.4));
+    this.attempt += 1;
+    this.timer = setTimeout(() => this.open(), retryInMs);
+    this.setState('reconnecting', retryInMs);
+  }
+
+  setState(state, retryInMs = null) {
+    this.state = state;
+    this.emit('status', { state, attempt: this.attempt, retryInMs });
+  }
+
+  emit(type, detail) {
+    this.dispatchEvent(new CustomEvent(type, { detail }));
+  }
+}

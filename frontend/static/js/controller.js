@@ -1,0 +1,321 @@
+// Applies server frames to the screen and turns user actions into client
+// frames. Runs: a chat creates a pending RunView at once (immediate feedback);
+// the first frame with a new run_id binds it. A replay (reload or reconnect)
+// goes through exactly the same code, so the screen it rebuilds is the screen
+// the live frames built.
+import { RunView, phaseAfter } from './render/run.js';
+
+/** Frames after which a pending question can no longer be waiting. */
+const KEEPS_QUESTION = new Set(['agent_request_input', 'agent_steps_granted', 'agent_request_input_timeout', 'agent_stopped']);
+const REFUSES_CHAT = new Set(['busy', 'invalid_message', 'rate_limited', 'unauthorized', 'internal_error']);
+
+export class Controller extends EventTarget {
+  constructor({ connection, settings, transcript, messages, banner, approvals, info }) {
+    super();
+    this.connection = connection;
+    this.settings = settings;
+    this.transcript = transcript;
+    this.messages = messages;
+    this.banner = banner;
+    this.approvals = approvals;
+    this.info = info;
+    this.runs = new Map();
+    this.pending = null;
+    this.active = null;
+    this.stopRequested = false;
+    this.stopWanted = false;
+    this.awaitingReplay = false;
+    this.questionRun = null;
+  }
+
+  get running() {
+    return this.pending !== null || this.active !== null;
+  }
+
+  changed() {
+    this.dispatchEvent(new Event('change'));
+  }
+
+  // ---------------------------------------------------------------- connection events
+
+  onReady({ frame, changedSession }) {
+    this.info = {
+      limits: frame.limits,
+      model: frame.model,
+      provider: frame.provider,
+      tools: frame.tools,
+      strategies: frame.strategies,
+    };
+    if (changedSession) this.sessionLost();
+    this.transcript.useSession(frame.session_id);
+    this.awaitingReplay = true;
+    if (!this.connection.replaying) this.afterReplay();
+    this.changed();
+  }
+
+  onFrame({ frame, replaying }) {
+    this.apply(frame, replaying);
+    if (this.awaitingReplay && !this.connection.replaying) this.afterReplay();
+    this.changed();
+  }
+
+  onRefused({ frame }) {
+    this.messages.errorNotice(frame);
+    this.changed();
+  }
+
+  /** The server does not know our session any more (it restarted). */
+  sessionLost() {
+    if (this.runs.size === 0 && !this.pending) return;
+    this.messages.notice({
+      kind: 'warn',
+      title: 'The server started a new conversation',
+      text: 'It no longer knows the previous one (it probably restarted). What is on screen above is kept, but the model will not remember it.',
+    });
+    this.abandonRun('Lost when the server restarted');
+  }
+
+  afterReplay() {
+    this.awaitingReplay = false;
+    if (this.banner.questionId) this.banner.input.focus();
+    if (this.stopWanted && this.running) this.stop();
+    this.stopWanted = false;
+  }
+
+  // ---------------------------------------------------------------- frames
+
+  apply(frame, replaying) {
+    if (!frame.run_id) {
+      if (frame.type === 'error') this.globalError(frame);
+      else if (frame.type === 'session_reset') this.messages.notice({ kind: 'info', title: 'History cleared', text: 'The model starts afresh from here.' });
+      return;
+    }
+    const run = this.runFor(frame.run_id);
+    if (this.questionRun === run && !KEEPS_QUESTION.has(frame.update_type)) this.questionSettled(run);
+    if (frame.type === 'agent_update') this.agentUpdate(run, frame, replaying);
+    else this.runFrame(run, frame);
+    run.setPhase(phaseAfter(frame, run.agent));
+  }
+
+  runFor(runId) {
+    let view = this.runs.get(runId);
+    if (view) return view;
+    if (this.pending) {
+      view = this.pending.view;
+      this.transcript.rememberMessage(runId, { content: this.pending.content, mode: this.pending.mode });
+      this.pending = null;
+    } else {
+      const said = this.transcript.message(runId);
+      if (said) this.messages.addUser(said.content, said.mode);
+      view = this.newRunView(said?.mode ?? 'plain');
+    }
+    view.bind(runId);
+    view.setCap(this.info.limits.max_steps_cap);
+    this.runs.set(runId, view);
+    this.active = view;
+    return view;
+  }
+
+  newRunView(mode) {
+    const view = new RunView({ mode, onGrant: (steps) => this.grant(steps) });
+    this.messages.add(view.element);
+    return view;
+  }
+
+  runFrame(run, frame) {
+    switch (frame.type) {
+      case 'tool_start':
+        run.toolStart(frame);
+        this.approvals.dismiss(frame.tool_call_id);
+        break;
+      case 'tool_complete':
+        run.toolComplete(frame);
+        this.approvals.dismiss(frame.tool_call_id);
+        break;
+      case 'tool_error':
+        run.toolError(frame);
+        this.approvals.dismiss(frame.tool_call_id);
+        break;
+      case 'tool_approval_request':
+        this.approvalRequested(run, frame);
+        break;
+      case 'token_stream':
+        run.token(frame);
+        break;
+      case 'chat_response':
+        run.response(frame);
+        break;
+      case 'response_complete':
+        this.finishRun(run);
+        break;
+      case 'error':
+        run.runError(frame);
+        break;
+      default:
+        console.warn('loopwire: unknown frame type', frame.type);
+    }
+  }
+
+  agentUpdate(run, frame, replaying) {
+    run.becomeAgent();
+    switch (frame.update_type) {
+      case 'agent_start': run.start(frame); break;
+      case 'agent_turn_start': run.turnStart(frame); break;
+      case 'agent_reason': run.reason(frame); break;
+      case 'agent_observe': run.observe(frame); break;
+      case 'agent_request_input':
+        run.requestInput(frame);
+        this.questionRun = run;
+        this.banner.show(frame, { live: !replaying });
+        break;
+      case 'agent_request_input_timeout':
+        run.questionTimedOut(frame);
+        this.questionRun = null;
+        this.banner.clear('No answer came in time — the agent is finishing without it.');
+        break;
+      case 'agent_duplicate_call': run.duplicateCall(frame); break;
+      case 'agent_steps_granted': run.stepsGranted(frame); break;
+      case 'agent_max_steps_reached': run.maxStepsReached(frame); break;
+      case 'agent_stopped':
+        run.stopped(frame);
+        this.clearQuestion('Question withdrawn: the run was stopped.');
+        this.approvals.clear();
+        break;
+      case 'agent_completion': run.completion(frame); break;
+      case 'agent_error': run.agentError(frame); break;
+      default:
+        console.warn('loopwire: unknown agent update', frame.update_type);
+    }
+  }
+
+  approvalRequested(run, frame) {
+    run.approvalRequested(frame);
+    const decided = this.transcript.approval(frame.tool_call_id);
+    if (decided) run.approvalDecided(frame.tool_call_id, decided);
+    else this.approvals.request(frame);
+  }
+
+  /** A later frame shows the pending question was answered. */
+  questionSettled(run) {
+    const questionId = this.banner.questionId;
+    this.questionRun = null;
+    if (questionId === null) return;
+    run.questionAnswered(questionId, this.transcript.answer(questionId));
+    this.banner.clear();
+  }
+
+  clearQuestion(message) {
+    this.questionRun = null;
+    this.banner.clear(message);
+  }
+
+  finishRun(run) {
+    run.finish();
+    this.clearQuestion('The run ended before the question was answered.');
+    this.approvals.clear();
+    if (this.active === run) this.active = null;
+    this.stopRequested = false;
+    this.dispatchEvent(new Event('run-finished'));
+  }
+
+  /** End the active run locally: the server will not tell us more about it. */
+  abandonRun(why) {
+    if (this.pending) {
+      this.messages.markUnsent(this.pending.bubble, why);
+      this.pending.view.discard();
+      this.pending = null;
+    }
+    if (this.active) {
+      this.active.notice('error', why);
+      this.finishRun(this.active);
+    }
+    this.stopRequested = false;
+  }
+
+  globalError(frame) {
+    if (this.pending && REFUSES_CHAT.has(frame.error_type)) {
+      this.messages.markUnsent(this.pending.bubble, 'Not sent');
+      this.pending.view.discard();
+      this.dispatchEvent(new CustomEvent('chat-refused', { detail: { content: this.pending.content } }));
+      this.pending = null;
+    } else if (frame.error_type === 'no_active_run' && this.running) {
+      this.abandonRun('The server has no active run for this message (it may have been lost in a disconnect).');
+    } else if (frame.error_type === 'no_pending_input') {
+      this.clearQuestion(null);
+    }
+    this.messages.errorNotice(frame);
+  }
+
+  // ---------------------------------------------------------------- user actions
+
+  /** Send a chat; returns true when it went out. */
+  sendChat(content) {
+    const text = content.trim();
+    if (!text || this.running || !this.connection.isOpen) return false;
+    const frame = this.settings.chatFrame(text, this.info);
+    const size = new TextEncoder().encode(JSON.stringify(frame)).length;
+    if (size > this.info.limits.max_message_bytes) {
+      this.messages.notice({ kind: 'error', title: 'Message too long', text: `It is ${size} bytes; this server accepts at most ${this.info.limits.max_message_bytes}.` });
+      return false;
+    }
+    if (!this.connection.send(frame)) return false;
+    const mode = this.settings.modeFor(this.info);
+    const bubble = this.messages.addUser(text, mode);
+    const view = this.newRunView(mode);
+    this.pending = { content: text, mode, bubble, view };
+    this.banner.hideMessage();
+    this.changed();
+    return true;
+  }
+
+  stop() {
+    if (!this.running || this.stopRequested) return;
+    if (this.connection.send({ type: 'agent_control', action: 'stop' })) {
+      this.stopRequested = true;
+      (this.active ?? this.pending?.view)?.setPhase('Stopping…');
+    } else {
+      this.stopWanted = true;
+    }
+    this.changed();
+  }
+
+  grant(steps) {
+    this.connection.send({ type: 'agent_control', action: 'grant_steps', steps });
+  }
+
+  answer(content, questionId) {
+    const sent = this.connection.send({ type: 'agent_user_input', content, question_id: questionId });
+    if (!sent) return false;
+    this.transcript.rememberAnswer(questionId, content);
+    const run = this.questionRun;
+    this.questionRun = null;
+    run?.questionAnswered(questionId, content);
+    run?.setPhase('Observing…');
+    this.banner.clear();
+    this.changed();
+    return true;
+  }
+
+  decide(callId, approved, reason) {
+    const frame = { type: 'tool_approval_response', tool_call_id: callId, approved };
+    if (reason) frame.reason = reason;
+    if (!this.connection.send(frame)) return false;
+    const decision = { approved, reason };
+    this.transcript.rememberApproval(callId, decision);
+    this.active?.approvalDecided(callId, decision);
+    this.active?.setPhase(approved ? 'Continuing…' : 'Rejected — continuing…');
+    this.changed();
+    return true;
+  }
+
+  newConversation() {
+    if (this.running) return;
+    this.runs.clear();
+    this.messages.clear();
+    this.clearQuestion(null);
+    this.banner.hideMessage();
+    this.approvals.clear();
+    this.connection.newSession();
+    this.changed();
+  }
+}

@@ -1,0 +1,83 @@
+// The conversation list: user bubbles, assistant runs, notices; keeps the
+// view pinned to the bottom while the user has not scrolled up.
+import { h, icon } from '../dom.js';
+
+const ERROR_TITLES = {
+  invalid_message: 'The server refused a message',
+  busy: 'Still busy with the previous message',
+  no_pending_input: 'No question is waiting for an answer',
+  no_pending_approval: 'No approval is pending',
+  no_active_run: 'Nothing is running',
+  llm_error: 'The model could not answer',
+  unauthorized: 'Not allowed to connect',
+  rate_limited: 'Too many requests',
+  internal_error: 'Something went wrong on the server',
+};
+
+const MODE_LABELS = { agent: 'Agent', tools: 'With tools', plain: null };
+
+export function errorTitle(errorType) {
+  return ERROR_TITLES[errorType] ?? 'Error';
+}
+
+export class MessageList {
+  constructor({ list, scroller, emptyState }) {
+    this.list = list;
+    this.scroller = scroller;
+    this.emptyState = emptyState;
+    this.pinned = true;
+    scroller.addEventListener('scroll', () => {
+      const gap = scroller.scrollHeight - scroller.scrollTop - scroller.clientHeight;
+      this.pinned = gap < 48;
+    });
+    new MutationObserver(() => this.stick()).observe(list, { childList: true, subtree: true, characterData: true, attributes: true, attributeFilter: ['open', 'hidden'] });
+  }
+
+  stick() {
+    this.emptyState.hidden = this.list.childElementCount > 0;
+    if (this.pinned) this.scroller.scrollTop = this.scroller.scrollHeight;
+  }
+
+  add(element) {
+    this.list.append(element);
+    return element;
+  }
+
+  addUser(content, mode) {
+    const label = MODE_LABELS[mode];
+    const bubble = h(
+      'li',
+      { class: 'turn turn-user', dataset: { mode: mode ?? '' } },
+      h('div', { class: 'bubble' }, h('p', { class: 'bubble-text', text: content })),
+      label ? h('span', { class: 'turn-tag', text: label }) : null,
+    );
+    bubble.setAttribute('aria-label', 'You');
+    this.pinned = true;
+    return this.add(bubble);
+  }
+
+  markUnsent(bubble, why) {
+    bubble.classList.add('turn-unsent');
+    bubble.append(h('span', { class: 'turn-tag turn-tag-error', text: why }));
+  }
+
+  notice({ kind = 'error', title, text }) {
+    const element = h(
+      'li',
+      { class: `notice notice-${kind}`, role: kind === 'error' ? 'alert' : 'note' },
+      icon(kind === 'error' ? 'alert' : 'info'),
+      h('div', { class: 'notice-body' }, title ? h('strong', { class: 'notice-title', text: title }) : null, text ? h('span', { class: 'notice-text', text }) : null),
+    );
+    return this.add(element);
+  }
+
+  errorNotice({ error_type: errorType, message }) {
+    return this.notice({ kind: 'error', title: errorTitle(errorType), text: message });
+  }
+
+  clear() {
+    this.list.replaceChildren();
+    this.pinned = true;
+    this.stick();
+  }
+}

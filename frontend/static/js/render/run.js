@@ -1,0 +1,319 @@
+// The assistant's side of one run: the live trace (steps, tool cards), notices,
+// the streamed then final answer, the busy indicator and a summary line.
+import { h, icon, spinner } from '../dom.js';
+import { setMarkdown } from '../markdown.js';
+import { formatDuration, formatNumber, plural } from '../format.js';
+import { errorTitle } from './messages.js';
+import { QuestionCard, StepView } from './steps.js';
+import { ToolCard } from './toolcard.js';
+
+const COMPLETION_TEXT = {
+  finished: 'Finished',
+  max_steps: 'Step budget used up',
+  stopped: 'Stopped',
+  rejected: 'Ended after a rejected tool',
+  timeout: 'Question timed out',
+  error: 'Ended with an error',
+};
+
+/** What is running after `frame`, for the busy indicator (null = unchanged). */
+export function phaseAfter(frame, agent) {
+  const kind = frame.type === 'agent_update' ? frame.update_type : frame.type;
+  switch (kind) {
+    case 'agent_start': return 'Starting…';
+    case 'agent_turn_start': return 'Reasoning…';
+    case 'agent_reason': return frame.control?.finish ? 'Writing the answer…' : 'Choosing an action…';
+    case 'tool_start': return `Running ${frame.tool_name}…`;
+    case 'tool_complete':
+    case 'tool_error': return agent ? 'Observing…' : 'Thinking…';
+    case 'tool_approval_request': return 'Waiting for your approval';
+    case 'agent_request_input': return 'Waiting for your answer';
+    case 'agent_observe': {
+      const c = frame.control;
+      return c && (c.should_continue === false || c.final_answer) ? 'Writing the answer…' : 'Continuing…';
+    }
+    case 'agent_request_input_timeout':
+    case 'agent_max_steps_reached':
+    case 'token_stream': return 'Writing the answer…';
+    case 'agent_stopped': return 'Stopping…';
+    case 'chat_response':
+    case 'agent_completion': return 'Finishing…';
+    default: return null;
+  }
+}
+
+export class RunView {
+  constructor({ mode, onGrant }) {
+    this.runId = null;
+    this.agent = mode === 'agent';
+    this.maxSteps = null;
+    this.cap = null;
+    this.steps = new Map();
+    this.tools = new Map();
+    this.questions = new Map();
+    this.toolCount = 0;
+    this.active = true;
+    this.trace = null;
+    this.onGrant = onGrant;
+
+    this.notices = h('div', { class: 'run-notices' });
+    this.answer = h('div', { class: 'answer', hidden: true });
+    this.busyText = h('span', { class: 'busy-text' });
+    this.busyStep = h('span', { class: 'busy-step' });
+    this.grantButton = h('button', { type: 'button', class: 'link-button busy-grant', hidden: true }, icon('plus'), h('span', { text: '5 steps' }));
+    this.grantButton.setAttribute('aria-label', 'Give the agent 5 more steps');
+    this.grantButton.addEventListener('click', () => this.onGrant?.(5));
+    this.busy = h('div', { class: 'busy', role: 'status' }, spinner(), this.busyText, this.busyStep, this.grantButton);
+    this.meta = h('p', { class: 'run-meta', hidden: true });
+    this.body = h('div', { class: 'turn-body' }, this.notices, this.answer, this.busy, this.meta);
+    this.element = h(
+      'li',
+      { class: 'turn turn-assistant', dataset: { mode } },
+      h('div', { class: 'turn-avatar', 'aria-hidden': 'true' }, icon('loop')),
+      this.body,
+    );
+    this.element.setAttribute('aria-label', 'Assistant');
+    this.setPhase(this.agent ? 'Starting…' : 'Thinking…');
+  }
+
+  bind(runId) {
+    this.runId = runId;
+    this.element.dataset.runId = runId;
+  }
+
+  // ---------------------------------------------------------------- busy
+
+  setPhase(label) {
+    if (label) this.busyText.textContent = label;
+    this.element.dataset.phase = label ?? '';
+  }
+
+  updateBusyStep() {
+    const step = this.currentStep;
+    this.busyStep.textContent = step && this.agent ? `Step ${step.step} / ${this.maxSteps}` : '';
+    const canGrant = this.agent && this.active && this.maxSteps !== null && this.cap !== null && this.maxSteps < this.cap;
+    this.grantButton.hidden = !canGrant;
+  }
+
+  // ---------------------------------------------------------------- trace
+
+  ensureTrace() {
+    if (!this.trace) {
+      this.traceTitle = h('span', { class: 'trace-title', text: this.agent ? 'Agent run' : 'Tool calls' });
+      this.traceStats = h('span', { class: 'trace-stats' });
+      this.stepList = h('ol', { class: 'steps' });
+      this.trace = h(
+        'details',
+        { class: 'trace', open: true },
+        h('summary', { class: 'trace-summary' }, this.traceTitle, this.traceStats),
+        this.stepList,
+      );
+      this.body.prepend(this.trace);
+    }
+    return this.trace;
+  }
+
+  step(number) {
+    let view = this.steps.get(number);
+    if (!view) {
+      this.ensureTrace();
+      this.currentStep?.setState('done');
+      view = new StepView(number, this.agent ? this.maxSteps : null, { agent: this.agent });
+      this.steps.set(number, view);
+      this.stepList.append(view.element);
+      this.currentStep = view;
+      this.updateTraceStats();
+      this.updateBusyStep();
+    }
+    return view;
+  }
+
+  updateTraceStats() {
+    if (!this.trace) return;
+    const parts = [];
+    if (this.agent) parts.push(this.active && this.currentStep ? `Step ${this.currentStep.step} / ${this.maxSteps}` : plural(this.steps.size, 'step'));
+    if (this.toolCount) parts.push(plural(this.toolCount, 'tool call'));
+    if (!this.active && this.durationMs !== undefined) parts.push(formatDuration(this.durationMs));
+    this.traceStats.textContent = parts.join(' · ');
+  }
+
+  // ---------------------------------------------------------------- agent updates
+
+  /** Agent frames arrived (a replay may begin after this run's agent_start). */
+  becomeAgent() {
+    if (this.agent) return;
+    this.agent = true;
+    this.element.dataset.mode = 'agent';
+    if (this.traceTitle) this.traceTitle.textContent = 'Agent run';
+  }
+
+  start({ max_steps }) {
+    this.becomeAgent();
+    this.maxSteps = max_steps;
+    this.ensureTrace();
+    this.updateTraceStats();
+  }
+
+  setCap(cap) {
+    this.cap = cap;
+    this.updateBusyStep();
+  }
+
+  turnStart({ step, max_steps }) {
+    this.maxSteps = max_steps ?? this.maxSteps;
+    this.step(step);
+  }
+
+  reason(frame) {
+    this.step(frame.step).reason(frame);
+  }
+
+  observe(frame) {
+    this.step(frame.step).observe(frame);
+  }
+
+  stepsGranted({ max_steps, granted }) {
+    this.maxSteps = max_steps;
+    for (const view of this.steps.values()) view.setMax(max_steps);
+    this.updateTraceStats();
+    this.updateBusyStep();
+    this.notice('info', `Budget raised by ${plural(granted, 'step')} to ${max_steps}.`);
+  }
+
+  duplicateCall({ step, tool_name }) {
+    this.step(step).note(`Repeated call to ${tool_name} — the model was told it already has this result.`);
+  }
+
+  maxStepsReached({ steps }) {
+    this.notice('warn', `Reached the step budget (${plural(steps, 'step')}). Writing a final answer with what it has.`);
+  }
+
+  stopped({ step, mode }) {
+    const how = mode === 'after_step' ? 'after the current step' : 'immediately';
+    this.notice('stop', step ? `Stopped by you at step ${step} (${how}).` : `Stopped by you (${how}).`);
+  }
+
+  agentError({ message }) {
+    this.notice('error', `The model provider failed: ${message}`);
+  }
+
+  runError({ message, error_type: errorType }) {
+    this.notice('error', `${errorTitle(errorType)}: ${message}`);
+  }
+
+  completion({ steps, reason, usage, duration_ms }) {
+    this.durationMs = duration_ms;
+    const parts = [COMPLETION_TEXT[reason] ?? reason, plural(steps, 'step')];
+    if (this.toolCount) parts.push(plural(this.toolCount, 'tool call'));
+    parts.push(formatDuration(duration_ms));
+    if (usage?.llm_calls) parts.push(plural(usage.llm_calls, 'LLM call'));
+    if (usage?.total_tokens) parts.push(`${formatNumber(usage.total_tokens)} tokens`);
+    this.meta.textContent = parts.join(' · ');
+    this.meta.hidden = false;
+    this.element.dataset.reason = reason;
+  }
+
+  // ---------------------------------------------------------------- questions
+
+  requestInput(frame) {
+    const card = new QuestionCard(frame);
+    this.questions.set(frame.question_id, card);
+    this.step(frame.step).actList().append(card.element);
+    return card;
+  }
+
+  questionAnswered(questionId, content) {
+    this.questions.get(questionId)?.setState(content === null ? 'unknown' : 'answered', content ?? '');
+  }
+
+  questionTimedOut({ question_id }) {
+    this.questions.get(question_id)?.setState('timeout');
+  }
+
+  // ---------------------------------------------------------------- tools
+
+  tool(frame) {
+    let card = this.tools.get(frame.tool_call_id);
+    if (!card) {
+      card = new ToolCard(frame);
+      this.tools.set(frame.tool_call_id, card);
+      this.toolCount += 1;
+      this.step(frame.step ?? 1).actList().append(card.element);
+      this.updateTraceStats();
+    }
+    return card;
+  }
+
+  toolStart(frame) {
+    const card = this.tool(frame);
+    card.setArguments(frame.arguments);
+    card.setStatus('running');
+  }
+
+  toolComplete(frame) {
+    this.tool(frame).complete(frame);
+  }
+
+  toolError(frame) {
+    this.tool(frame).fail(frame);
+  }
+
+  approvalRequested(frame) {
+    this.tool(frame).awaitApproval();
+  }
+
+  approvalDecided(callId, decision) {
+    this.tools.get(callId)?.approvalDecided(decision);
+  }
+
+  // ---------------------------------------------------------------- answer
+
+  token({ token, is_first: isFirst, is_last: isLast }) {
+    if (isFirst || !this.stream) {
+      this.stream = h('span', { class: 'stream-text' });
+      this.answer.replaceChildren(this.stream, h('span', { class: 'caret', 'aria-hidden': 'true' }));
+      this.answer.hidden = false;
+      this.answer.dataset.state = 'streaming';
+      this.answer.setAttribute('aria-busy', 'true');
+    }
+    if (token) this.stream.append(token);
+    if (isLast) this.answer.querySelector('.caret')?.remove();
+  }
+
+  response({ message }) {
+    this.stream = null;
+    setMarkdown(this.answer, message);
+    this.answer.hidden = !message;
+    this.answer.dataset.state = 'final';
+    this.answer.removeAttribute('aria-busy');
+  }
+
+  notice(kind, text) {
+    const name = { warn: 'alert', error: 'alert', stop: 'stop', info: 'info' }[kind] ?? 'info';
+    this.notices.append(h('p', { class: `run-notice run-notice-${kind}` }, icon(name), h('span', { text })));
+  }
+
+  // ---------------------------------------------------------------- end
+
+  finish() {
+    this.active = false;
+    this.element.dataset.state = 'done';
+    this.currentStep?.setState('done');
+    for (const card of this.tools.values()) card.abandon();
+    for (const question of this.questions.values()) {
+      if (question.state === 'waiting') question.setState('withdrawn');
+    }
+    if (this.stream) this.answer.querySelector('.caret')?.remove();
+    this.answer.removeAttribute('aria-busy');
+    this.busy.remove();
+    if (this.trace) {
+      this.trace.open = false;
+      this.updateTraceStats();
+    }
+  }
+
+  /** The chat never started (refused by the server). */
+  discard() {
+    this.element.remove();
+  }
+}

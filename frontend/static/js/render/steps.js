@@ -1,0 +1,129 @@
+// One step of the reason → act → observe loop (or one round of tool mode).
+import { h, icon, spinner } from '../dom.js';
+import { setMarkdown } from '../markdown.js';
+
+export class StepView {
+  constructor(step, maxSteps, { agent }) {
+    this.step = step;
+    this.agent = agent;
+    this.badge = h('span', { class: 'step-badge' });
+    this.stateEl = h('span', { class: 'step-state' });
+    this.phases = h('div', { class: 'phases' });
+    this.act = null;
+    this.element = h(
+      'li',
+      { class: 'step', dataset: { step: String(step) } },
+      h('div', { class: 'step-head' }, this.badge, this.stateEl),
+      this.phases,
+    );
+    this.setMax(maxSteps);
+    this.setState('running');
+  }
+
+  setMax(maxSteps) {
+    this.maxSteps = maxSteps;
+    const label = this.agent ? 'Step' : 'Round';
+    this.badge.textContent = maxSteps ? `${label} ${this.step} / ${maxSteps}` : `${label} ${this.step}`;
+  }
+
+  setState(state) {
+    this.state = state;
+    this.element.dataset.state = state;
+    if (state === 'running') {
+      this.stateEl.replaceChildren(spinner(), h('span', { class: 'visually-hidden', text: 'in progress' }));
+    } else {
+      this.stateEl.replaceChildren();
+    }
+  }
+
+  phase(kind, label) {
+    const body = h('div', { class: 'phase-body' });
+    const block = h(
+      'div',
+      { class: `phase phase-${kind}`, dataset: { phase: kind } },
+      h('span', { class: 'phase-label', text: label }),
+      body,
+    );
+    this.phases.append(block);
+    return body;
+  }
+
+  reason({ content, control }) {
+    const body = this.phase('reason', 'Reason');
+    const prose = content?.trim() || control?.plan || '';
+    if (prose) body.append(markdownBlock(prose));
+    if (control?.plan && control.plan.trim() !== prose.trim()) {
+      body.append(keyValue('Plan', control.plan));
+    }
+    if (control?.finish) body.append(keyValue('Decision', 'Finish — the answer is ready'));
+    if (!prose && !control) body.append(h('p', { class: 'muted', text: '(no reasoning text)' }));
+  }
+
+  /** The list tool cards and questions go into, created on first use. */
+  actList() {
+    if (!this.act) {
+      this.act = h('ul', { class: 'act-list' });
+      this.phase('act', this.agent ? 'Act' : 'Tools').append(this.act);
+    }
+    return this.act;
+  }
+
+  observe({ content, control }) {
+    if (!this.act) {
+      this.phase('act', 'Act').append(h('p', { class: 'muted', text: 'No tool call in this step.' }));
+      this.act = h('ul', { class: 'act-list' });
+    }
+    const body = this.phase('observe', 'Observe');
+    const prose = content?.trim() || control?.observation || '';
+    if (prose) body.append(markdownBlock(prose));
+    if (control && control.should_continue === false) {
+      body.append(keyValue('Decision', 'Done — no further step needed'));
+    }
+  }
+
+  note(text, kind = 'warn') {
+    this.phases.append(h('p', { class: `step-note step-note-${kind}` }, icon('alert'), h('span', { text })));
+  }
+}
+
+function markdownBlock(text) {
+  const div = h('div', { class: 'md' });
+  setMarkdown(div, text);
+  return div;
+}
+
+function keyValue(key, value) {
+  return h('p', { class: 'phase-kv' }, h('span', { class: 'phase-key', text: key }), h('span', { text: value }));
+}
+
+/** A `request_input` question inside the act phase, and what became of it. */
+export class QuestionCard {
+  constructor({ question, question_id }) {
+    this.questionId = question_id;
+    this.answerEl = h('p', { class: 'question-answer' });
+    this.element = h(
+      'li',
+      { class: 'question-card', dataset: { questionId: question_id } },
+      h('div', { class: 'question-card-head' }, icon('question'), h('span', { text: 'Asked you' })),
+      h('p', { class: 'question-card-text', text: question }),
+      this.answerEl,
+    );
+    this.setState('waiting');
+  }
+
+  setState(state, text = '') {
+    this.state = state;
+    this.element.dataset.state = state;
+    const labels = {
+      waiting: ['Waiting for your answer…', ''],
+      answered: ['You answered: ', text],
+      timeout: ['No answer in time — the agent went on without one.', ''],
+      withdrawn: ['Withdrawn — the run ended before an answer.', ''],
+      unknown: ['Answered.', ''],
+    };
+    const [lead, value] = labels[state];
+    const parts = [h('span', { class: 'question-answer-lead', text: lead })];
+    if (value) parts.push(h('strong', { text: value }));
+    this.answerEl.replaceChildren(...parts);
+  }
+}

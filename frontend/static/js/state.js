@@ -1,0 +1,129 @@
+// Application state that outlives a frame: the server's description, the
+// user's controls, and what this tab said (the server does not echo the
+// user's own messages, so they are kept here to rebuild the screen on reload).
+
+const SETTINGS_KEY = 'loopwire.settings';
+const TRANSCRIPT_KEY = 'loopwire.transcript';
+
+function readJson(storage, key, fallback) {
+  try {
+    const raw = storage.getItem(key);
+    return raw ? JSON.parse(raw) : fallback;
+  } catch {
+    return fallback;
+  }
+}
+
+function writeJson(storage, key, value) {
+  try {
+    storage.setItem(key, JSON.stringify(value));
+  } catch {
+    // storage full or disabled: the UI still works, a reload just shows less
+  }
+}
+
+/** The controls of the agent panel, remembered across visits. */
+export class Settings {
+  constructor(storage = window.localStorage) {
+    this.storage = storage;
+    const saved = readJson(storage, SETTINGS_KEY, {});
+    this.agentMode = saved.agentMode ?? true;
+    this.maxSteps = Number.isInteger(saved.maxSteps) ? saved.maxSteps : null;
+    this.readOnly = saved.readOnly ?? false;
+    // names the user turned off; new tools on the server start enabled
+    this.disabledTools = new Set(Array.isArray(saved.disabledTools) ? saved.disabledTools : []);
+  }
+
+  save() {
+    writeJson(this.storage, SETTINGS_KEY, {
+      agentMode: this.agentMode,
+      maxSteps: this.maxSteps,
+      readOnly: this.readOnly,
+      disabledTools: [...this.disabledTools],
+    });
+  }
+
+  /** The step budget to ask for: the user's choice clamped to [1, cap]. */
+  stepsFor(limits) {
+    const wanted = this.maxSteps ?? limits.default_max_steps;
+    return Math.min(Math.max(1, Math.round(wanted)), limits.max_steps_cap);
+  }
+
+  selectedTools(tools) {
+    return tools.map((t) => t.name).filter((name) => !this.disabledTools.has(name));
+  }
+
+  /** The `chat` frame for `content`, with exactly the protocol's fields. */
+  chatFrame(content, info) {
+    return {
+      type: 'chat',
+      content,
+      agent_mode: this.agentMode,
+      agent_max_steps: this.stepsFor(info.limits),
+      selected_tools: this.selectedTools(info.tools),
+      read_only: this.readOnly,
+    };
+  }
+
+  /** 'agent' | 'tools' | 'plain': what a chat sent now would do. */
+  modeFor(info) {
+    if (this.agentMode) return 'agent';
+    return this.selectedTools(info.tools).length > 0 ? 'tools' : 'plain';
+  }
+}
+
+/**
+ * What this tab sent in the current session, keyed by what the server's
+ * frames refer to: run_id → the user's message, question_id → the answer,
+ * tool_call_id → the approval decision.
+ */
+export class Transcript {
+  constructor(storage = window.sessionStorage) {
+    this.storage = storage;
+    const saved = readJson(storage, TRANSCRIPT_KEY, null);
+    this.data = saved && typeof saved === 'object' ? saved : Transcript.empty(null);
+  }
+
+  static empty(sessionId) {
+    return { session_id: sessionId, runs: {}, answers: {}, approvals: {} };
+  }
+
+  /** Keep what belongs to `sessionId`; anything else is forgotten. */
+  useSession(sessionId) {
+    if (this.data.session_id !== sessionId) {
+      this.data = Transcript.empty(sessionId);
+      this.save();
+    }
+  }
+
+  message(runId) {
+    return this.data.runs[runId] ?? null;
+  }
+
+  answer(questionId) {
+    return this.data.answers[questionId] ?? null;
+  }
+
+  approval(callId) {
+    return this.data.approvals[callId] ?? null;
+  }
+
+  rememberMessage(runId, message) {
+    this.data.runs[runId] = message;
+    this.save();
+  }
+
+  rememberAnswer(questionId, content) {
+    this.data.answers[questionId] = content;
+    this.save();
+  }
+
+  rememberApproval(callId, decision) {
+    this.data.approvals[callId] = decision;
+    this.save();
+  }
+
+  save() {
+    writeJson(this.storage, TRANSCRIPT_KEY, this.data);
+  }
+}

@@ -1,0 +1,1 @@
+"""Browser tests: the chat page in a real Chromium (Playwright, async API)."""
