@@ -6,6 +6,8 @@ import json
 import sys
 from pathlib import Path
 
+import httpx
+
 from tests.conftest import StartServer
 from tests.fakes import ScriptedLLM, calls, observe, reason, test_registry
 from tests.ws_client import labels
@@ -49,6 +51,10 @@ async def test_mcp_tools_are_listed_and_called(
         "requires_approval": False,
         "finalize": False,
     }
+    async with httpx.AsyncClient() as http:
+        health = (await http.get(harness.server.url("/healthz"))).json()
+    assert health["status"] == "ok" and health["mcp"]["demo"] == "up"
+    assert health["mcp"]["broken"].startswith("failed: ")
     frames = await client.chat("add 2 and 40", agent_mode=True)
 
     assert labels(frames)[3:5] == ["tool_start:demo__add", "tool_complete:demo__add"]

@@ -71,7 +71,10 @@ async def index(request: Request) -> Response:
 
 
 async def health(request: Request) -> Response:
-    return JSONResponse({"status": "ok"})
+    """`ok`, with the state of each MCP server (`up`, `down: …`, `failed: …`)."""
+    mcp = getattr(request.app.state, "mcp", None)
+    servers = mcp.status() if mcp is not None else {}
+    return JSONResponse({"status": "ok", "mcp": servers})
 
 
 async def info(request: Request) -> Response:
