@@ -190,7 +190,7 @@ async def test_page_headers_and_http_routes(start_server: StartServer) -> None:
     assert "connect-src 'self';" in policy and "img-src 'self' data:;" in policy
     assert "require-trusted-types-for 'script'" in policy
     assert 'id="lw-config"' in page.text and "<script>" not in page.text
-    assert health.json() == {"status": "ok"}
+    assert health.json() == {"status": "ok", "mcp": {}}
     assert info.json()["model"] == "scripted-model"
     assert module.headers["content-type"].startswith(
         ("text/javascript", "application/javascript")
