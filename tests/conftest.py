@@ -58,18 +58,23 @@ class Harness:
 StartServer = Callable[..., Awaitable[Harness]]
 
 
+def server_starter(stack: AsyncExitStack) -> StartServer:
+    """`await start(llm, registry=None, **settings)` → a Harness, stopped with `stack`."""
+
+    async def start(
+        llm: LLMClient | None = None,
+        registry: ToolRegistry | None = None,
+        **settings: Any,
+    ) -> Harness:
+        app = create_app(make_settings(**settings), llm=llm, registry=registry)
+        server = await stack.enter_async_context(serving(app))
+        return Harness(server, stack)
+
+    return start
+
+
 @pytest.fixture
 async def start_server() -> AsyncIterator[StartServer]:
     """`await start_server(llm, registry=None, **settings)` → a running Harness."""
     async with AsyncExitStack() as stack:
-
-        async def start(
-            llm: LLMClient | None = None,
-            registry: ToolRegistry | None = None,
-            **settings: Any,
-        ) -> Harness:
-            app = create_app(make_settings(**settings), llm=llm, registry=registry)
-            server = await stack.enter_async_context(serving(app))
-            return Harness(server, stack)
-
-        yield start
+        yield server_starter(stack)

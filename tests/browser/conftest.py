@@ -17,12 +17,8 @@ import pytest
 import pytest_asyncio
 from playwright.async_api import Browser, async_playwright
 
-from backend.app import create_app
-from backend.llm.base import LLMClient
-from backend.tools.base import ToolRegistry
 from tests.browser.ui import CHROMIUM, CHROMIUM_ARGS, App, OpenApp
-from tests.conftest import Harness, StartServer, make_settings
-from tests.live_server import serving
+from tests.conftest import Harness, StartServer, server_starter
 
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")
@@ -47,17 +43,7 @@ async def browser() -> AsyncIterator[Browser]:
 async def start_server() -> AsyncIterator[StartServer]:
     """As `tests/conftest.py`'s, in the session loop the browser lives in."""
     async with AsyncExitStack() as stack:
-
-        async def start(
-            llm: LLMClient | None = None,
-            registry: ToolRegistry | None = None,
-            **settings: Any,
-        ) -> Harness:
-            app = create_app(make_settings(**settings), llm=llm, registry=registry)
-            server = await stack.enter_async_context(serving(app))
-            return Harness(server, stack)
-
-        yield start
+        yield server_starter(stack)
 
 
 @pytest_asyncio.fixture(loop_scope="session")
