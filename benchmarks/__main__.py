@@ -64,7 +64,8 @@ class InstantLLM:
             }
             return Completion(content=f"Thinking.\n```json\n{json.dumps(control)}\n```")
         if request.purpose == "act":
-            call = ToolCall(id=f"call_{done + 1}", name="noop", arguments='{"n": 1}')
+            arguments = json.dumps({"n": done + 1})  # distinct: not a duplicate call
+            call = ToolCall(id=f"call_{done + 1}", name="noop", arguments=arguments)
             return Completion(tool_calls=(call,))
         if request.purpose == "observe":
             final = "All done." if done >= self.steps else ""
@@ -128,6 +129,8 @@ async def bench_loop(runs: int, steps: int) -> list[float]:
         started = time.perf_counter()
         result = await loop.run(ctx)
         per_step.append((time.perf_counter() - started) * 1000 / result.steps)
+        if result.steps != steps or result.reason != "finished":
+            raise RuntimeError(f"the benchmark run went wrong: {result}")
     return per_step
 
 
@@ -152,6 +155,9 @@ async def bench_websocket(runs: int, steps: int) -> tuple[list[float], int]:
             await ws.send(json.dumps(request))
             count = await _drain(ws)
             per_step.append((time.perf_counter() - started) * 1000 / steps)
+            expected = 1 + steps * 5 + 3  # start, 5 frames a step, the 3 ending frames
+            if count != expected:
+                raise RuntimeError(f"expected {expected} frames in a run, got {count}")
             frames += count
             await ws.send(json.dumps({"type": "reset_session"}))
             await ws.recv()
