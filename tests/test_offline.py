@@ -8,7 +8,6 @@ model must not depend on).
 from __future__ import annotations
 
 import json
-import re
 from datetime import UTC, datetime
 from typing import Any
 
@@ -17,98 +16,33 @@ import pytest
 from backend.llm.base import (
     Completion,
     LLMClient,
-    LLMRequest,
     Message,
-    Purpose,
     TextDelta,
     ToolCall,
-    ToolChoice,
-    ToolSpec,
     Usage,
 )
-from backend.llm.offline import OfflineLLM
 from backend.llm.offline_decisions import INTRODUCTION, SMALL_TALK
 from backend.tools.base import ToolContext
 from backend.tools.builtin import builtin_tools
+from tests.offline_driver import (
+    REQUEST_INPUT,
+    SYSTEM,
+    Phases,
+    call,
+    llm,
+    request,
+)
 
 FIXED = datetime(2026, 11, 22, 13, 5, 42, tzinfo=UTC)
 TOOLS = {tool.name: tool for tool in builtin_tools(clock=lambda: FIXED)}
-REQUEST_INPUT = ToolSpec(
-    name="request_input",
-    description="Ask the user a clarifying question and wait for the answer.",
-    parameters={
-        "type": "object",
-        "properties": {"question": {"type": "string"}},
-        "required": ["question"],
-    },
-)
 BUILTIN_SPECS = tuple(tool.spec() for tool in TOOLS.values())
 AGENT_TOOLS = (*BUILTIN_SPECS, REQUEST_INPUT)
-SYSTEM = Message.system("You are loopwire, a helpful assistant. {{ not parsed }}")
-PHASES = {
-    "reason": "REASON: think, then end with a JSON control block.",
-    "act": "ACT: call the tools your plan needs.",
-    "observe": "OBSERVE: judge the results, then end with a JSON control block.",
-    "final": "Write the final answer now.",
-    "chat": "",
-}
-
-llm = OfflineLLM()
-
-
-def request(
-    purpose: Purpose,
-    history: list[Message],
-    tools: tuple[ToolSpec, ...] = (),
-    tool_choice: ToolChoice | None = None,
-) -> LLMRequest:
-    instruction = [Message.system(PHASES[purpose])] if PHASES[purpose] else []
-    return LLMRequest(
-        messages=(SYSTEM, *history, *instruction),
-        tools=tools,
-        tool_choice=tool_choice,
-        purpose=purpose,
-    )
-
-
-async def reason(history: list[Message]) -> tuple[str, dict[str, Any]]:
-    return split(await llm.complete(request("reason", history)))
-
-
-async def act(
-    history: list[Message], tools: tuple[ToolSpec, ...] = AGENT_TOOLS
-) -> Completion:
-    return await llm.complete(request("act", history, tools, "auto"))
-
-
-async def observe(history: list[Message]) -> tuple[str, dict[str, Any]]:
-    return split(await llm.complete(request("observe", history)))
-
-
-async def final(history: list[Message]) -> str:
-    completion = await llm.complete(request("final", history, AGENT_TOOLS, "none"))
-    assert completion.tool_calls == ()
-    return completion.content
-
-
-async def chat(history: list[Message], tools: tuple[ToolSpec, ...] = ()) -> Completion:
-    choice: ToolChoice | None = "auto" if tools else None
-    return await llm.complete(request("chat", history, tools, choice))
-
-
-def split(completion: Completion) -> tuple[str, dict[str, Any]]:
-    """Prose and control block of a reason/observe reply."""
-    assert completion.tool_calls == ()
-    match = re.fullmatch(r"(?s)(.+)\n\n```json\n(.+)\n```", completion.content)
-    assert match is not None, completion.content
-    control: dict[str, Any] = json.loads(match[2])
-    return match[1], control
-
-
-def call(id_: str, name: str, **arguments: Any) -> ToolCall:
-    return ToolCall(
-        id=id_, name=name, arguments=json.dumps(arguments, ensure_ascii=False)
-    )
+PHASES_DRIVER = Phases(agent_tools=AGENT_TOOLS, final_tools=AGENT_TOOLS)
+reason = PHASES_DRIVER.reason
+act = PHASES_DRIVER.act
+observe = PHASES_DRIVER.observe
+final = PHASES_DRIVER.final
+chat = PHASES_DRIVER.chat
 
 
 async def result_of(tool_call: ToolCall) -> Message:

@@ -13,101 +13,30 @@ from typing import Any
 import pytest
 
 from backend.llm.base import (
-    Completion,
-    LLMRequest,
     Message,
-    Purpose,
     ToolCall,
-    ToolChoice,
-    ToolSpec,
 )
-from backend.llm.offline import OfflineLLM
 from backend.llm.offline_decisions import INTRODUCTION
 from backend.tools.base import ToolContext
 from backend.tools.builtin import builtin_tools
 from backend.tools.notes import NoteStore, note_tools
 from tests.conftest import StartServer
+from tests.offline_driver import REQUEST_INPUT, Phases, call
 from tests.ws_client import labels
 
-REQUEST_INPUT = ToolSpec(
-    name="request_input",
-    description="Ask the user a clarifying question and wait for the answer.",
-    parameters={"type": "object", "properties": {"question": {"type": "string"}}},
-)
 BUILTIN_SPECS = tuple(tool.spec() for tool in builtin_tools())
 NOTE_SPECS = tuple(tool.spec() for tool in note_tools(NoteStore()))
 TOOL_MODE = (*BUILTIN_SPECS, *NOTE_SPECS)
 AGENT_TOOLS = (*TOOL_MODE, REQUEST_INPUT)
-SYSTEM = Message.system("You are loopwire. {{ never parsed }}")
-INSTRUCTION = {
-    "reason": "REASON: end with a JSON control block.",
-    "act": "ACT: call the tools your plan needs.",
-    "observe": "OBSERVE: end with a JSON control block.",
-    "final": "Write the final answer now.",
-}
 DECLINED = "Error (rejected): the user declined to run save_note (reason: not now)"
 LOCKER = "my locker code is 4512"
 
-llm = OfflineLLM()
-
-
-def request(
-    purpose: Purpose,
-    history: list[Message],
-    tools: tuple[ToolSpec, ...] = (),
-    tool_choice: ToolChoice | None = None,
-) -> LLMRequest:
-    instruction = INSTRUCTION.get(purpose)
-    extra = [Message.system(instruction)] if instruction else []
-    return LLMRequest(
-        messages=(SYSTEM, *history, *extra),
-        tools=tools,
-        tool_choice=tool_choice,
-        purpose=purpose,
-    )
-
-
-def split(completion: Completion) -> tuple[str, dict[str, Any]]:
-    assert completion.tool_calls == ()
-    prose, fence, rest = completion.content.partition("\n\n```json\n")
-    assert fence and rest.endswith("\n```"), completion.content
-    control: dict[str, Any] = json.loads(rest.removesuffix("\n```"))
-    return prose, control
-
-
-async def reason(history: list[Message]) -> tuple[str, dict[str, Any]]:
-    return split(await llm.complete(request("reason", history)))
-
-
-async def act(
-    history: list[Message], tools: tuple[ToolSpec, ...] = AGENT_TOOLS
-) -> Completion:
-    return await llm.complete(request("act", history, tools, "auto"))
-
-
-async def observe(history: list[Message]) -> tuple[str, dict[str, Any]]:
-    return split(await llm.complete(request("observe", history)))
-
-
-async def final(history: list[Message]) -> str:
-    completion = await llm.complete(request("final", history, TOOL_MODE, "none"))
-    assert completion.tool_calls == ()
-    return completion.content
-
-
-async def chat(
-    history: list[Message],
-    tools: tuple[ToolSpec, ...] = (),
-    tool_choice: ToolChoice | None = None,
-) -> Completion:
-    choice = tool_choice or ("auto" if tools else None)
-    return await llm.complete(request("chat", history, tools, choice))
-
-
-def call(id_: str, name: str, **arguments: Any) -> ToolCall:
-    return ToolCall(
-        id=id_, name=name, arguments=json.dumps(arguments, ensure_ascii=False)
-    )
+PHASES_DRIVER = Phases(agent_tools=AGENT_TOOLS, final_tools=TOOL_MODE)
+reason = PHASES_DRIVER.reason
+act = PHASES_DRIVER.act
+observe = PHASES_DRIVER.observe
+final = PHASES_DRIVER.final
+chat = PHASES_DRIVER.chat
 
 
 class Notebook:
