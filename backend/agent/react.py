@@ -11,11 +11,10 @@ results, so the user always gets an answer.
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, TypeVar
+from typing import TypeVar
 
 from pydantic import BaseModel
 
@@ -29,6 +28,7 @@ from backend.agent.loop import (
     PendingQuestion,
     Stopped,
 )
+from backend.agent.rules import OnReject, ToolCallRules
 from backend.agent.summary import summarize_outcomes
 from backend.aio import race
 from backend.errors import LLMError
@@ -98,7 +98,7 @@ class LoopConfig:
     request_input_timeout_s: float = 300.0
     max_consecutive_failures: int = 3
     max_duplicate_calls: int = 2
-    on_reject: Literal["stop", "continue"] = "stop"
+    on_reject: OnReject = "stop"
 
 
 class ReasonActObserveLoop:
@@ -139,9 +139,12 @@ class _Run:
         self.config = loop.config
         self.state = ctx.state
         self.parse_failures = 0
-        self.failures = 0
-        self.duplicates = 0
-        self.seen: dict[str, tuple[ToolOutcome, int]] = {}
+        self.rules = ToolCallRules(
+            loop.registry,
+            max_consecutive_failures=loop.config.max_consecutive_failures,
+            max_duplicate_calls=loop.config.max_duplicate_calls,
+            on_reject=loop.config.on_reject,
+        )
         self.record = _StepRecord()
 
     # ------------------------------------------------------------ driver
@@ -239,9 +242,9 @@ class _Run:
         return Continue()
 
     async def _run_tool(self, call: ToolCall) -> Decision:
-        key = _call_key(call)
-        if key in self.seen:
-            return self._duplicate(call, *self.seen[key])
+        earlier = self.rules.earlier(call)
+        if earlier is not None:
+            return self._duplicate(call, *earlier)
         ctx = self.ctx
         scope = CallScope(
             ctx=ToolContext(ctx.session_id, ctx.run_id, self.state.step),
@@ -251,7 +254,7 @@ class _Run:
             approver=ctx.control,
         )
         outcome = await self.loop.executor.run(call, scope)
-        self.seen[key] = (outcome, self.state.step)
+        self.rules.record(call, outcome, self.state.step)
         self.state.outcomes.append(outcome)
         content = outcome.for_model(self.config.tool_result_max_chars)
         if outcome.status == "rejected" and self.config.on_reject == "continue":
@@ -262,48 +265,11 @@ class _Run:
         status = "ok" if outcome.ok else f"error: {outcome.status}"
         arguments = to_json_text(outcome.arguments)
         self._add_result(ResultLine(call.name, status, arguments, content))
-        return self._judge(outcome)
-
-    def _judge(self, outcome: ToolOutcome) -> Decision:
-        """What one tool outcome means for the loop."""
-        name = outcome.call.name
-        if outcome.ok:
-            self.failures = 0
-            return self._finalized(outcome)
-        if outcome.status == "rejected":
-            if self.config.on_reject == "continue":
-                return Continue()
-            why = (
-                f"The user declined the tool call {name}, so the run stops here: "
-                f"{outcome.error}. Explain what was not done."
-            )
-            return Final(None, "rejected", why)
-        if outcome.status == "cancelled":
-            return Continue()
-        self.failures += 1
-        if self.failures < self.config.max_consecutive_failures:
-            return Continue()
-        why = (
-            f"{self.failures} tool calls in a row failed "
-            f"(last: {name}: {outcome.error}). "
-            "Stop trying; tell the user honestly what failed."
-        )
-        return Final(None, "error", why)
-
-    def _finalized(self, outcome: ToolOutcome) -> Decision:
-        tool = self.loop.registry.get(outcome.call.name)
-        result = outcome.result
-        if tool is None or not tool.effect.finalize or not isinstance(result, dict):
-            return Continue()
-        summary = result.get("summary")
-        if isinstance(summary, str) and summary.strip():
-            return Final(summary.strip(), "finished")
-        return Continue()
+        return self.rules.judge(outcome)
 
     def _duplicate(self, call: ToolCall, earlier: ToolOutcome, step: int) -> Decision:
         """Never run the same call twice in a run: tell the model instead."""
         self.ctx.emit(DuplicateCall(self.state.step, call.name))
-        self.duplicates += 1
         content = (
             f"Duplicate call: {call.name} was already called with the same arguments "
             f"in step {step}, so it was not run again. Use that result:\n"
@@ -312,10 +278,7 @@ class _Run:
         self.ctx.history.append(Message.tool(call.id, call.name, content))
         arguments = to_json_text(parse_arguments(call.arguments))
         self._add_result(ResultLine(call.name, "duplicate", arguments, content))
-        if self.duplicates < self.config.max_duplicate_calls:
-            return Continue()
-        why = "The same tool call was repeated; answer with the results you have."
-        return Final(None, "finished", why)
+        return self.rules.after_duplicate()
 
     def _skip(self, calls: Sequence[ToolCall]) -> None:
         """Report calls cut off by a stop or an early end, and close them."""
@@ -504,13 +467,6 @@ def _question_of(call: ToolCall) -> str:
     if isinstance(arguments, dict) and str(arguments.get("question", "")).strip():
         return str(arguments["question"]).strip()
     return "Could you tell me more about what you need?"
-
-
-def _call_key(call: ToolCall) -> str:
-    """Tool name + canonical arguments: equal keys are the same call."""
-    arguments = parse_arguments(call.arguments)
-    canonical = json.dumps(arguments, sort_keys=True, separators=(",", ":"))
-    return f"{call.name}:{canonical}"
 
 
 def _first_line(text: str) -> str:

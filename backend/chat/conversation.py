@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal
 
+from backend.agent.rules import OnReject
 from backend.agent.summary import summarize_outcomes
 from backend.aio import race
 from backend.chat.session import ActiveRun, Session
@@ -38,7 +38,7 @@ class ConversationConfig:
     max_rounds: int = 4
     tool_result_max_chars: int = 4000
     history_window_messages: int = 40
-    on_reject: Literal["stop", "continue"] = "stop"
+    on_reject: OnReject = "stop"
 
 
 @dataclass
