@@ -265,8 +265,7 @@ class ChatService:
         self, session: Session, run: ActiveRun, result: AgentResult
     ) -> None:
         notify = session.notify
-        if result.reason == "stopped":
-            session.history.close_dangling_tool_calls(CANCELLED_NOTE)
+        if result.reason == "stopped":  # dangling tool calls are closed by _drive
             notify.agent_stopped(result.steps, result.stop_mode or "immediate")
         if result.final_answer:
             session.history.append(Message.assistant(result.final_answer))
