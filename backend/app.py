@@ -9,9 +9,13 @@ from collections.abc import AsyncIterator
 from starlette.applications import Starlette
 from starlette.routing import WebSocketRoute
 
-from backend.agent.loop import AgentLoop
-from backend.agent.react import LoopConfig, ReasonActObserveLoop
-from backend.chat.conversation import Conversation, ConversationConfig
+from backend.agent.kit import LoopKit
+from backend.agent.model_calls import LoopConfig
+from backend.agent.registry import StrategyRegistry
+from backend.agent.strategies.act import ActUntilAnswer
+from backend.agent.strategies.llm_only import LLMOnly
+from backend.agent.strategies.plan_execute import PlanAndExecute
+from backend.agent.strategies.react import ReasonActObserve
 from backend.chat.service import ChatService
 from backend.llm.base import LLMClient
 from backend.prompts import PromptProvider
@@ -66,36 +70,31 @@ def make_service(
             rate_limit_window_s=settings.tool_rate_limit_window_s,
         ),
     )
-    loop_config = LoopConfig(
+    config = LoopConfig(
         tool_result_max_chars=settings.tool_result_max_chars,
         history_window_messages=settings.history_window_messages,
         max_parse_failures=settings.agent_max_parse_failures,
         request_input_timeout_s=settings.request_input_timeout_s,
+        approval_timeout_s=settings.approval_timeout_s,
         max_consecutive_failures=settings.tool_max_consecutive_failures,
         max_duplicate_calls=settings.agent_max_duplicate_calls,
         on_reject=settings.approval_on_reject,
-    )
-    loops: dict[str, AgentLoop] = {
-        "react": ReasonActObserveLoop(llm, registry, executor, prompts, loop_config)
-    }
-    conversation = Conversation(
-        llm,
-        registry,
-        executor,
-        prompts,
-        ConversationConfig(
-            max_rounds=settings.tool_mode_max_rounds,
-            tool_result_max_chars=settings.tool_result_max_chars,
-            history_window_messages=settings.history_window_messages,
-            on_reject=settings.approval_on_reject,
-        ),
+        max_replans=settings.agent_max_replans,
     )
     return ChatService(
         llm=llm,
         registry=registry,
-        conversation=conversation,
-        loops=loops,
+        strategies=default_strategies(
+            LoopKit.build(llm, registry, executor, prompts, config)
+        ),
         settings=settings,
+    )
+
+
+def default_strategies(kit: LoopKit) -> StrategyRegistry:
+    """Every strategy loopwire ships, the default (`react`) first."""
+    return StrategyRegistry(
+        [ReasonActObserve(kit), ActUntilAnswer(kit), PlanAndExecute(kit), LLMOnly(kit)]
     )
 
 

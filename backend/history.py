@@ -63,6 +63,8 @@ class History:
         for message in list(self._messages):
             for call in message.tool_calls:
                 if call.id not in answered:
-                    self._messages.append(Message.tool(call.id, call.name, note))
+                    reason = note.split(": ", 1)[-1].rstrip(".")
+                    cut = Message.tool(call.id, call.name, note, "cancelled", reason)
+                    self._messages.append(cut)
                     closed.append(call.id)
         return closed

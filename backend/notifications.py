@@ -1,54 +1,81 @@
-"""The ONLY place that turns events into server frames.
+"""The ONLY place that turns payloads into server frames.
 
-`Notifications` belongs to one session: it stamps every frame with the
-envelope (`seq`, `session_id`, `run_id`, `ts`) and hands it to a `Notifier`
-(the session's outbox, which logs it for replay and fans it out to the
-connected clients). Producers elsewhere call its methods or `agent_event`.
+A frame is the envelope (`seq`, `session_id`, `run_id`, `ts`) plus one
+payload declared in `backend.protocol`. `Notifications` belongs to one
+session: it stamps every payload with the envelope, serialises the frame once
+and hands it to a `Notifier` (the session's outbox, which logs it for replay
+and fans it out to the connected clients). Runs report through `emit`;
+`ChatService` sends the closing frames through the helpers below.
+
+One presentation rule lives here: a *plain* run (a `chat` without
+`agent_mode` or `loop_strategy`) shows no `agent_update` frames, only its
+tool frames, tokens and answer, whichever strategy serves it.
 """
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
-from typing import Any, Protocol
+from dataclasses import dataclass
+from typing import Protocol
 
-from backend import events as ev
 from backend.llm.base import Usage
 from backend.protocol import (
-    AgentCompletionUpdate,
-    AgentDuplicateCallUpdate,
-    AgentErrorUpdate,
-    AgentMaxStepsReachedUpdate,
-    AgentObserveUpdate,
-    AgentReasonUpdate,
-    AgentRequestInputTimeoutUpdate,
-    AgentRequestInputUpdate,
-    AgentStartUpdate,
-    AgentStepsGrantedUpdate,
-    AgentStoppedUpdate,
-    AgentTurnStartUpdate,
+    AgentCompletion,
+    AgentStopped,
+    BaseAgentUpdate,
     ChatResponse,
     CompletionReason,
-    ErrorFrame,
+    Error,
     ErrorType,
     ResponseComplete,
+    RunEvent,
     ServerInfo,
-    ServerMessage,
+    ServerPayload,
     SessionReady,
     SessionReset,
-    TokenStream,
-    ToolApprovalRequest,
-    ToolComplete,
-    ToolErrorFrame,
-    ToolStart,
+    StopMode,
     UsageInfo,
 )
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """A stamped frame: its `seq`, its run, and its JSON text (made once)."""
+
+    seq: int
+    run_id: str | None
+    text: str
 
 
 class Notifier(Protocol):
     """Where stamped frames go."""
 
-    def deliver(self, frame: ServerMessage) -> None: ...
+    def deliver(self, frame: Frame) -> None: ...
+
+
+def stamp(
+    payload: ServerPayload,
+    *,
+    seq: int,
+    session_id: str,
+    run_id: str | None,
+    ts: float,
+) -> str:
+    """The frame's JSON text: the envelope's fields, then the payload's."""
+    head = (
+        f'{{"seq":{seq},"session_id":{json.dumps(session_id)},'
+        f'"run_id":{json.dumps(run_id)},"ts":{ts!r},'
+    )
+    return head + payload.model_dump_json()[1:]
+
+
+def outside_session(
+    payload: ServerPayload, clock: Callable[[], float] = time.time
+) -> str:
+    """A frame sent before any session exists (a refused connection): seq 0."""
+    return stamp(payload, seq=0, session_id="", run_id=None, ts=clock())
 
 
 class Notifications:
@@ -58,168 +85,104 @@ class Notifications:
         notifier: Notifier,
         *,
         clock: Callable[[], float] = time.time,
+        last_seq: int = 0,
     ) -> None:
         self.session_id = session_id
         self.run_id: str | None = None
+        self._agent_frames = True
         self._notifier = notifier
         self._clock = clock
-        self._seq = 0
+        self._seq = last_seq
 
     @property
     def last_seq(self) -> int:
         return self._seq
 
-    def _envelope(self) -> dict[str, Any]:
-        self._seq += 1
-        return {
-            "seq": self._seq,
-            "session_id": self.session_id,
-            "run_id": self.run_id,
-            "ts": self._clock(),
-        }
+    def begin_run(self, run_id: str, *, agent: bool) -> None:
+        """Frames from now on belong to `run_id`; `agent` False hides updates."""
+        self.run_id = run_id
+        self._agent_frames = agent
 
-    def _send(self, frame: ServerMessage) -> None:
-        self._notifier.deliver(frame)
+    def end_run(self) -> None:
+        self.run_id = None
+        self._agent_frames = True
+
+    # ------------------------------------------------------------ the one table
+
+    def send(self, payload: ServerPayload, *, in_run: bool = True) -> None:
+        """Stamp `payload` with the next `seq` and deliver it."""
+        if isinstance(payload, BaseAgentUpdate) and not self._agent_frames:
+            return
+        self._seq += 1
+        run_id = self.run_id if in_run else None
+        text = stamp(
+            payload,
+            seq=self._seq,
+            session_id=self.session_id,
+            run_id=run_id,
+            ts=self._clock(),
+        )
+        self._notifier.deliver(Frame(self._seq, run_id, text))
+
+    def emit(self, event: RunEvent) -> None:
+        """What a run reports while it works (the runs' `Emit`)."""
+        self.send(event)
 
     # ------------------------------------------------------------ session
 
     def session_ready(
         self, *, resumed: bool, info: ServerInfo, oldest_seq: int = 0
-    ) -> SessionReady:
+    ) -> str:
         """The handshake frame (seq 0, not logged): returned, not delivered."""
-        return SessionReady(
-            seq=0,
-            session_id=self.session_id,
-            run_id=self.run_id,
-            ts=self._clock(),
+        payload = SessionReady(
             resumed=resumed,
             last_seq=self._seq,
             oldest_seq=oldest_seq,
             **info.model_dump(exclude={"protocol"}),
         )
+        return stamp(
+            payload,
+            seq=0,
+            session_id=self.session_id,
+            run_id=self.run_id,
+            ts=self._clock(),
+        )
 
     def session_reset(self) -> None:
-        self._send(SessionReset(**self._envelope()))
+        self.send(SessionReset(), in_run=False)
 
     def error(
         self, message: str, error_type: ErrorType, *, in_run: bool = False
     ) -> None:
         """An error frame; `run_id` stays null unless the run itself failed."""
-        envelope = self._envelope()
-        if not in_run:
-            envelope["run_id"] = None
-        self._send(ErrorFrame(**envelope, message=message, error_type=error_type))
+        self.send(Error(message=message, error_type=error_type), in_run=in_run)
 
     # ------------------------------------------------------------ run ends
 
     def chat_response(self, message: str) -> None:
-        self._send(ChatResponse(**self._envelope(), message=message))
+        self.send(ChatResponse(message=message))
 
     def response_complete(self) -> None:
-        self._send(ResponseComplete(**self._envelope()))
+        self.send(ResponseComplete())
 
-    def agent_stopped(self, step: int, mode: ev.StopMode) -> None:
-        self._send(AgentStoppedUpdate(**self._envelope(), step=step, mode=mode))
+    def agent_stopped(self, step: int, mode: StopMode) -> None:
+        self.send(AgentStopped(step=step, mode=mode))
 
     def agent_completion(
-        self, *, steps: int, reason: CompletionReason, usage: Usage, duration_ms: float
+        self,
+        *,
+        steps: int,
+        reason: CompletionReason,
+        usage: Usage,
+        duration_ms: float,
+        strategy: str,
     ) -> None:
-        self._send(
-            AgentCompletionUpdate(
-                **self._envelope(),
+        self.send(
+            AgentCompletion(
                 steps=steps,
                 reason=reason,
                 usage=UsageInfo(**usage.model_dump()),
                 duration_ms=round(duration_ms, 3),
+                strategy=strategy,
             )
         )
-
-    # ------------------------------------------------------------ events
-
-    def agent_event(self, event: ev.Event) -> None:
-        """Map one internal event to its frame and send it."""
-        self._send(self._frame_for(event))
-
-    def _frame_for(self, event: ev.Event) -> ServerMessage:
-        env = self._envelope()
-        match event:
-            case ev.AgentStarted(max_steps, strategy):
-                return AgentStartUpdate(**env, max_steps=max_steps, strategy=strategy)
-            case ev.TurnStarted(step, max_steps):
-                return AgentTurnStartUpdate(**env, step=step, max_steps=max_steps)
-            case ev.Reasoned(step, content, control):
-                return AgentReasonUpdate(
-                    **env, step=step, content=content, control=control
-                )
-            case ev.InputRequested(step, question, question_id, timeout_s):
-                return AgentRequestInputUpdate(
-                    **env,
-                    step=step,
-                    question=question,
-                    question_id=question_id,
-                    timeout_s=timeout_s,
-                )
-            case ev.InputTimedOut(step, question_id):
-                return AgentRequestInputTimeoutUpdate(
-                    **env, step=step, question_id=question_id
-                )
-            case ev.Observed(step, content, control):
-                return AgentObserveUpdate(
-                    **env, step=step, content=content, control=control
-                )
-            case ev.DuplicateCall(step, tool_name):
-                return AgentDuplicateCallUpdate(**env, step=step, tool_name=tool_name)
-            case ev.StepsGranted(granted, max_steps):
-                return AgentStepsGrantedUpdate(
-                    **env, granted=granted, max_steps=max_steps
-                )
-            case ev.MaxStepsReached(steps):
-                return AgentMaxStepsReachedUpdate(**env, steps=steps)
-            case ev.AgentFailed(message):
-                return AgentErrorUpdate(**env, message=message)
-            case _:
-                return self._tool_frame(event, env)
-
-    def _tool_frame(self, event: ev.Event, env: dict[str, Any]) -> ServerMessage:
-        match event:
-            case ev.ToolStarted(call_id, name, arguments, step):
-                return ToolStart(
-                    **env,
-                    tool_call_id=call_id,
-                    tool_name=name,
-                    arguments=arguments,
-                    step=step,
-                )
-            case ev.ToolCompleted(call_id, name, result, duration_ms, step):
-                return ToolComplete(
-                    **env,
-                    tool_call_id=call_id,
-                    tool_name=name,
-                    result=result,
-                    duration_ms=duration_ms,
-                    step=step,
-                )
-            case ev.ToolFailed(call_id, name, error, status, duration_ms, step):
-                return ToolErrorFrame(
-                    **env,
-                    tool_call_id=call_id,
-                    tool_name=name,
-                    error=error,
-                    status=status,
-                    duration_ms=duration_ms,
-                    step=step,
-                )
-            case ev.ApprovalRequested(call_id, name, arguments, description, step):
-                return ToolApprovalRequest(
-                    **env,
-                    tool_call_id=call_id,
-                    tool_name=name,
-                    arguments=arguments,
-                    description=description,
-                    step=step,
-                )
-            case ev.TokenStreamed(token, is_first, is_last):
-                return TokenStream(
-                    **env, token=token, is_first=is_first, is_last=is_last
-                )
-        raise TypeError(f"no frame for event {event!r}")

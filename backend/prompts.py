@@ -2,7 +2,8 @@
 
 One typed method per template. Templates use Jinja2 with `StrictUndefined`, so
 a misspelt variable is an error, never a silently empty prompt; `check()`
-renders every template once at start-up so a broken file fails fast.
+renders every template once at start-up so a broken file fails fast. Files
+are read once: an edited prompt takes effect when the server restarts.
 """
 
 from __future__ import annotations
@@ -10,11 +11,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import jinja2
+from pydantic import BaseModel, ConfigDict
 
 from backend.errors import ConfigError
+
+AskWith = Literal["tool", "control", "none"]
+"""How the model may ask the user: the `request_input` tool, a control-block
+field (`ask_user`), or not at all."""
 
 DEFAULT_PROMPTS_DIR = Path(__file__).resolve().parent.parent / "prompts"
 
@@ -25,9 +31,10 @@ class ToolLine:
     description: str
 
 
-@dataclass(frozen=True, slots=True)
-class ResultLine:
-    """One act-phase result as the observe prompt shows it."""
+class ResultLine(BaseModel):
+    """One act-phase result as the observe prompt shows it (kept in run state)."""
+
+    model_config = ConfigDict(frozen=True)
 
     name: str
     status: str
@@ -43,10 +50,19 @@ class PromptProvider:
             autoescape=False,
             keep_trailing_newline=False,
             trim_blocks=False,
+            auto_reload=False,  # read once: no stat() of the file per render
         )
+        self._systems: dict[tuple[ToolLine, ...], str] = {}
 
     def system_prompt(self, *, tools: Sequence[ToolLine]) -> str:
-        return self._render("system_prompt.md", tools=tools)
+        """Rendered once per tool list (it depends on nothing else)."""
+        key = tuple(tools)
+        text = self._systems.get(key)
+        if text is None:
+            if len(self._systems) >= 64:
+                self._systems.clear()
+            text = self._systems[key] = self._render("system_prompt.md", tools=tools)
+        return text
 
     def agent_reason_prompt(
         self,
@@ -56,7 +72,7 @@ class PromptProvider:
         max_steps: int,
         tools: Sequence[ToolLine],
         observations: Sequence[str],
-        can_ask_user: bool,
+        ask: AskWith,
     ) -> str:
         return self._render(
             "agent_reason_prompt.md",
@@ -65,6 +81,26 @@ class PromptProvider:
             max_steps=max_steps,
             tools=tools,
             observations=observations,
+            ask=ask,
+        )
+
+    def agent_plan_prompt(
+        self,
+        *,
+        question: str,
+        tools: Sequence[ToolLine],
+        observations: Sequence[str],
+        previous_plan: Sequence[str],
+        revision: int,
+        can_ask_user: bool,
+    ) -> str:
+        return self._render(
+            "agent_plan_prompt.md",
+            question=question,
+            tools=tools,
+            observations=observations,
+            previous_plan=previous_plan,
+            revision=revision,
             can_ask_user=can_ask_user,
         )
 
@@ -88,6 +124,7 @@ class PromptProvider:
         plan: str,
         results: Sequence[ResultLine],
         act_note: str,
+        can_replan: bool = False,
     ) -> str:
         return self._render(
             "agent_observe_prompt.md",
@@ -97,6 +134,7 @@ class PromptProvider:
             plan=plan,
             results=results,
             act_note=act_note,
+            can_replan=can_replan,
         )
 
     def final_answer_prompt(
@@ -112,20 +150,42 @@ class PromptProvider:
     def check(self) -> None:
         """Render every template with sample values; raise ConfigError if any fails."""
         tools = [ToolLine("calculator", "Evaluate arithmetic.")]
-        result = ResultLine("calculator", "ok", '{"expression": "1+1"}', "2")
+        result = ResultLine(
+            name="calculator",
+            status="ok",
+            arguments='{"expression": "1+1"}',
+            content="2",
+        )
         self.system_prompt(tools=tools)
-        self.agent_reason_prompt(
+        asks: tuple[AskWith, ...] = ("tool", "control", "none")
+        for ask in asks:
+            self.agent_reason_prompt(
+                question="q",
+                step=1,
+                max_steps=2,
+                tools=tools,
+                observations=["o"],
+                ask=ask,
+            )
+        self.agent_plan_prompt(
             question="q",
-            step=1,
-            max_steps=2,
             tools=tools,
             observations=["o"],
+            previous_plan=["p"],
+            revision=2,
             can_ask_user=True,
         )
         self.agent_act_prompt(step=1, max_steps=2, plan="p", tools_to_consider=["c"])
-        self.agent_observe_prompt(
-            question="q", step=1, max_steps=2, plan="p", results=[result], act_note=""
-        )
+        for can_replan in (False, True):
+            self.agent_observe_prompt(
+                question="q",
+                step=1,
+                max_steps=2,
+                plan="p",
+                results=[result],
+                act_note="",
+                can_replan=can_replan,
+            )
         self.final_answer_prompt(question="q", why="w", observations=["o"])
 
     def _render(self, name: str, **values: Any) -> str:

@@ -2,17 +2,26 @@
 
 Every frame is a JSON text frame with a `type`. Client frames parse into the
 `ClientMessage` union (strict: wrong types and unknown fields are errors);
-server frames are built only by `backend.notifications` as members of the
-`ServerMessage` union and carry the envelope `seq`, `session_id`, `run_id`,
-`ts`. `python -m backend schema` exports both unions as JSON Schema to
-`docs/protocol.schema.json`.
+a server frame is the envelope (`seq`, `session_id`, `run_id`, `ts`) plus
+one payload. Each payload is declared once, below; the loop emits payloads,
+and `backend.notifications` alone stamps them with the envelope. The flat
+frame models of the `ServerMessage` union are made from the payloads
+(`Envelope` + payload), never written out a second time. `python -m backend
+schema` exports both unions as JSON Schema to `docs/protocol.schema.json`.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Union, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    create_model,
+    model_validator,
+)
 
 PROTOCOL_VERSION = 1
 
@@ -89,26 +98,30 @@ ClientMessage = Annotated[
     | ResetSessionMessage,
     Field(discriminator="type"),
 ]
-CLIENT_MESSAGE_TYPES: tuple[str, ...] = (
-    "chat",
-    "agent_control",
-    "agent_user_input",
-    "tool_approval_response",
-    "reset_session",
-)
 client_message_adapter: TypeAdapter[ClientMessage] = TypeAdapter(ClientMessage)
+CLIENT_MESSAGE_TYPES: tuple[str, ...] = tuple(
+    get_args(member.model_fields["type"].annotation)[0]
+    for member in get_args(get_args(ClientMessage)[0])
+)
+"""Every client frame `type`, read off the union itself."""
 
 
 # ---------------------------------------------------------------- server → client
 
 
-class _ServerFrame(BaseModel):
+class Envelope(BaseModel):
+    """What every server frame carries besides its payload."""
+
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     seq: int = Field(description="Per-session, strictly increasing from 1.")
     session_id: str
     run_id: str | None = Field(description="The run this frame belongs to, if any.")
     ts: float = Field(description="Server time, seconds since the Unix epoch.")
+
+
+class _Payload(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
 
 class Limits(BaseModel):
@@ -149,7 +162,7 @@ class ServerInfo(BaseModel):
     strategies: list[str]
 
 
-class SessionReady(_ServerFrame):
+class SessionReady(_Payload):
     """First frame on every connection. Not part of the replayable stream:
     its `seq` is 0 and `last_seq` tells where the session's stream stands."""
 
@@ -175,6 +188,11 @@ class ReasonControl(BaseModel):
     tools_to_consider: list[str] = Field(default_factory=list)
     finish: bool = False
     final_answer: str = ""
+    ask_user: str = Field(
+        default="",
+        description="A clarifying question for the user (strategies without "
+        "tools, such as llm_only, ask through this field).",
+    )
 
 
 class ObserveControl(BaseModel):
@@ -182,6 +200,17 @@ class ObserveControl(BaseModel):
 
     observation: str = ""
     should_continue: bool = True
+    final_answer: str = ""
+    replan: bool = Field(
+        default=False,
+        description="plan_execute: the plan no longer fits; make a new one.",
+    )
+
+
+class PlanControl(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    steps: list[str] = Field(default_factory=list)
     final_answer: str = ""
 
 
@@ -194,30 +223,42 @@ class UsageInfo(BaseModel):
     llm_calls: int
 
 
-class _AgentUpdate(_ServerFrame):
+class BaseAgentUpdate(_Payload):
+    """Every `agent_update` payload."""
+
     type: Literal["agent_update"] = "agent_update"
 
 
-class AgentStartUpdate(_AgentUpdate):
+class AgentStart(BaseAgentUpdate):
     update_type: Literal["agent_start"] = "agent_start"
     max_steps: int
     strategy: str
 
 
-class AgentTurnStartUpdate(_AgentUpdate):
+class AgentTurnStart(BaseAgentUpdate):
     update_type: Literal["agent_turn_start"] = "agent_turn_start"
     step: int
     max_steps: int
 
 
-class AgentReasonUpdate(_AgentUpdate):
+class AgentPlan(BaseAgentUpdate):
+    """plan_execute's numbered plan; `revision` counts re-plans (first: 1)."""
+
+    update_type: Literal["agent_plan"] = "agent_plan"
+    step: int
+    steps: list[str]
+    revision: int
+    content: str = ""
+
+
+class AgentReason(BaseAgentUpdate):
     update_type: Literal["agent_reason"] = "agent_reason"
     step: int
     content: str
     control: ReasonControl | None
 
 
-class AgentRequestInputUpdate(_AgentUpdate):
+class AgentRequestInput(BaseAgentUpdate):
     update_type: Literal["agent_request_input"] = "agent_request_input"
     step: int
     question: str
@@ -225,40 +266,43 @@ class AgentRequestInputUpdate(_AgentUpdate):
     timeout_s: float
 
 
-class AgentRequestInputTimeoutUpdate(_AgentUpdate):
+class AgentRequestInputTimeout(BaseAgentUpdate):
     update_type: Literal["agent_request_input_timeout"] = "agent_request_input_timeout"
     step: int
     question_id: str
 
 
-class AgentObserveUpdate(_AgentUpdate):
+class AgentObserve(BaseAgentUpdate):
     update_type: Literal["agent_observe"] = "agent_observe"
     step: int
     content: str
     control: ObserveControl | None
 
 
-class AgentDuplicateCallUpdate(_AgentUpdate):
+class AgentDuplicateCall(BaseAgentUpdate):
     update_type: Literal["agent_duplicate_call"] = "agent_duplicate_call"
     step: int
     tool_name: str
 
 
-class AgentStepsGrantedUpdate(_AgentUpdate):
+class AgentStepsGranted(BaseAgentUpdate):
     update_type: Literal["agent_steps_granted"] = "agent_steps_granted"
     granted: int
     max_steps: int
 
 
-class AgentMaxStepsReachedUpdate(_AgentUpdate):
+class AgentMaxStepsReached(BaseAgentUpdate):
     update_type: Literal["agent_max_steps_reached"] = "agent_max_steps_reached"
     steps: int
 
 
-class AgentStoppedUpdate(_AgentUpdate):
+StopMode = Literal["immediate", "after_step"]
+
+
+class AgentStopped(BaseAgentUpdate):
     update_type: Literal["agent_stopped"] = "agent_stopped"
     step: int
-    mode: Literal["immediate", "after_step"]
+    mode: StopMode
 
 
 CompletionReason = Literal[
@@ -266,34 +310,35 @@ CompletionReason = Literal[
 ]
 
 
-class AgentCompletionUpdate(_AgentUpdate):
+class AgentCompletion(BaseAgentUpdate):
     update_type: Literal["agent_completion"] = "agent_completion"
     steps: int
     reason: CompletionReason
     usage: UsageInfo
     duration_ms: float
+    strategy: str
 
 
-class AgentErrorUpdate(_AgentUpdate):
+class AgentError(BaseAgentUpdate):
     update_type: Literal["agent_error"] = "agent_error"
     message: str
 
 
-AgentUpdate = Annotated[
-    AgentStartUpdate
-    | AgentTurnStartUpdate
-    | AgentReasonUpdate
-    | AgentRequestInputUpdate
-    | AgentRequestInputTimeoutUpdate
-    | AgentObserveUpdate
-    | AgentDuplicateCallUpdate
-    | AgentStepsGrantedUpdate
-    | AgentMaxStepsReachedUpdate
-    | AgentStoppedUpdate
-    | AgentCompletionUpdate
-    | AgentErrorUpdate,
-    Field(discriminator="update_type"),
-]
+AgentUpdate = (
+    AgentStart
+    | AgentTurnStart
+    | AgentPlan
+    | AgentReason
+    | AgentRequestInput
+    | AgentRequestInputTimeout
+    | AgentObserve
+    | AgentDuplicateCall
+    | AgentStepsGranted
+    | AgentMaxStepsReached
+    | AgentStopped
+    | AgentCompletion
+    | AgentError
+)
 
 ToolArguments = dict[str, Any] | str
 """Parsed arguments, or the raw text when the model sent something unparseable."""
@@ -303,7 +348,7 @@ ToolErrorStatus = Literal[
 ]
 
 
-class ToolStart(_ServerFrame):
+class ToolStart(_Payload):
     type: Literal["tool_start"] = "tool_start"
     tool_call_id: str
     tool_name: str
@@ -311,7 +356,7 @@ class ToolStart(_ServerFrame):
     step: int
 
 
-class ToolComplete(_ServerFrame):
+class ToolComplete(_Payload):
     type: Literal["tool_complete"] = "tool_complete"
     tool_call_id: str
     tool_name: str
@@ -320,7 +365,7 @@ class ToolComplete(_ServerFrame):
     step: int
 
 
-class ToolErrorFrame(_ServerFrame):
+class ToolError(_Payload):
     type: Literal["tool_error"] = "tool_error"
     tool_call_id: str
     tool_name: str
@@ -330,7 +375,7 @@ class ToolErrorFrame(_ServerFrame):
     step: int
 
 
-class ToolApprovalRequest(_ServerFrame):
+class ToolApprovalRequest(_Payload):
     type: Literal["tool_approval_request"] = "tool_approval_request"
     tool_call_id: str
     tool_name: str
@@ -339,23 +384,23 @@ class ToolApprovalRequest(_ServerFrame):
     step: int
 
 
-class TokenStream(_ServerFrame):
+class TokenStream(_Payload):
     type: Literal["token_stream"] = "token_stream"
     token: str
     is_first: bool
     is_last: bool
 
 
-class ChatResponse(_ServerFrame):
+class ChatResponse(_Payload):
     type: Literal["chat_response"] = "chat_response"
     message: str
 
 
-class ResponseComplete(_ServerFrame):
+class ResponseComplete(_Payload):
     type: Literal["response_complete"] = "response_complete"
 
 
-class SessionReset(_ServerFrame):
+class SessionReset(_Payload):
     type: Literal["session_reset"] = "session_reset"
 
 
@@ -372,27 +417,73 @@ ErrorType = Literal[
 ]
 
 
-class ErrorFrame(_ServerFrame):
+class Error(_Payload):
     type: Literal["error"] = "error"
     message: str
     error_type: ErrorType
 
 
-ServerMessage = Annotated[
-    SessionReady
-    | AgentUpdate
+RunEvent = (
+    AgentUpdate
     | ToolStart
     | ToolComplete
-    | ToolErrorFrame
+    | ToolError
     | ToolApprovalRequest
     | TokenStream
-    | ChatResponse
-    | ResponseComplete
-    | SessionReset
-    | ErrorFrame,
-    Field(discriminator="type"),
-]
-server_message_adapter: TypeAdapter[ServerMessage] = TypeAdapter(ServerMessage)
+)
+"""What a run reports while it works (strategies, the driver, the executor's
+caller); `ChatService` adds the run's closing frames."""
+
+ServerPayload = (
+    SessionReady | RunEvent | ChatResponse | ResponseComplete | SessionReset | Error
+)
+
+_AGENT_UPDATES: tuple[type[_Payload], ...] = get_args(AgentUpdate)
+_OTHER_PAYLOADS: tuple[type[_Payload], ...] = (
+    SessionReady,
+    ToolStart,
+    ToolComplete,
+    ToolError,
+    ToolApprovalRequest,
+    TokenStream,
+    ChatResponse,
+    ResponseComplete,
+    SessionReset,
+    Error,
+)
+
+
+def _frame_model(payload: type[_Payload]) -> type[BaseModel]:
+    """The flat wire frame of `payload`: the envelope's fields, then its own."""
+    return create_model(
+        f"{payload.__name__}Frame",
+        __base__=(Envelope, payload),
+        __module__=__name__,
+        __doc__=payload.__doc__,
+    )
+
+
+FRAME_MODELS: dict[type[_Payload], type[BaseModel]] = {
+    payload: _frame_model(payload) for payload in (*_AGENT_UPDATES, *_OTHER_PAYLOADS)
+}
+"""Payload type → its flat frame model (for the schema and for parsing frames)."""
+
+
+def _tagged_union(models: tuple[type[BaseModel], ...], tag: str) -> Any:
+    """`Annotated[A | B | …, Field(discriminator=tag)]`, built from `models`."""
+    return Annotated[Union[models], Field(discriminator=tag)]  # noqa: UP007
+
+
+_AGENT_FRAME_UNION = _tagged_union(
+    tuple(FRAME_MODELS[p] for p in _AGENT_UPDATES), "update_type"
+)
+ServerMessage = _tagged_union(
+    (_AGENT_FRAME_UNION, *(FRAME_MODELS[p] for p in _OTHER_PAYLOADS)),
+    "type",
+)
+"""Every server frame, flat (`Envelope` + payload), tagged by `type` and, for
+`agent_update`, by `update_type`."""
+server_message_adapter: TypeAdapter[Any] = TypeAdapter(ServerMessage)
 
 
 def json_schema() -> dict[str, Any]:

@@ -55,6 +55,7 @@ class Settings(BaseSettings):
     tool_rate_limit_window_s: float = Field(default=60.0, gt=0)
     tool_max_consecutive_failures: int = Field(default=3, ge=1)
     agent_max_duplicate_calls: int = Field(default=2, ge=1)
+    agent_max_replans: int = Field(default=2, ge=0)
     tool_mode_max_rounds: int = Field(default=4, ge=1)
     tool_result_max_chars: int = Field(default=4000, ge=200)
     history_window_messages: int = Field(default=40, ge=2)

@@ -22,8 +22,12 @@ from typing import Any
 from pydantic import BaseModel
 from websockets.asyncio.client import connect
 
-from backend.agent.loop import AgentContext, RunControl
-from backend.agent.react import ReasonActObserveLoop
+from backend.agent.driver import RunDriver
+from backend.agent.kit import LoopKit
+from backend.agent.loop import AgentContext
+from backend.agent.run_control import RunControl
+from backend.agent.state import RunRequest, RunState
+from backend.agent.strategies.react import ReasonActObserve
 from backend.app import create_app
 from backend.history import History
 from backend.llm.base import (
@@ -111,23 +115,23 @@ def _registry() -> ToolRegistry:
 async def bench_loop(runs: int, steps: int) -> list[float]:
     """In-process: the loop alone, events dropped. Returns ms per step per run."""
     registry = _registry()
-    loop = ReasonActObserveLoop(
+    kit = LoopKit.build(
         InstantLLM(steps), registry, ToolExecutor(registry), PromptProvider()
     )
+    loop = ReasonActObserve(kit)
     per_step: list[float] = []
     for _ in range(runs):
-        ctx = AgentContext(
-            session_id="bench",
+        state = RunState(
             run_id="bench",
-            question="go",
-            history=History([Message.user("go")]),
-            selected_tools=None,
-            read_only=False,
-            control=RunControl(max_steps=steps + 1, max_steps_cap=steps + 1),
-            emit=lambda event: None,
+            session_id="bench",
+            strategy=loop.name,
+            request=RunRequest(content="go", agent=True),
+            max_steps=steps + 1,
+            max_steps_cap=steps + 1,
         )
+        ctx = AgentContext(state, History([Message.user("go")]), lambda event: None)
         started = time.perf_counter()
-        result = await loop.run(ctx)
+        result = await RunDriver(loop, ctx, RunControl()).run()
         per_step.append((time.perf_counter() - started) * 1000 / result.steps)
         if result.steps != steps or result.reason != "finished":
             raise RuntimeError(f"the benchmark run went wrong: {result}")

@@ -19,6 +19,7 @@ from backend.llm.base import (
     ToolCall,
     ToolChoice,
     ToolSpec,
+    ToolStatus,
 )
 from backend.llm.offline import OfflineLLM
 
@@ -65,6 +66,11 @@ def split(completion: Completion) -> tuple[str, dict[str, Any]]:
     assert match is not None, completion.content
     control: dict[str, Any] = json.loads(match[2])
     return match[1], control
+
+
+def failed(id_: str, name: str, status: ToolStatus, error: str) -> Message:
+    """A failed call's result message, worded and marked as the executor does."""
+    return Message.tool(id_, name, f"Error ({status}): {error}", status, error)
 
 
 def call(id_: str, name: str, **arguments: Any) -> ToolCall:

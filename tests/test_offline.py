@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from backend.agent.tool_calls import CANCELLED_NOTE, closed
 from backend.llm.base import (
     Completion,
     LLMClient,
@@ -29,6 +30,7 @@ from tests.offline_driver import (
     SYSTEM,
     Phases,
     call,
+    failed,
     llm,
     request,
 )
@@ -291,10 +293,10 @@ async def test_unknown_place_fails_honestly() -> None:
     lookup = call("call_1", "current_time", timezone="Narnia")
     history = [Message.user("what time is it in Narnia?")]
     assert (await act(history)).tool_calls == (lookup,)
-    failure = "Error (failed): unknown timezone 'Narnia'; use an IANA name like 'Europe/Paris'"
+    failure = "unknown timezone 'Narnia'; use an IANA name like 'Europe/Paris'"
     history += [
         Message.assistant(None, [lookup]),
-        Message.tool("call_1", "current_time", failure),
+        failed("call_1", "current_time", "failed", failure),
     ]
     _, control = await observe(history)
     assert control == {
@@ -386,7 +388,7 @@ async def test_failed_tool_result() -> None:
     history = [
         Message.user("what is 1/0"),
         Message.assistant(None, [calculation]),
-        Message.tool("call_1", "calculator", "Error (failed): division by zero"),
+        failed("call_1", "calculator", "failed", "division by zero"),
     ]
     prose, control = await observe(history)
     assert prose == (
@@ -411,9 +413,7 @@ async def test_unanswered_question() -> None:
     history = [
         Message.user("convert 10 miles"),
         Message.assistant(None, [ask]),
-        Message.tool(
-            "call_1", "request_input", "Error (timeout): no answer within 300 s"
-        ),
+        failed("call_1", "request_input", "timeout", "no answer within 300 s"),
     ]
     _, control = await observe(history)
     assert control == {
@@ -434,11 +434,7 @@ async def test_question_the_loop_gave_up_on() -> None:
     history = [
         Message.user("convert 10 miles"),
         Message.assistant(None, [ask]),
-        Message.tool(
-            "call_1",
-            "request_input",
-            "No answer: the user did not reply within 300 seconds.",
-        ),
+        closed(ask, "No answer: the user did not reply within 300 seconds.", "timeout"),
     ]
     assert await final(history) == (
         "I couldn't convert 10 miles: I asked which unit to convert to, "
@@ -463,7 +459,7 @@ async def test_failed_conversion() -> None:
         await result_of(conversion)
     history += [
         Message.assistant(None, [conversion]),
-        Message.tool("call_2", "convert_units", f"Error (failed): {caught.value}"),
+        failed("call_2", "convert_units", "failed", str(caught.value)),
     ]
     _, control = await observe(history)
     assert control["final_answer"] == (
@@ -477,11 +473,7 @@ async def test_cancelled_tool_is_reported() -> None:
     history = [
         Message.user("2+2"),
         Message.assistant(None, [calculation]),
-        Message.tool(
-            "call_1",
-            "calculator",
-            "Cancelled: the user stopped the run before this tool finished.",
-        ),
+        closed(calculation, CANCELLED_NOTE, "cancelled"),
     ]
     assert await final(history) == (
         "I couldn't calculate 2+2: the user stopped the run before this tool finished."

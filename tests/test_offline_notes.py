@@ -12,23 +12,25 @@ from typing import Any
 
 import pytest
 
+from backend.agent.tool_calls import CANCELLED_NOTE, closed
 from backend.llm.base import (
     Message,
     ToolCall,
+    ToolStatus,
 )
 from backend.llm.offline_decisions import INTRODUCTION
 from backend.tools.base import ToolContext
 from backend.tools.builtin import builtin_tools
 from backend.tools.notes import NoteStore, note_tools
 from tests.conftest import StartServer
-from tests.offline_driver import REQUEST_INPUT, Phases, call
+from tests.offline_driver import REQUEST_INPUT, Phases, call, failed
 from tests.ws_client import labels
 
 BUILTIN_SPECS = tuple(tool.spec() for tool in builtin_tools())
 NOTE_SPECS = tuple(tool.spec() for tool in note_tools(NoteStore()))
 TOOL_MODE = (*BUILTIN_SPECS, *NOTE_SPECS)
 AGENT_TOOLS = (*TOOL_MODE, REQUEST_INPUT)
-DECLINED = "Error (rejected): the user declined to run save_note (reason: not now)"
+DECLINED = "the user declined to run save_note (reason: not now)"
 LOCKER = "my locker code is 4512"
 
 PHASES_DRIVER = Phases(agent_tools=AGENT_TOOLS, final_tools=TOOL_MODE)
@@ -57,11 +59,15 @@ class Notebook:
         return Message.tool(tool_call.id, tool_call.name, content)
 
 
-def ran(tool_call: ToolCall, content: str) -> list[Message]:
-    return [
-        Message.assistant(None, [tool_call]),
-        Message.tool(tool_call.id, tool_call.name, content),
-    ]
+def ran(tool_call: ToolCall, result: str | Message) -> list[Message]:
+    """The call and its result (text: a successful call's result)."""
+    if isinstance(result, str):
+        result = Message.tool(tool_call.id, tool_call.name, result)
+    return [Message.assistant(None, [tool_call]), result]
+
+
+def refused(tool_call: ToolCall, status: ToolStatus, error: str) -> Message:
+    return failed(tool_call.id, tool_call.name, status, error)
 
 
 # --- save ------------------------------------------------------------------------
@@ -101,7 +107,7 @@ async def test_save_declined_stops_with_an_honest_answer() -> None:
     save = call("call_1", "save_note", text=LOCKER)
     history = [
         Message.user("remember that my locker code is 4512"),
-        *ran(save, DECLINED),
+        *ran(save, refused(save, "rejected", DECLINED)),
     ]
 
     prose, control = await observe(history)
@@ -132,9 +138,10 @@ async def test_declined_without_a_reason_and_with_the_continue_note() -> None:
         "Error (rejected): the user declined to run save_note\n"
         "Do not call it again; continue without it."
     )
-    _, control = await observe(
-        [Message.user("remember: buy milk"), *ran(save, content)]
+    result = Message.tool(
+        save.id, save.name, content, "rejected", "the user declined to run save_note"
     )
+    _, control = await observe([Message.user("remember: buy milk"), *ran(save, result)])
     assert control == {
         "observation": "The user declined to run save_note.",
         "should_continue": False,
@@ -142,36 +149,48 @@ async def test_declined_without_a_reason_and_with_the_continue_note() -> None:
     }
 
 
+SAVE = call("call_1", "save_note", text="buy milk")
+
+
 @pytest.mark.parametrize(
-    ("content", "answer"),
+    ("result", "answer"),
     [
         (
-            "Error (timeout): no approval decision for save_note within 300s; "
-            "it was not run",
+            refused(
+                SAVE,
+                "timeout",
+                "no approval decision for save_note within 300s; it was not run",
+            ),
             "I couldn't save the note: no approval decision for save_note within "
             "300s; it was not run.",
         ),
         (
-            "Error (failed): this session already has 200 notes; delete some first",
+            refused(
+                SAVE, "failed", "this session already has 200 notes; delete some first"
+            ),
             "I couldn't save the note: this session already has 200 notes; "
             "delete some first.",
         ),
         (
-            "Error (blocked): save_note changes data and this session is read-only; "
-            "answer without it or ask the user to turn read-only off",
+            refused(
+                SAVE,
+                "blocked",
+                "save_note changes data and this session is read-only; "
+                "answer without it or ask the user to turn read-only off",
+            ),
             "I couldn't save the note: this session is read-only. "
             "Turn read-only off and ask again.",
         ),
         (
-            "Cancelled: the user stopped the run before this tool finished.",
+            closed(SAVE, CANCELLED_NOTE, "cancelled"),
             "I couldn't save the note: the user stopped the run before this tool "
             "finished.",
         ),
     ],
 )
-async def test_save_errors_are_reported_honestly(content: str, answer: str) -> None:
-    save = call("call_1", "save_note", text="buy milk")
-    history = [Message.user("remember: buy milk"), *ran(save, content)]
+async def test_save_errors_are_reported_honestly(result: Message, answer: str) -> None:
+    save = SAVE
+    history = [Message.user("remember: buy milk"), *ran(save, result)]
     _, control = await observe(history)
     assert control["should_continue"] is False
     assert control["final_answer"] == answer
@@ -180,8 +199,10 @@ async def test_save_errors_are_reported_honestly(content: str, answer: str) -> N
 
 async def test_failed_save_observation() -> None:
     save = call("call_1", "save_note", text="buy milk")
-    content = "Error (failed): this session already has 200 notes; delete some first"
-    prose, _ = await observe([Message.user("note: buy milk"), *ran(save, content)])
+    result = refused(
+        save, "failed", "this session already has 200 notes; delete some first"
+    )
+    prose, _ = await observe([Message.user("note: buy milk"), *ran(save, result)])
     assert prose == (
         "The save_note tool reported an error: this session already has 200 notes; "
         "delete some first. I'll tell the user what went wrong."
@@ -275,7 +296,12 @@ async def test_bare_remember_unanswered() -> None:
     ask = call("call_1", "request_input", question="What should I remember?")
     history = [
         Message.user("remember"),
-        *ran(ask, "No answer: the user did not reply within 300 seconds."),
+        *ran(
+            ask,
+            closed(
+                ask, "No answer: the user did not reply within 300 seconds.", "timeout"
+            ),
+        ),
     ]
     assert await final(history) == (
         "I couldn't save a note: I asked what to remember, but got no answer "
@@ -432,8 +458,8 @@ async def test_delete_a_note() -> None:
 
 async def test_delete_a_missing_note() -> None:
     delete = call("call_1", "delete_note", id=2)
-    content = "Error (failed): there is no note #2; existing notes: 1, 3"
-    history = [Message.user("delete note #2"), *ran(delete, content)]
+    result = refused(delete, "failed", "there is no note #2; existing notes: 1, 3")
+    history = [Message.user("delete note #2"), *ran(delete, result)]
     prose, control = await observe(history)
     assert prose == (
         "The delete_note tool reported an error: there is no note #2; "
@@ -578,7 +604,7 @@ async def test_tool_mode_after_a_declined_save() -> None:
     save = call("call_1", "save_note", text=LOCKER)
     history = [
         Message.user("remember that my locker code is 4512"),
-        *ran(save, DECLINED),
+        *ran(save, refused(save, "rejected", DECLINED)),
     ]
     # The chat rounds end on a rejection with one more call, tools off.
     answer = await chat(history, TOOL_MODE, tool_choice="none")

@@ -33,7 +33,7 @@ def test_reason_prompt(prompts: PromptProvider) -> None:
         max_steps=10,
         tools=TOOLS,
         observations=["The user wants a percentage.", "calculator returned 397.8"],
-        can_ask_user=True,
+        ask="tool",
     )
     assert text.startswith("# Agent step 2 of 10: REASON")
     assert 'The user\'s request: "What is 17% of 2,340?"' in text
@@ -41,11 +41,56 @@ def test_reason_prompt(prompts: PromptProvider) -> None:
     assert "- `current_time`: The current time in a timezone." in text
     assert "- `request_input`:" in text
     assert '{"plan": "what you will do in this step"' in text
+    assert "ask_user" not in text
     first = prompts.agent_reason_prompt(
-        question="q", step=1, max_steps=1, tools=[], observations=[], can_ask_user=False
+        question="q", step=1, max_steps=1, tools=[], observations=[], ask="none"
     )
-    assert "nothing has been done yet" in first and "- (no tools)" in first
-    assert "request_input" not in first
+    assert "nothing has been done yet" in first and "You have no tools" in first
+    assert "request_input" not in first and "ask_user" not in first
+    assert '"tools_to_consider": [],' in first
+
+
+def test_reason_prompt_asking_through_the_control_block(
+    prompts: PromptProvider,
+) -> None:
+    text = prompts.agent_reason_prompt(
+        question="convert 10 miles",
+        step=1,
+        max_steps=3,
+        tools=[],
+        observations=[],
+        ask="control",
+    )
+    assert "request_input" not in text
+    assert '"final_answer": "", "ask_user": ""}' in text
+    assert 'put one short\nquestion in `"ask_user"`' in text
+
+
+def test_plan_prompt(prompts: PromptProvider) -> None:
+    text = prompts.agent_plan_prompt(
+        question="3*7 and the time in London",
+        tools=TOOLS,
+        observations=[],
+        previous_plan=[],
+        revision=1,
+        can_ask_user=True,
+    )
+    assert text.startswith("# Planning\n")
+    assert "- `calculator`: Evaluate an arithmetic expression." in text
+    assert "- `request_input`:" in text
+    assert '{"steps": ["first step", "second step"], "final_answer": ""}' in text
+    again = prompts.agent_plan_prompt(
+        question="q",
+        tools=[],
+        observations=["the calculator failed"],
+        previous_plan=["Calculate", "Answer"],
+        revision=2,
+        can_ask_user=False,
+    )
+    assert again.startswith("# Planning again (plan 2)")
+    assert "1. Calculate\n2. Answer" in again
+    assert "- the calculator failed" in again and "- (no tools)" in again
+    assert "request_input" not in again
 
 
 def test_act_prompt(prompts: PromptProvider) -> None:
@@ -66,7 +111,12 @@ def test_observe_prompt(prompts: PromptProvider) -> None:
         max_steps=3,
         plan="Compute it",
         results=[
-            ResultLine("calculator", "ok", '{"expression": "0.17*2340"}', "397.8")
+            ResultLine(
+                name="calculator",
+                status="ok",
+                arguments='{"expression": "0.17*2340"}',
+                content="397.8",
+            )
         ],
         act_note="",
     )
@@ -78,6 +128,17 @@ def test_observe_prompt(prompts: PromptProvider) -> None:
         question="q", step=1, max_steps=1, plan="p", results=[], act_note="No action."
     )
     assert "No tool was called in this step. The act phase said: No action." in empty
+    assert "replan" not in text
+    replanning = prompts.agent_observe_prompt(
+        question="q",
+        step=1,
+        max_steps=1,
+        plan="p",
+        results=[],
+        act_note="",
+        can_replan=True,
+    )
+    assert '"final_answer": "", "replan": false}' in replanning
 
 
 def test_final_answer_prompt(prompts: PromptProvider) -> None:

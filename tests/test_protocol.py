@@ -93,5 +93,5 @@ def test_server_frames_parse_by_type_and_update_type() -> None:
             "ts": 1.5,
         }
     )
-    assert type(frame).__name__ == "AgentStoppedUpdate"
+    assert type(frame).__name__ == "AgentStoppedFrame"
     assert json.loads(frame.model_dump_json())["update_type"] == "agent_stopped"

@@ -1,33 +1,25 @@
-"""Unit tests of ReasonActObserveLoop with a ScriptedLLM: events, calls, results."""
+"""The react strategy, driven directly with a ScriptedLLM: events, calls, results."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from backend.agent.loop import AgentContext, AgentResult, RunControl, UserAnswer
-from backend.agent.react import LoopConfig, ReasonActObserveLoop
+from backend.agent.strategies.react import ReasonActObserve
 from backend.errors import LLMError
-from backend.events import (
-    AgentFailed,
-    ApprovalRequested,
-    DuplicateCall,
-    Event,
-    InputRequested,
-    Observed,
-    Reasoned,
-    StepsGranted,
-    TokenStreamed,
-    ToolCompleted,
-    ToolFailed,
-    ToolStarted,
-)
-from backend.history import History
 from backend.llm.base import Completion, Message
-from backend.prompts import PromptProvider
+from backend.protocol import (
+    AgentDuplicateCall,
+    AgentObserve,
+    AgentReason,
+    AgentRequestInput,
+    AgentStepsGranted,
+    TokenStream,
+    ToolComplete,
+    ToolError,
+)
 from backend.tools.base import Tool, ToolRegistry
 from backend.tools.executor import ExecutorConfig, ToolExecutor
 from backend.tools.policy import RateLimiter
@@ -41,58 +33,22 @@ from tests.fakes import (
     reason,
     test_registry,
 )
-
-QUESTION = "What is 2+3?"
+from tests.run_harness import QUESTION, Run, make_kit
 
 
 def make_loop(
     llm: ScriptedLLM, slow: SlowTool | None = None, **config: Any
-) -> ReasonActObserveLoop:
-    registry = test_registry(slow)
-    return ReasonActObserveLoop(
-        llm, registry, ToolExecutor(registry), PromptProvider(), LoopConfig(**config)
-    )
+) -> ReasonActObserve:
+    return ReasonActObserve(make_kit(llm, test_registry(slow), **config))
 
 
-class Run:
-    """One loop run with its recorded events."""
-
-    def __init__(self, max_steps: int = 10, cap: int = 50) -> None:
-        self.events: list[Event] = []
-        self.history = History([Message.user(QUESTION)])
-        self.control = RunControl(max_steps=max_steps, max_steps_cap=cap)
-        self.on_event: Callable[[Event], None] = lambda event: None
-
-    def emit(self, event: Event) -> None:
-        self.events.append(event)
-        self.on_event(event)
-
-    def ctx(self) -> AgentContext:
-        return AgentContext(
-            session_id="s1",
-            run_id="r1",
-            question=QUESTION,
-            history=self.history,
-            selected_tools=None,
-            read_only=False,
-            control=self.control,
-            emit=self.emit,
-        )
-
-    def names(self) -> list[str]:
-        return [_label(e) for e in self.events]
-
-
-def _label(event: Event) -> str:
-    name = type(event).__name__
-    if isinstance(event, ToolStarted | ToolCompleted):
-        return f"{name}:{event.tool_name}"
-    if isinstance(event, ToolFailed):
-        return f"{name}:{event.tool_name}:{event.status}"
-    return name
-
-
-STEP = ["TurnStarted", "Reasoned", "ToolStarted:add", "ToolCompleted:add", "Observed"]
+STEP = [
+    "AgentTurnStart",
+    "AgentReason",
+    "ToolStart:add",
+    "ToolComplete:add",
+    "AgentObserve",
+]
 
 
 async def test_finishes_after_one_step_with_the_observed_answer() -> None:
@@ -101,15 +57,20 @@ async def test_finishes_after_one_step_with_the_observed_answer() -> None:
         calls(("add", {"expression": "2+3"})),
         observe("2+3 is 5.", should_continue=False, final="2 + 3 = **5**"),
     )
-    run = Run()
-    result = await make_loop(llm).run(run.ctx())
+    run = Run(make_loop(llm))
+    result = await run.go()
 
-    assert run.names() == ["AgentStarted", *STEP]
-    assert result == AgentResult("2 + 3 = **5**", "finished", 1, result.usage, None)
+    assert run.names() == ["AgentStart", *STEP]
+    assert (result.answer, result.reason, result.steps) == (
+        "2 + 3 = **5**",
+        "finished",
+        1,
+    )
+    assert result.error is None and result.stop_mode is None
     assert result.usage.llm_calls == 3
     assert llm.purposes == ["reason", "act", "observe"]
     reasoned = run.events[2]
-    assert isinstance(reasoned, Reasoned)
+    assert isinstance(reasoned, AgentReason)
     assert reasoned.content == "I will work it out."
     assert (
         reasoned.control is not None
@@ -123,8 +84,8 @@ async def test_plan_reaches_act_and_observe_sees_real_results() -> None:
         calls(("add", {"expression": "2+3"})),
         observe(should_continue=False, final="5"),
     )
-    run = Run()
-    await make_loop(llm).run(run.ctx())
+    run = Run(make_loop(llm))
+    await run.go()
 
     reason_call, act_call, observe_call = llm.requests
     assert reason_call.tools == () and reason_call.tool_choice is None
@@ -155,25 +116,23 @@ async def test_three_steps_then_finish() -> None:
         calls(("add", {"expression": "4+4"})),
         observe("got 8", should_continue=False, final="8"),
     )
-    run = Run()
-    result = await make_loop(llm).run(run.ctx())
+    run = Run(make_loop(llm))
+    result = await run.go()
 
-    assert run.names() == ["AgentStarted", *STEP, *STEP, *STEP]
-    assert [e.step for e in run.events if isinstance(e, Observed)] == [1, 2, 3]
-    assert (
-        result.final_answer == "8" and result.steps == 3 and result.reason == "finished"
-    )
+    assert run.names() == ["AgentStart", *STEP, *STEP, *STEP]
+    assert [e.step for e in run.events if isinstance(e, AgentObserve)] == [1, 2, 3]
+    assert result.answer == "8" and result.steps == 3 and result.reason == "finished"
     third_reason = llm.requests[6].messages[-1].content or ""
     assert "- Step 1: got 2" in third_reason and "- Step 2: got 4" in third_reason
 
 
 async def test_reason_can_finish_without_acting() -> None:
     llm = ScriptedLLM(reason("greet", finish=True, final="Hello!"))
-    run = Run()
-    result = await make_loop(llm).run(run.ctx())
+    run = Run(make_loop(llm))
+    result = await run.go()
 
-    assert run.names() == ["AgentStarted", "TurnStarted", "Reasoned"]
-    assert result.final_answer == "Hello!" and result.reason == "finished"
+    assert run.names() == ["AgentStart", "AgentTurnStart", "AgentReason"]
+    assert result.answer == "Hello!" and result.reason == "finished"
     assert llm.purposes == ["reason"]
 
 
@@ -183,14 +142,19 @@ async def test_no_tool_call_records_no_action() -> None:
         Completion(content="No action needed."),
         observe(should_continue=False, final="Done."),
     )
-    run = Run()
-    result = await make_loop(llm).run(run.ctx())
+    run = Run(make_loop(llm))
+    result = await run.go()
 
-    assert run.names() == ["AgentStarted", "TurnStarted", "Reasoned", "Observed"]
+    assert run.names() == [
+        "AgentStart",
+        "AgentTurnStart",
+        "AgentReason",
+        "AgentObserve",
+    ]
     assert "No tool was called in this step. The act phase said: No action needed." in (
         llm.requests[2].messages[-1].content or ""
     )
-    assert result.final_answer == "Done."
+    assert result.answer == "Done."
 
 
 async def test_observe_without_final_answer_forces_a_streamed_final_answer() -> None:
@@ -200,10 +164,10 @@ async def test_observe_without_final_answer_forces_a_streamed_final_answer() -> 
         observe(should_continue=False),
         "The answer is 5.",
     )
-    run = Run()
-    result = await make_loop(llm).run(run.ctx())
+    run = Run(make_loop(llm))
+    result = await run.go()
 
-    tokens = [e for e in run.events if isinstance(e, TokenStreamed)]
+    tokens = [e for e in run.events if isinstance(e, TokenStream)]
     assert [(t.token, t.is_first, t.is_last) for t in tokens] == [
         ("The ", True, False),
         ("answer ", False, False),
@@ -211,7 +175,7 @@ async def test_observe_without_final_answer_forces_a_streamed_final_answer() -> 
         ("5.", False, False),
         ("", False, True),
     ]
-    assert result.final_answer == "The answer is 5."
+    assert result.answer == "The answer is 5."
     final_call = llm.requests[-1]
     assert final_call.purpose == "final" and final_call.tool_choice == "none"
 
@@ -226,10 +190,10 @@ async def test_tool_failure_is_fed_back_and_loop_goes_on() -> None:
         ),
         observe(should_continue=False, final="One worked."),
     )
-    run = Run()
-    result = await make_loop(llm).run(run.ctx())
+    run = Run(make_loop(llm))
+    result = await run.go()
 
-    failures = [e for e in run.events if isinstance(e, ToolFailed)]
+    failures = [e for e in run.events if isinstance(e, ToolError)]
     assert [(f.tool_name, f.status, f.error) for f in failures] == [
         ("fail", "failed", "disk on fire"),
         (
@@ -240,7 +204,7 @@ async def test_tool_failure_is_fed_back_and_loop_goes_on() -> None:
     ]
     tool_messages = [m.content for m in run.history if m.role == "tool"]
     assert tool_messages[0] == "Error (failed): disk on fire"
-    assert result.final_answer == "One worked." and result.reason == "finished"
+    assert result.answer == "One worked." and result.reason == "finished"
 
 
 async def test_consecutive_failures_end_the_loop_honestly() -> None:
@@ -253,18 +217,18 @@ async def test_consecutive_failures_end_the_loop_honestly() -> None:
         ),
         "Sorry: every tool call failed (the disk is on fire).",
     )
-    run = Run()
-    result = await make_loop(llm).run(run.ctx())
+    run = Run(make_loop(llm))
+    result = await run.go()
 
-    failures = [e for e in run.events if isinstance(e, ToolFailed)]
+    failures = [e for e in run.events if isinstance(e, ToolError)]
     assert [f.status for f in failures] == ["failed", "failed", "failed"]
     assert (
         failures[2].error
         == "invalid arguments for add: expression: Input should be a valid string"
     )
-    assert "Observed" not in run.names()
+    assert "AgentObserve" not in run.names()
     assert result.reason == "error"
-    assert result.final_answer == "Sorry: every tool call failed (the disk is on fire)."
+    assert result.answer == "Sorry: every tool call failed (the disk is on fire)."
     why = llm.requests[-1].messages[-1].content or ""
     assert "3 tool calls in a row failed (last: add: invalid arguments" in why
 
@@ -276,30 +240,26 @@ async def test_request_input_waits_for_the_answer_and_records_it() -> None:
         observe("user said km"),
         reason("convert", finish=True, final="10 miles is 16.09 km"),
     )
-    run = Run()
-    run.on_event = lambda e: (
-        run.control.answers.put_nowait(UserAnswer(e.question_id, "km"))
-        if isinstance(e, InputRequested)
-        else None
-    )
-    result = await make_loop(llm).run(run.ctx())
+    run = Run(make_loop(llm))
+    run.answer_with("km")
+    result = await run.go()
 
     assert run.names() == [
-        "AgentStarted",
-        "TurnStarted",
-        "Reasoned",
-        "InputRequested",
-        "Observed",
-        "TurnStarted",
-        "Reasoned",
+        "AgentStart",
+        "AgentTurnStart",
+        "AgentReason",
+        "AgentRequestInput",
+        "AgentObserve",
+        "AgentTurnStart",
+        "AgentReason",
     ]
     asked = run.events[3]
-    assert isinstance(asked, InputRequested)
+    assert isinstance(asked, AgentRequestInput)
     assert (asked.question, asked.step, asked.timeout_s) == ("Which unit?", 1, 300.0)
     assert run.history[-1] == Message.tool(asked.question_id, "request_input", "km")
     assert "km" in (llm.requests[2].messages[-1].content or "")
-    assert run.control.pending_question is None
-    assert result.final_answer == "10 miles is 16.09 km" and result.steps == 2
+    assert run.state.pending_question is None
+    assert result.answer == "10 miles is 16.09 km" and result.steps == 2
 
 
 async def test_request_input_timeout_ends_with_a_final_answer() -> None:
@@ -311,26 +271,27 @@ async def test_request_input_timeout_ends_with_a_final_answer() -> None:
         ),
         "You did not answer, so I could not convert.",
     )
-    run = Run()
-    result = await make_loop(llm, request_input_timeout_s=0.05).run(run.ctx())
+    run = Run(make_loop(llm, request_input_timeout_s=0.05))
+    result = await run.go()
 
     assert run.names()[:5] == [
-        "AgentStarted",
-        "TurnStarted",
-        "Reasoned",
-        "InputRequested",
-        "InputTimedOut",
+        "AgentStart",
+        "AgentTurnStart",
+        "AgentReason",
+        "AgentRequestInput",
+        "AgentRequestInputTimeout",
     ]
-    assert "ToolFailed:add:cancelled" in run.names()
+    assert "ToolError:add:cancelled" in run.names()
     assert result.reason == "timeout"
-    assert result.final_answer == "You did not answer, so I could not convert."
+    assert result.answer == "You did not answer, so I could not convert."
     assert "no answer came within 0.05 seconds" in (
         llm.requests[-1].messages[-1].content or ""
     )
     assert [m.content for m in run.history if m.role == "tool"] == [
         "No answer: the user did not reply within 0.05 seconds.",
-        "Not run: the user stopped the run before this call.",
+        "Not run: the run ended before this call.",
     ]
+    assert [m.status for m in run.history if m.role == "tool"] == ["timeout", "not_run"]
 
 
 async def test_max_steps_reached_forces_final_answer() -> None:
@@ -343,27 +304,27 @@ async def test_max_steps_reached_forces_final_answer() -> None:
         observe("still more"),
         "Best so far: 4.",
     )
-    run = Run(max_steps=2)
-    result = await make_loop(llm).run(run.ctx())
+    run = Run(make_loop(llm), max_steps=2)
+    result = await run.go()
 
     assert run.names() == [
-        "AgentStarted",
+        "AgentStart",
         *STEP,
         *STEP,
-        "MaxStepsReached",
-        *["TokenStreamed"] * 5,
+        "AgentMaxStepsReached",
+        *["TokenStream"] * 5,
     ]
     assert result.reason == "max_steps" and result.steps == 2
-    assert result.final_answer == "Best so far: 4."
+    assert result.answer == "Best so far: 4."
 
 
 async def test_empty_final_answer_falls_back_to_a_tool_summary() -> None:
     llm = ScriptedLLM(reason(), calls(("add", {"expression": "1+1"})), observe(), "")
-    run = Run(max_steps=1)
-    result = await make_loop(llm).run(run.ctx())
+    run = Run(make_loop(llm), max_steps=1)
+    result = await run.go()
 
     assert result.reason == "max_steps"
-    assert result.final_answer == (
+    assert result.answer == (
         "I could not write a full answer, but here is what 1 step(s) found:\n"
         '- `add` returned: {\n  "expression": "1+1",\n  "result": 2.0\n}'
     )
@@ -377,22 +338,22 @@ async def test_malformed_control_is_prose_and_three_in_a_row_end_the_loop() -> N
         'still no block {"plan": }',
         "Here is the answer anyway: 42.",
     )
-    run = Run()
-    result = await make_loop(llm).run(run.ctx())
+    run = Run(make_loop(llm))
+    result = await run.go()
 
-    reasoned = [e for e in run.events if isinstance(e, Reasoned)]
+    reasoned = [e for e in run.events if isinstance(e, AgentReason)]
     assert reasoned[0].content == "I think {not json" and reasoned[0].control is None
     assert run.names() == [
-        "AgentStarted",
-        "TurnStarted",
-        "Reasoned",
-        "Observed",
-        "TurnStarted",
-        "Reasoned",
-        *["TokenStreamed"] * 7,
+        "AgentStart",
+        "AgentTurnStart",
+        "AgentReason",
+        "AgentObserve",
+        "AgentTurnStart",
+        "AgentReason",
+        *["TokenStream"] * 7,
     ]
     assert result.reason == "error"
-    assert result.final_answer == "Here is the answer anyway: 42."
+    assert result.answer == "Here is the answer anyway: 42."
     assert "no usable control block" in (llm.requests[-1].messages[-1].content or "")
 
 
@@ -405,46 +366,47 @@ async def test_a_parse_failure_then_success_resets_the_count() -> None:
         Completion(content="No action needed."),
         observe(should_continue=False, final="ok"),
     )
-    run = Run()
-    result = await make_loop(llm).run(run.ctx())
-    assert (
-        result.final_answer == "ok"
-        and result.reason == "finished"
-        and result.steps == 2
-    )
+    run = Run(make_loop(llm))
+    result = await run.go()
+    assert result.answer == "ok" and result.reason == "finished" and result.steps == 2
 
 
 async def test_stop_after_step_stops_at_the_next_boundary_after_the_tool() -> None:
     llm = ScriptedLLM(
         reason(), calls(("add", {"expression": "1+1"}), ("add", {"expression": "2+2"}))
     )
-    run = Run()
+    run = Run(make_loop(llm))
     run.on_event = lambda e: (
-        run.control.stop("after_step") if isinstance(e, ToolCompleted) else None
+        run.control.stop("after_step") if isinstance(e, ToolComplete) else None
     )
-    result = await make_loop(llm).run(run.ctx())
+    result = await run.go()
 
     assert run.names() == [
-        "AgentStarted",
-        "TurnStarted",
-        "Reasoned",
-        "ToolStarted:add",
-        "ToolCompleted:add",
-        "ToolFailed:add:cancelled",
+        "AgentStart",
+        "AgentTurnStart",
+        "AgentReason",
+        "ToolStart:add",
+        "ToolComplete:add",
+        "ToolError:add:cancelled",
     ]
-    assert result == AgentResult(None, "stopped", 1, result.usage, "after_step")
+    assert (result.answer, result.reason, result.steps, result.stop_mode) == (
+        None,
+        "stopped",
+        1,
+        "after_step",
+    )
     assert llm.purposes == ["reason", "act"]
 
 
 async def test_stop_after_step_while_waiting_for_input() -> None:
     llm = ScriptedLLM(reason(), calls(("request_input", {"question": "Which?"})))
-    run = Run()
+    run = Run(make_loop(llm))
     run.on_event = lambda e: (
-        run.control.stop("after_step") if isinstance(e, InputRequested) else None
+        run.control.stop("after_step") if isinstance(e, AgentRequestInput) else None
     )
-    result = await make_loop(llm).run(run.ctx())
+    result = await run.go()
     assert result.reason == "stopped" and result.stop_mode == "after_step"
-    assert run.control.pending_question is None
+    assert run.state.pending_question is None
     assert run.history[-1].role == "tool"
 
 
@@ -457,59 +419,59 @@ async def test_grant_steps_extends_the_running_budget() -> None:
         Completion(content="No action needed."),
         observe(should_continue=False, final="done in two"),
     )
-    run = Run(max_steps=1, cap=5)
+    run = Run(make_loop(llm), max_steps=1, cap=5)
     run.on_event = lambda e: (
-        run.control.grant(10, run.emit)
-        if isinstance(e, Reasoned) and e.step == 1
+        run.emit(
+            AgentStepsGranted(
+                granted=run.state.grant(10), max_steps=run.state.max_steps
+            )
+        )
+        if isinstance(e, AgentReason) and e.step == 1
         else None
     )
-    result = await make_loop(llm).run(run.ctx())
+    result = await run.go()
 
-    granted = [e for e in run.events if isinstance(e, StepsGranted)]
-    assert granted == [StepsGranted(granted=4, max_steps=5)]
-    assert result.final_answer == "done in two" and result.steps == 2
+    granted = [e for e in run.events if isinstance(e, AgentStepsGranted)]
+    assert granted == [AgentStepsGranted(granted=4, max_steps=5)]
+    assert result.answer == "done in two" and result.steps == 2
 
 
-async def test_llm_error_ends_with_agent_failed_and_a_summary() -> None:
+async def test_llm_error_ends_the_run_with_the_error_and_a_summary() -> None:
     llm = ScriptedLLM(
         reason(),
         calls(("add", {"expression": "1+1"})),
         LLMError("the LLM server answered 500"),
     )
-    run = Run()
-    result = await make_loop(llm).run(run.ctx())
+    run = Run(make_loop(llm))
+    result = await run.go()
 
-    assert run.names()[-1] == "AgentFailed"
-    failed = run.events[-1]
-    assert (
-        isinstance(failed, AgentFailed)
-        and failed.message == "the LLM server answered 500"
-    )
+    assert run.names()[-1] == "ToolComplete:add"
+    assert result.error == "the LLM server answered 500"
     assert result.reason == "error"
-    assert result.final_answer is not None and "`add` returned" in result.final_answer
+    assert result.answer is not None and "`add` returned" in result.answer
 
 
-async def test_cancellation_reports_the_running_tool_and_reraises() -> None:
+async def test_cancellation_suspends_the_run_and_reraises() -> None:
+    """Cancelled (a shutdown), not stopped: nothing is closed, the state stays
+    as the last phase left it, so a checkpoint of it can be continued."""
     slow = SlowTool()
     llm = ScriptedLLM(reason(), calls(("slow", {"label": "x"})))
-    run = Run()
-    task = asyncio.ensure_future(make_loop(llm, slow).run(run.ctx()))
+    run = Run(make_loop(llm, slow))
+    task = asyncio.ensure_future(run.go())
     await slow.started.wait()
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
     assert slow.cancelled.is_set()
-    assert run.names()[-2:] == ["ToolStarted:slow", "ToolFailed:slow:cancelled"]
+    assert run.names()[-1] == "ToolStart:slow"
+    assert [c.name for c in run.state.queue] == ["slow"]
+    assert run.state.in_flight is not None and run.state.ending is None
 
 
 def approval_loop(
     llm: ScriptedLLM, saver: Saver | None = None, **config: Any
-) -> ReasonActObserveLoop:
-    registry = approval_registry(saver)
-    executor = ToolExecutor(registry, ExecutorConfig(retry_backoff_s=0))
-    return ReasonActObserveLoop(
-        llm, registry, executor, PromptProvider(), LoopConfig(**config)
-    )
+) -> ReasonActObserve:
+    return ReasonActObserve(make_kit(llm, approval_registry(saver), **config))
 
 
 async def test_duplicate_call_is_not_run_again_and_repeats_force_the_answer() -> None:
@@ -524,18 +486,21 @@ async def test_duplicate_call_is_not_run_again_and_repeats_force_the_answer() ->
         calls(("add", {"expression": "1+1"})),
         "It is 2.",
     )
-    run = Run()
-    result = await make_loop(llm).run(run.ctx())
+    run = Run(make_loop(llm))
+    result = await run.go()
 
-    assert run.names().count("ToolStarted:add") == 1
-    duplicates = [e for e in run.events if isinstance(e, DuplicateCall)]
-    assert duplicates == [DuplicateCall(2, "add"), DuplicateCall(3, "add")]
+    assert run.names().count("ToolStart:add") == 1
+    duplicates = [e for e in run.events if isinstance(e, AgentDuplicateCall)]
+    assert duplicates == [
+        AgentDuplicateCall(step=2, tool_name="add"),
+        AgentDuplicateCall(step=3, tool_name="add"),
+    ]
     tool_messages = [m.content or "" for m in run.history if m.role == "tool"]
     assert tool_messages[1].startswith(
         "Duplicate call: add was already called with the same arguments in step 1, "
         "so it was not run again. Use that result:\n{"
     )
-    assert result.final_answer == "It is 2." and result.reason == "finished"
+    assert result.answer == "It is 2." and result.reason == "finished"
     assert llm.purposes[-1] == "final"
 
 
@@ -543,11 +508,9 @@ async def test_finalize_tool_summary_becomes_the_answer() -> None:
     llm = ScriptedLLM(
         reason(), calls(("finish", {"summary": "All 3 files converted."}))
     )
-    run = Run()
-    result = await approval_loop(llm).run(run.ctx())
-    assert (
-        result.final_answer == "All 3 files converted." and result.reason == "finished"
-    )
+    run = Run(approval_loop(llm))
+    result = await run.go()
+    assert result.answer == "All 3 files converted." and result.reason == "finished"
     assert llm.purposes == ["reason", "act"]
 
 
@@ -568,9 +531,8 @@ async def test_side_effect_notes_reach_history_as_system_messages() -> None:
         calls(("share", {"text": "hi"})),
         observe(should_continue=False, final="ok"),
     )
-    run = Run()
-    loop = ReasonActObserveLoop(llm, registry, ToolExecutor(registry), PromptProvider())
-    await loop.run(run.ctx())
+    run = Run(ReasonActObserve(make_kit(llm, registry)))
+    await run.go()
     assert [(m.role, m.content) for m in run.history][-2:] == [
         ("tool", '{\n  "echo": "hi"\n}'),
         ("system", "The note 'hi' is now visible to the whole team."),
@@ -580,29 +542,18 @@ async def test_side_effect_notes_reach_history_as_system_messages() -> None:
     )
 
 
-def _approve(
-    run: Run, approved: bool, reason: str | None = None
-) -> Callable[[Event], None]:
-    def on_event(event: Event) -> None:
-        if isinstance(event, ApprovalRequested):
-            run.control.resolve_approval(event.tool_call_id, approved, reason)
-
-    return on_event
-
-
 async def test_rejection_stops_the_run_with_an_explaining_answer() -> None:
     saver = Saver()
     llm = ScriptedLLM(
         reason(), calls(("save", {"text": "milk"})), "OK, I did not save the note."
     )
-    run = Run()
-    run.on_event = _approve(run, False, "not now")
-    result = await approval_loop(llm, saver).run(run.ctx())
+    run = Run(approval_loop(llm, saver))
+    run.approve_with(False, "not now")
+    result = await run.go()
 
     assert saver.saved == []
     assert (
-        result.reason == "rejected"
-        and result.final_answer == "OK, I did not save the note."
+        result.reason == "rejected" and result.answer == "OK, I did not save the note."
     )
     why = llm.requests[-1].messages[-1].content or ""
     assert "the user declined to run save (reason: not now)" in why
@@ -614,14 +565,11 @@ async def test_rejection_with_on_reject_continue_tells_the_model() -> None:
         calls(("save", {"text": "milk"})),
         observe(should_continue=False, final="Not saved, as you wished."),
     )
-    run = Run()
-    run.on_event = _approve(run, False)
-    result = await approval_loop(llm, on_reject="continue").run(run.ctx())
+    run = Run(approval_loop(llm, on_reject="continue"))
+    run.approve_with(False)
+    result = await run.go()
 
-    assert (
-        result.reason == "finished"
-        and result.final_answer == "Not saved, as you wished."
-    )
+    assert result.reason == "finished" and result.answer == "Not saved, as you wished."
     assert run.history[-1].content == (
         "Error (rejected): the user declined to run save\n"
         "Do not call it again; continue without it."
@@ -635,14 +583,14 @@ async def test_approved_call_runs() -> None:
         calls(("save", {"text": "milk"})),
         observe(should_continue=False, final="Saved."),
     )
-    run = Run()
-    run.on_event = _approve(run, True)
-    result = await approval_loop(llm, saver).run(run.ctx())
-    assert saver.saved == ["milk"] and result.final_answer == "Saved."
+    run = Run(approval_loop(llm, saver))
+    run.approve_with(True)
+    result = await run.go()
+    assert saver.saved == ["milk"] and result.answer == "Saved."
     assert run.names()[3:6] == [
-        "ToolStarted:save",
-        "ApprovalRequested",
-        "ToolCompleted:save",
+        "ToolStart:save",
+        "ToolApprovalRequest:save",
+        "ToolComplete:save",
     ]
 
 
@@ -661,9 +609,8 @@ async def test_policy_refusals_reach_the_model_verbatim() -> None:
         ),
         observe(should_continue=False, final="done"),
     )
-    run = Run()
-    loop = ReasonActObserveLoop(llm, registry, executor, PromptProvider())
-    await loop.run(run.ctx())
+    run = Run(ReasonActObserve(make_kit(llm, registry, executor)))
+    await run.go()
 
     observe_call = llm.requests[2]
     tool_messages = [m.content for m in observe_call.messages if m.role == "tool"]
@@ -674,12 +621,12 @@ async def test_policy_refusals_reach_the_model_verbatim() -> None:
         '{\n  "expression": "1+2",\n  "result": 3.0\n}',
     ]
     assert run.names()[3:9] == [
-        "ToolStarted:slow",
-        "ToolFailed:slow:timeout",
-        "ToolStarted:slow",
-        "ToolFailed:slow:rate_limited",
-        "ToolStarted:add",
-        "ToolCompleted:add",
+        "ToolStart:slow",
+        "ToolError:slow:timeout",
+        "ToolStart:slow",
+        "ToolError:slow:rate_limited",
+        "ToolStart:add",
+        "ToolComplete:add",
     ]
 
 
@@ -689,13 +636,11 @@ async def test_read_only_run_hides_and_blocks_mutating_tools() -> None:
         calls(("slow", {})),
         observe(should_continue=False, final="Could not."),
     )
-    run = Run()
-    ctx = run.ctx()
-    ctx.read_only = True
-    await make_loop(llm).run(ctx)
+    run = Run(make_loop(llm), read_only=True)
+    await run.go()
 
     assert [t.name for t in llm.requests[1].tools] == ["add", "fail", "request_input"]
-    assert run.names()[3:5] == ["ToolStarted:slow", "ToolFailed:slow:blocked"]
+    assert run.names()[3:5] == ["ToolStart:slow", "ToolError:slow:blocked"]
     assert llm.requests[2].messages[-2].content == (
         "Error (blocked): slow changes data and this session is read-only; "
         "answer without it or ask the user to turn read-only off"

@@ -5,11 +5,14 @@ from __future__ import annotations
 import json
 
 from backend.chat.session import OVERFLOW, Outbox, Session
+from backend.notifications import Frame, stamp
 from backend.protocol import ChatResponse
 
 
-def frame(seq: int) -> ChatResponse:
-    return ChatResponse(seq=seq, session_id="s", run_id=None, ts=1.0, message=f"m{seq}")
+def frame(seq: int) -> Frame:
+    payload = ChatResponse(message=f"m{seq}")
+    text = stamp(payload, seq=seq, session_id="s", run_id=None, ts=1.0)
+    return Frame(seq, None, text)
 
 
 def drain(queue_owner: object) -> list[str]:
@@ -65,7 +68,9 @@ def test_session_ready_reports_the_replay_window() -> None:
         tools=[],
         strategies=["react"],
     )
-    ready = session.notify.session_ready(
-        resumed=True, info=info, oldest_seq=session.outbox.oldest_seq
+    ready = json.loads(
+        session.notify.session_ready(
+            resumed=True, info=info, oldest_seq=session.outbox.oldest_seq
+        )
     )
-    assert (ready.seq, ready.last_seq, ready.oldest_seq) == (0, 120, 21)
+    assert (ready["seq"], ready["last_seq"], ready["oldest_seq"]) == (0, 120, 21)

@@ -62,7 +62,7 @@ async def test_session_ready_is_the_first_frame(start_server: StartServer) -> No
         "requires_approval": False,
         "finalize": False,
     }
-    assert ready["strategies"] == ["react"]
+    assert ready["strategies"] == ["react", "act", "plan_execute", "llm_only"]
 
 
 async def test_plain_chat_streams_then_answers(start_server: StartServer) -> None:
@@ -141,6 +141,7 @@ async def test_agent_mode_one_step(start_server: StartServer) -> None:
         "tools_to_consider": ["add"],
         "finish": False,
         "final_answer": "",
+        "ask_user": "",
     }
     assert tool_start["tool_call_id"] == tool_done["tool_call_id"]
     assert observed["control"]["final_answer"] == "2 + 3 = 5"
@@ -279,15 +280,22 @@ async def test_stop_during_a_slow_tool_reports_it_cancelled(
     assert slow.cancelled.is_set()
     assert labels(frames) == [
         "tool_error:slow:cancelled",
+        "tool_error:add:cancelled",
         "agent_stopped",
         "agent_completion",
         "response_complete",
     ]
+    assert frames[0]["error"] == (
+        "Cancelled: the user stopped the run before this tool finished."
+    )
+    assert frames[1]["error"] == "Not run: the user stopped the run before this call."
     session = harness.service.sessions[frames[0]["session_id"]]
-    tool_results = [m.content for m in session.history if m.role == "tool"]
-    assert (
-        len(tool_results) == 2
-    )  # both calls closed in history, the model never sees orphans
+    # both calls closed in history, so the model never sees orphans
+    tool_results = [(m.content, m.status) for m in session.history if m.role == "tool"]
+    assert tool_results == [
+        ("Cancelled: the user stopped the run before this tool finished.", "cancelled"),
+        ("Not run: the user stopped the run before this call.", "not_run"),
+    ]
 
 
 async def test_stop_after_step_finishes_the_current_tool(
@@ -502,7 +510,7 @@ async def test_unknown_tools_and_strategy_are_refused(
     await client.send(type="chat", content="hi", agent_mode=True, loop_strategy="magic")
     assert (await client.recv())[
         "message"
-    ] == "unknown loop_strategy 'magic'; available: react"
+    ] == "unknown loop_strategy 'magic'; available: react, act, plan_execute, llm_only"
 
 
 async def test_reconnect_replays_missed_frames_without_duplicates(

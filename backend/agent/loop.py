@@ -1,145 +1,44 @@
 """The `AgentLoop` seam and the values that cross it.
 
-`ChatService` builds an `AgentContext` per run and awaits `loop.run(ctx)`.
-The loop reports progress through `ctx.emit`, reads the user's controls from
-`ctx.control`, keeps what it has done in `ctx.state` (readable even after the
-run was cancelled by an immediate stop) and returns an `AgentResult`.
+Every run — plain chat, tool use, the strict loop, any other strategy — is
+an `AgentLoop` (a *strategy*) advancing a `RunState` one phase at a time.
+`advance(ctx)` runs the phase `ctx.state.phase` names, sets the next one and
+returns a `Decision`:
+
+- `Continue` — go on with the next phase;
+- `Final(answer, reason, why)` — the run ends (`answer` None: the model
+  writes the final answer now, told `why`);
+- `Stopped(mode)` — a stop ends the run;
+- `AwaitInput(question)` / `AwaitApproval(approval)` — the run needs the user.
+
+A phase never waits for a person. The driver (`agent/driver.py`) alone waits,
+racing the stop events, and records how the wait ended in
+`state.resolution`, which the next phase reads. Progress is reported through
+`ctx.emit` with payloads from `backend.protocol`.
 """
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Protocol
 
-from backend.aio import race
-from backend.errors import NoPendingApproval
-from backend.events import EventSink, StepsGranted, StopMode
+from backend.agent.state import PendingApproval, PendingQuestion, RunState
 from backend.history import History
 from backend.llm.base import Usage
-from backend.protocol import CompletionReason
-from backend.tools.executor import ToolOutcome
-from backend.tools.policy import ApprovalDecision, ApprovalStatus
+from backend.protocol import CompletionReason, RunEvent, StopMode
 
-# ------------------------------------------------------------------ controls
-
-
-@dataclass(frozen=True, slots=True)
-class UserAnswer:
-    question_id: str
-    content: str
+Emit = Callable[[RunEvent], None]
+"""Reports a run event; never blocks and never fails (safe during cleanup)."""
 
 
-@dataclass(frozen=True, slots=True)
-class PendingQuestion:
-    question_id: str
-    question: str
-    step: int
-
-
-@dataclass
-class RunControl:
-    """The user's levers on one run. Fresh per run; events are never reused."""
-
-    max_steps: int
-    max_steps_cap: int
-    stop_now: asyncio.Event = field(default_factory=asyncio.Event)
-    stop_after_step: asyncio.Event = field(default_factory=asyncio.Event)
-    answers: asyncio.Queue[UserAnswer] = field(default_factory=asyncio.Queue)
-    pending_question: PendingQuestion | None = None
-    pending_approvals: dict[str, asyncio.Future[ApprovalDecision]] = field(
-        default_factory=dict
-    )
-
-    def grant(self, steps: int, emit: EventSink) -> int:
-        """Raise the budget by `steps` (up to the cap); return the new budget."""
-        before = self.max_steps
-        self.max_steps = min(self.max_steps + steps, self.max_steps_cap)
-        emit(StepsGranted(granted=self.max_steps - before, max_steps=self.max_steps))
-        return self.max_steps
-
-    def stop(self, mode: StopMode) -> None:
-        self.stop_after_step.set()
-        if mode == "immediate":
-            self.stop_now.set()
-
-    async def wait_for_approval(
-        self, tool_call_id: str, limit_s: float, announce: Callable[[], None]
-    ) -> ApprovalDecision:
-        """The user's decision on a call, racing the graceful stop and `limit_s`.
-
-        The request is registered before `announce()` tells the user, so an
-        answer can never arrive before it can be taken.
-        """
-        loop = asyncio.get_running_loop()
-        decision: asyncio.Future[ApprovalDecision] = loop.create_future()
-        self.pending_approvals[tool_call_id] = decision
-        try:
-            announce()
-            won = await race(
-                _wait(decision), self.stop_after_step.wait(), limit_s=limit_s
-            )
-        finally:
-            self.pending_approvals.pop(tool_call_id, None)
-        if won is None:
-            return ApprovalDecision("timeout")
-        return won[1] if won[0] == 0 else ApprovalDecision("withdrawn")
-
-    def resolve_approval(
-        self, tool_call_id: str, approved: bool, reason: str | None
-    ) -> None:
-        """Deliver the user's decision; refuse anything not pending right now."""
-        decision = self.pending_approvals.get(tool_call_id)
-        if decision is None or decision.done():
-            raise NoPendingApproval(
-                f"no approval is pending for tool call {tool_call_id!r} in this "
-                "session "
-                "(it may have been answered already or timed out)"
-            )
-        status: ApprovalStatus = "approved" if approved else "rejected"
-        decision.set_result(ApprovalDecision(status, reason))
-
-
-async def _wait(future: asyncio.Future[ApprovalDecision]) -> ApprovalDecision:
-    return await future
-
-
-# ------------------------------------------------------------------ run values
-
-
-@dataclass
-class RunState:
-    """What the loop has done so far; the driver reads it after a stop."""
-
-    step: int = 0
-    usage: Usage = field(default_factory=Usage)
-    outcomes: list[ToolOutcome] = field(default_factory=list)
-    observations: list[str] = field(default_factory=list)
-
-
-@dataclass
+@dataclass(slots=True)
 class AgentContext:
-    session_id: str
-    run_id: str
-    question: str
+    """One run as a strategy sees it: its state, the conversation, the sink."""
+
+    state: RunState
     history: History
-    selected_tools: Sequence[str] | None
-    read_only: bool
-    control: RunControl
-    emit: EventSink
-    model: str | None = None
-    temperature: float | None = None
-    state: RunState = field(default_factory=RunState)
-
-
-@dataclass(frozen=True, slots=True)
-class AgentResult:
-    final_answer: str | None
-    reason: CompletionReason
-    steps: int
-    usage: Usage
-    stop_mode: StopMode | None = None
+    emit: Emit
 
 
 # ------------------------------------------------------------------ decisions
@@ -147,12 +46,12 @@ class AgentResult:
 
 @dataclass(frozen=True, slots=True)
 class Continue:
-    """Go on to the next phase (or the next step)."""
+    """Go on to the next phase."""
 
 
 @dataclass(frozen=True, slots=True)
 class Final:
-    """End the loop. `answer` None means: write a final answer now."""
+    """End the run. `answer` None means: write a final answer now."""
 
     answer: str | None
     reason: CompletionReason
@@ -164,12 +63,48 @@ class Stopped:
     mode: StopMode
 
 
-Decision = Continue | Final | Stopped
+@dataclass(frozen=True, slots=True)
+class AwaitInput:
+    question: PendingQuestion
+
+
+@dataclass(frozen=True, slots=True)
+class AwaitApproval:
+    approval: PendingApproval
+
+
+Decision = Continue | Final | Stopped | AwaitInput | AwaitApproval
+
+
+@dataclass(frozen=True, slots=True)
+class AgentResult:
+    """How a run ended, for `ChatService` to finish it."""
+
+    answer: str | None
+    reason: CompletionReason
+    steps: int
+    usage: Usage
+    stop_mode: StopMode | None = None
+    error: str | None = None
+
+
+# ------------------------------------------------------------------ the seam
 
 
 class AgentLoop(Protocol):
-    """A strategy that answers one agent-mode chat message."""
+    """A strategy: how a run gets from the user's message to an answer."""
 
     name: str
+    description: str
 
-    async def run(self, ctx: AgentContext) -> AgentResult: ...
+    def first_phase(self, state: RunState) -> str:
+        """The phase a new run starts in."""
+        ...
+
+    async def advance(self, ctx: AgentContext) -> Decision:
+        """Run the phase `ctx.state.phase` names; set the next one."""
+        ...
+
+    async def final_answer(self, ctx: AgentContext, why: str) -> str:
+        """Have the model write the final answer (streamed); "" if it wrote none."""
+        ...

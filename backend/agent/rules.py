@@ -1,9 +1,10 @@
-"""Run-level rules for tool calls: what each outcome means for the loop.
+"""Run-level rules for tool calls: what each outcome means for the run.
 
 The executor decides what happens to one call; these rules look across the
-run: the same call is never run twice (canonical arguments), too many failures
-in a row end the loop, a `finalize` tool's summary is the answer, and a
-rejected approval stops the run or is passed on (`on_reject`).
+run, keeping their counters in the `RunState`: the same call is never run
+twice (canonical arguments), too many failures in a row end the run, a
+`finalize` tool's summary is the answer, and a rejected approval stops the
+run or is passed on to the model (`on_reject`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import json
 from typing import Literal
 
 from backend.agent.loop import Continue, Decision, Final
+from backend.agent.state import RunState
 from backend.llm.base import ToolCall
 from backend.tools.base import ToolRegistry
 from backend.tools.executor import ToolOutcome, parse_arguments
@@ -39,38 +41,37 @@ class ToolCallRules:
         self.max_consecutive_failures = max_consecutive_failures
         self.max_duplicate_calls = max_duplicate_calls
         self.on_reject = on_reject
-        self.failures = 0
-        self.duplicates = 0
-        self._seen: dict[str, tuple[ToolOutcome, int]] = {}
 
-    def earlier(self, call: ToolCall) -> tuple[ToolOutcome, int] | None:
-        """The outcome and step of the same call made earlier in this run."""
-        return self._seen.get(call_key(call))
+    def earlier(self, state: RunState, call: ToolCall) -> ToolOutcome | None:
+        """The outcome of the same call made earlier in this run, if any."""
+        index = state.seen.get(call_key(call))
+        return state.outcomes[index] if index is not None else None
 
-    def record(self, call: ToolCall, outcome: ToolOutcome, step: int) -> None:
-        self._seen[call_key(call)] = (outcome, step)
+    def record(self, state: RunState, outcome: ToolOutcome) -> None:
+        state.seen[call_key(outcome.call)] = len(state.outcomes)
+        state.outcomes.append(outcome)
 
-    def after_duplicate(self) -> Decision:
-        self.duplicates += 1
-        if self.duplicates < self.max_duplicate_calls:
+    def after_duplicate(self, state: RunState) -> Decision:
+        state.duplicates += 1
+        if state.duplicates < self.max_duplicate_calls:
             return Continue()
         why = "The same tool call was repeated; answer with the results you have."
         return Final(None, "finished", why)
 
-    def judge(self, outcome: ToolOutcome) -> Decision:
-        """What one tool outcome means for the loop."""
+    def judge(self, state: RunState, outcome: ToolOutcome) -> Decision:
+        """What one tool outcome means for the run."""
         if outcome.ok:
-            self.failures = 0
+            state.failures = 0
             return self._finalized(outcome)
         if outcome.status == "rejected":
             return self._rejected(outcome)
         if outcome.status == "cancelled":
             return Continue()
-        self.failures += 1
-        if self.failures < self.max_consecutive_failures:
+        state.failures += 1
+        if state.failures < self.max_consecutive_failures:
             return Continue()
         why = (
-            f"{self.failures} tool calls in a row failed "
+            f"{state.failures} tool calls in a row failed "
             f"(last: {outcome.call.name}: {outcome.error}). "
             "Stop trying; tell the user honestly what failed."
         )

@@ -1,12 +1,12 @@
 """`ChatService`: sessions, history, and one run per session.
 
 Transports hand it typed client messages; it answers through each session's
-`Notifications`. A `chat` starts a run as a task in the service's TaskGroup
-(never detached): plain chat and tool use are handled here by
-`Conversation`, agent mode is delegated to an injected `AgentLoop`. Stop is
-enforced here, at the outermost layer: the run is raced against its stop
-event, so whatever is in flight is cancelled, and the stop becomes a
-`stopped` outcome exactly once.
+`Notifications`. Every run goes one way, whatever the mode: a `chat` picks a
+strategy from the injected `StrategyRegistry` (`loop_strategy`, else by mode:
+plain → `llm_only`, tools selected → `act`, `agent_mode` → the configured
+default), becomes a `RunState`, and a `RunDriver` runs it as a task in the
+service's TaskGroup (never detached). `_finish_run` is the one place that
+writes the answer to history and sends a run's closing frames.
 """
 
 from __future__ import annotations
@@ -15,35 +15,40 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Mapping
 from types import TracebackType
 
-from backend.agent.loop import AgentContext, AgentLoop, AgentResult, RunControl
-from backend.aio import race
-from backend.chat.conversation import Conversation
+from backend.agent.driver import Checkpoint, RunDriver
+from backend.agent.loop import AgentContext, AgentLoop, AgentResult
+from backend.agent.registry import StrategyRegistry
+from backend.agent.state import RunRequest, RunState
+from backend.agent.tool_calls import CANCELLED_NOTE
 from backend.chat.session import ActiveRun, Session
-from backend.errors import Busy, InvalidMessage, ProtocolError
+from backend.errors import Busy, ConfigError, InvalidMessage, ProtocolError
 from backend.llm.base import LLMClient, Message
 from backend.protocol import (
     AgentControlMessage,
+    AgentError,
+    AgentStepsGranted,
     AgentUserInputMessage,
     ChatMessage,
     ClientMessage,
     Limits,
     ResetSessionMessage,
     ServerInfo,
-    SessionReady,
     ToolApprovalResponseMessage,
     ToolEffectInfo,
     ToolInfo,
 )
 from backend.settings import Settings
 from backend.tools.base import AnyTool, ToolRegistry
-from backend.tools.executor import CANCELLED_NOTE
 
 log = logging.getLogger(__name__)
 
 SESSION_IDLE_TTL_S = 3600.0
+PLAIN = "llm_only"
+"""The strategy of a plain chat (no agent mode, no tools): one streamed reply."""
+TOOL_MODE = "act"
+"""The strategy of a chat with tools selected but no agent mode."""
 
 
 class ChatService:
@@ -52,19 +57,21 @@ class ChatService:
         *,
         llm: LLMClient,
         registry: ToolRegistry,
-        conversation: Conversation,
-        loops: Mapping[str, AgentLoop],
+        strategies: StrategyRegistry,
         settings: Settings,
+        checkpoint: Checkpoint | None = None,
     ) -> None:
-        if settings.agent_loop_strategy not in loops:
-            raise ValueError(
-                f"unknown default loop strategy {settings.agent_loop_strategy!r}"
-            )
+        for needed in (settings.agent_loop_strategy, PLAIN, TOOL_MODE):
+            if needed not in strategies:
+                known = ", ".join(strategies.names)
+                raise ConfigError(
+                    f"loop strategy {needed!r} is not registered (known: {known})"
+                )
         self.llm = llm
         self.registry = registry
-        self.conversation = conversation
-        self.loops = dict(loops)
+        self.strategies = strategies
         self.settings = settings
+        self._checkpoint = checkpoint
         self.sessions: dict[str, Session] = {}
         self._tasks: asyncio.TaskGroup | None = None
 
@@ -113,10 +120,11 @@ class ChatService:
             model=self.llm.model,
             provider=self.llm.provider,
             tools=[_tool_info(tool) for tool in self.registry],
-            strategies=list(self.loops),
+            strategies=list(self.strategies.names),
         )
 
-    def ready_frame(self, session: Session, *, resumed: bool) -> SessionReady:
+    def ready_frame(self, session: Session, *, resumed: bool) -> str:
+        """The `session_ready` frame's JSON text for a connection."""
         return session.notify.session_ready(
             resumed=resumed,
             info=self.server_info(),
@@ -163,14 +171,22 @@ class ChatService:
     def _control(self, session: Session, message: AgentControlMessage) -> None:
         run = session.active_run()
         if message.action == "grant_steps":
-            if not run.agent_mode:
-                raise InvalidMessage("grant_steps applies to agent-mode runs only")
             assert message.steps is not None
-            run.control.grant(message.steps, session.notify.agent_event)
+            self._grant(session, run, message.steps)
         elif message.action == "stop":
             run.control.stop("immediate")
         else:
             run.control.stop("after_step")
+
+    def _grant(self, session: Session, run: ActiveRun, steps: int) -> None:
+        """Raise the running loop's budget by `steps`, up to the cap."""
+        state = run.state
+        if not state.request.agent:
+            raise InvalidMessage("grant_steps applies to agent-mode runs only")
+        granted = state.grant(steps)
+        session.notify.emit(
+            AgentStepsGranted(granted=granted, max_steps=state.max_steps)
+        )
 
     def _reset(self, session: Session) -> None:
         if session.run is not None:
@@ -178,30 +194,43 @@ class ChatService:
         session.history.clear()
         session.notify.session_reset()
 
+    # ------------------------------------------------------------ starting runs
+
     def _start_run(self, session: Session, message: ChatMessage) -> None:
         if session.run is not None:
             raise Busy(
                 f"a run is already active in this session ({session.run.run_id}); "
                 "wait for response_complete or stop it"
             )
-        self._check_request(message)
+        state = self._new_state(session, message)
+        session.history.append(Message.user(message.content))
+        self._launch(session, state)
+
+    def resume(self, session: Session, state: RunState) -> None:
+        """Continue a run from its state (a checkpoint) and the session's history.
+
+        A run that was waiting for the user waits again without asking twice.
+        """
+        if session.run is not None:
+            raise Busy(
+                f"a run is already active in this session ({session.run.run_id})"
+            )
+        if state.session_id != session.id or state.strategy not in self.strategies:
+            raise InvalidMessage(
+                f"run {state.run_id} cannot continue here (session "
+                f"{state.session_id}, strategy {state.strategy!r})"
+            )
+        self._launch(session, state)
+
+    def _launch(self, session: Session, state: RunState) -> None:
         if self._tasks is None:
             raise RuntimeError("ChatService used outside `async with`")
-        steps = self.settings.clamp_steps(message.agent_max_steps)
-        control = RunControl(
-            max_steps=steps, max_steps_cap=self.settings.agent_max_steps_cap
-        )
-        run = ActiveRun(uuid.uuid4().hex, control, message.agent_mode)
+        run = ActiveRun(state)
         session.run = run
-        run.task = self._tasks.create_task(self._drive(session, run, message))
+        run.task = self._tasks.create_task(self._drive(session, run))
 
-    def _check_request(self, message: ChatMessage) -> None:
-        strategy = message.loop_strategy
-        if strategy is not None and strategy not in self.loops:
-            known = ", ".join(self.loops)
-            raise InvalidMessage(
-                f"unknown loop_strategy {strategy!r}; available: {known}"
-            )
+    def _new_state(self, session: Session, message: ChatMessage) -> RunState:
+        strategy = self._strategy_for(message)
         unknown = [n for n in message.selected_tools or () if n not in self.registry]
         if unknown:
             known = ", ".join(self.registry.names) or "none"
@@ -209,22 +238,56 @@ class ChatService:
             raise InvalidMessage(
                 f"unknown tool(s) in selected_tools: {names}; available: {known}"
             )
+        agent = message.agent_mode or message.loop_strategy is not None
+        selected = message.selected_tools
+        return RunState(
+            run_id=uuid.uuid4().hex,
+            session_id=session.id,
+            strategy=strategy.name,
+            request=RunRequest(
+                content=message.content,
+                agent=agent,
+                selected_tools=tuple(selected) if selected is not None else None,
+                read_only=message.read_only,
+                model=message.model,
+                temperature=message.temperature,
+            ),
+            max_steps=self._budget(message, strategy.name, agent),
+            max_steps_cap=self.settings.agent_max_steps_cap,
+        )
+
+    def _strategy_for(self, message: ChatMessage) -> AgentLoop:
+        """`loop_strategy` if named, else by mode (see the module docstring)."""
+        name = message.loop_strategy
+        if name is None:
+            if message.agent_mode:
+                name = self.settings.agent_loop_strategy
+            else:
+                name = TOOL_MODE if message.selected_tools else PLAIN
+        strategy = self.strategies.get(name)
+        if strategy is None:
+            known = ", ".join(self.strategies.names)
+            raise InvalidMessage(f"unknown loop_strategy {name!r}; available: {known}")
+        return strategy
+
+    def _budget(self, message: ChatMessage, strategy: str, agent: bool) -> int:
+        if agent:
+            return self.settings.clamp_steps(message.agent_max_steps)
+        return self.settings.tool_mode_max_rounds if strategy == TOOL_MODE else 0
 
     # ------------------------------------------------------------ runs
 
-    async def _drive(
-        self, session: Session, run: ActiveRun, message: ChatMessage
-    ) -> None:
-        notify = session.notify
-        notify.run_id = run.run_id
-        session.history.append(Message.user(message.content))
+    async def _drive(self, session: Session, run: ActiveRun) -> None:
+        state, notify = run.state, session.notify
+        notify.begin_run(state.run_id, agent=state.request.agent)
+        strategy = self.strategies.get(state.strategy)
+        assert strategy is not None
+        ctx = AgentContext(state, session.history, notify.emit)
+        driver = RunDriver(strategy, ctx, run.control, checkpoint=self._checkpoint)
         try:
-            if run.agent_mode:
-                await self._agent_run(session, run, message)
-            else:
-                await self.conversation.reply(session, run, message)
+            self._finish_run(session, run, await driver.run())
         except Exception as exc:  # outermost layer: report, never kill the service
-            log.exception("run %s failed", run.run_id)
+            log.exception("run %s failed", state.run_id)
             notify.error(
                 f"internal error: {type(exc).__name__}: {exc}",
                 "internal_error",
@@ -233,50 +296,34 @@ class ChatService:
         finally:
             session.history.close_dangling_tool_calls(CANCELLED_NOTE)
             notify.response_complete()
-            notify.run_id = None
+            notify.end_run()
             session.run = None
             session.touch()
 
-    async def _agent_run(
-        self, session: Session, run: ActiveRun, message: ChatMessage
-    ) -> None:
-        loop = self.loops[message.loop_strategy or self.settings.agent_loop_strategy]
-        ctx = AgentContext(
-            session_id=session.id,
-            run_id=run.run_id,
-            question=message.content,
-            history=session.history,
-            selected_tools=message.selected_tools,
-            read_only=message.read_only,
-            control=run.control,
-            emit=session.notify.agent_event,
-            model=message.model,
-            temperature=message.temperature,
-        )
-        won = await race(loop.run(ctx), run.control.stop_now.wait())
-        if won is None or won[0] == 1:
-            state = ctx.state
-            result = AgentResult(None, "stopped", state.step, state.usage, "immediate")
-        else:
-            result = won[1]
-        self._finish_agent_run(session, run, result)
-
-    def _finish_agent_run(
+    def _finish_run(
         self, session: Session, run: ActiveRun, result: AgentResult
     ) -> None:
-        notify = session.notify
-        if result.reason == "stopped":  # dangling tool calls are closed by _drive
+        """The one ending of every run: history, then the closing frames."""
+        notify, state = session.notify, run.state
+        agent = state.request.agent
+        if result.reason == "stopped" and agent:
             notify.agent_stopped(result.steps, result.stop_mode or "immediate")
-        if result.final_answer:
-            session.history.append(Message.assistant(result.final_answer))
-            notify.chat_response(result.final_answer)
-        duration_ms = (time.perf_counter() - run.started) * 1000
-        notify.agent_completion(
-            steps=result.steps,
-            reason=result.reason,
-            usage=result.usage,
-            duration_ms=duration_ms,
-        )
+        if result.error is not None:
+            if agent:
+                notify.emit(AgentError(message=result.error))
+            else:
+                notify.error(result.error, "llm_error", in_run=True)
+        if result.answer:
+            session.history.append(Message.assistant(result.answer))
+            notify.chat_response(result.answer)
+        if agent:
+            notify.agent_completion(
+                steps=result.steps,
+                reason=result.reason,
+                usage=result.usage,
+                duration_ms=(time.time() - state.started_at) * 1000,
+                strategy=state.strategy,
+            )
 
 
 def _tool_info(tool: AnyTool) -> ToolInfo:

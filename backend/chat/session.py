@@ -14,11 +14,11 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 
-from backend.agent.loop import RunControl, UserAnswer
+from backend.agent.run_control import RunControl, UserAnswer
+from backend.agent.state import RunState
 from backend.errors import NoActiveRun, NoPendingApproval, NoPendingInput
 from backend.history import History
-from backend.notifications import Notifications
-from backend.protocol import ServerMessage
+from backend.notifications import Frame, Notifications
 
 OVERFLOW = ""
 """Queued instead of a frame when a client fell too far behind."""
@@ -58,11 +58,10 @@ class Outbox:
         self._log: deque[tuple[int, str]] = deque(maxlen=max_frames)
         self._subscribers: list[Subscription] = []
 
-    def deliver(self, frame: ServerMessage) -> None:
-        text = frame.model_dump_json()
-        self._log.append((frame.seq, text))
+    def deliver(self, frame: Frame) -> None:
+        self._log.append((frame.seq, frame.text))
         for subscriber in self._subscribers:
-            subscriber.push(text)
+            subscriber.push(frame.text)
 
     @property
     def oldest_seq(self) -> int:
@@ -90,11 +89,15 @@ class Outbox:
 
 @dataclass
 class ActiveRun:
-    run_id: str
-    control: RunControl
-    agent_mode: bool
-    started: float = field(default_factory=time.perf_counter)
+    """A run in progress: its state (a value) and the user's levers on it."""
+
+    state: RunState
+    control: RunControl = field(default_factory=RunControl)
     task: asyncio.Task[None] | None = None
+
+    @property
+    def run_id(self) -> str:
+        return self.state.run_id
 
 
 class Session:
@@ -128,7 +131,7 @@ class Session:
     def submit_answer(self, content: str, question_id: str | None) -> None:
         """Hand the user's answer to the run waiting on a question."""
         run = self.run
-        pending = run.control.pending_question if run else None
+        pending = run.state.pending_question if run else None
         if run is None or pending is None:
             raise NoPendingInput("no question is waiting for an answer")
         if question_id is not None and question_id != pending.question_id:
@@ -136,6 +139,6 @@ class Session:
                 f"question {question_id!r} is not the pending one "
                 f"({pending.question_id!r}); it may have timed out or been answered"
             )
-        if not run.control.answers.empty():
+        if run.control.answered or run.state.resolution is not None:
             raise NoPendingInput("the pending question has already been answered")
-        run.control.answers.put_nowait(UserAnswer(pending.question_id, content))
+        run.control.answer(UserAnswer(pending.question_id, content))

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 Role = Literal["system", "user", "assistant", "tool"]
 ToolChoice = Literal["auto", "none", "required"]
-Purpose = Literal["chat", "reason", "act", "observe", "final"]
+Purpose = Literal["chat", "plan", "reason", "act", "observe", "final"]
 """Why a call is made. Providers may use it (the offline model does); the
 OpenAI provider ignores it. Tests assert on it to check phase order."""
 
@@ -30,12 +30,39 @@ class ToolCall(_Frozen):
     arguments: str = "{}"
 
 
+ToolStatus = Literal[
+    "ok",
+    "failed",
+    "blocked",
+    "rate_limited",
+    "timeout",
+    "rejected",
+    "cancelled",
+    "not_run",
+]
+"""What became of a tool call, as its result message records it: `ok`, one
+of the executor's failures (`failed`, `blocked`, `rate_limited`, `timeout`,
+`rejected`, `cancelled` — as in `tool_error.status`), or `not_run` (cut off
+before it started, or not run again as a duplicate)."""
+
+
+class ToolResultMeta(_Frozen):
+    """The structured side of a tool message; providers never send it."""
+
+    status: ToolStatus = "ok"
+    error: str | None = None
+    """The failure itself, without the wording around it in `content`."""
+
+
 class Message(_Frozen):
     role: Role
     content: str | None = None
     tool_calls: tuple[ToolCall, ...] = ()
     tool_call_id: str | None = None
     name: str | None = None
+    meta: ToolResultMeta | None = None
+    """Tool messages only: the call's status (what code reads; the model
+    reads `content`)."""
 
     @classmethod
     def system(cls, content: str) -> Message:
@@ -52,8 +79,26 @@ class Message(_Frozen):
         return cls(role="assistant", content=content, tool_calls=tuple(tool_calls))
 
     @classmethod
-    def tool(cls, tool_call_id: str, name: str, content: str) -> Message:
-        return cls(role="tool", content=content, tool_call_id=tool_call_id, name=name)
+    def tool(
+        cls,
+        tool_call_id: str,
+        name: str,
+        content: str,
+        status: ToolStatus = "ok",
+        error: str | None = None,
+    ) -> Message:
+        return cls(
+            role="tool",
+            content=content,
+            tool_call_id=tool_call_id,
+            name=name,
+            meta=ToolResultMeta(status=status, error=error),
+        )
+
+    @property
+    def status(self) -> ToolStatus | None:
+        """A tool message's status (None for other roles)."""
+        return self.meta.status if self.meta is not None else None
 
 
 class ToolSpec(_Frozen):

@@ -11,14 +11,13 @@ requests are decided in `offline_notes.py`, which builds on these types.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
 
 from backend.errors import ToolError
-from backend.llm.base import Message, ToolCall
+from backend.llm.base import Message, ToolCall, ToolStatus
 from backend.llm.offline_intents import (
     Arithmetic,
     Conversion,
@@ -82,15 +81,6 @@ SMALL_TALK = {
     ),
 }
 
-_FAILURE = re.compile(
-    r"^\s*(?:Error(?:\s*\((?P<status>[^)]*)\))?|(?P<cancelled>Cancelled|Not run)"
-    r"|(?P<unanswered>No answer))\s*:\s*(?P<message>.*)$",
-    re.DOTALL,
-)
-"""How the executor and the loop report a call that did not give a result:
-`Error (<status>): …`, `Cancelled: …`, `Not run: …`, `No answer: …`."""
-
-
 # --- what this run has ---------------------------------------------------------
 
 
@@ -101,26 +91,21 @@ class ToolResult:
     name: str
     content: str
     arguments: dict[str, Any] = field(default_factory=dict)
+    outcome: ToolStatus = "ok"
+    detail: str | None = None
 
     @property
     def failed(self) -> bool:
-        return _FAILURE.match(self.content) is not None
+        return self.outcome != "ok"
 
     @property
     def error(self) -> str:
-        match = _FAILURE.match(self.content)
-        message = match["message"] if match else self.content
-        return message.strip().rstrip(".")
+        return (self.detail or self.content).strip().rstrip(".")
 
     @property
-    def status(self) -> str | None:
-        """`failed`, `rejected`, `timeout`, … for a failed call, else None."""
-        match = _FAILURE.match(self.content)
-        if match is None:
-            return None
-        if match["cancelled"]:
-            return "cancelled"
-        return "timeout" if match["unanswered"] else match["status"] or "failed"
+    def status(self) -> ToolStatus | None:
+        """`failed`, `rejected`, `timeout`, … for a call that failed, else None."""
+        return None if self.outcome == "ok" else self.outcome
 
     @property
     def text(self) -> str:
@@ -182,8 +167,13 @@ def _open_requests(messages: Sequence[Message], users: list[int]) -> tuple[str, 
 def _result(message: Message, call: ToolCall | None) -> ToolResult:
     name = message.name or (call.name if call else "")
     arguments = _json(call.arguments) if call else None
+    meta = message.meta
     return ToolResult(
-        name, message.content or "", arguments if isinstance(arguments, dict) else {}
+        name,
+        message.content or "",
+        arguments if isinstance(arguments, dict) else {},
+        meta.status if meta else "ok",
+        meta.error if meta else None,
     )
 
 

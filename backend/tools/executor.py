@@ -3,16 +3,20 @@
 1. look the tool up (unknown or not offered → `failed`, read-only → `blocked`)
 2. validate the arguments (a specific, friendly error back to the model)
 3. rate-limit mutating tools per session (`rate_limited`)
-4. ask for approval when the tool requires it (`rejected` / `timeout`)
+4. ask for approval when the tool requires it: `check` answers
+   `NeedsApproval`, the run's driver asks the user, and a decline becomes
+   `declined(...)` (`rejected` / `timeout` / `cancelled`)
 5. run it with its timeout (`timeout`), retrying idempotent tools on
    transient failures (bounded)
 6. run its side-effect hooks once, collecting their notes
 
-`ToolExecutor.run` announces the call (`ToolStarted`), and closes it with
-`ToolCompleted` or `ToolFailed`. Every failure becomes an outcome the model is
-told about; nothing here raises except cancellation, which is reported as a
-`cancelled` outcome and then re-raised. Policy comes only from the tool's
-registered `ToolEffect`: no argument or model output can change it.
+`check(call, scope)` does 1-4 and answers `Ready | NeedsApproval | Refused`;
+`execute(ready, ctx)` does 5-6 and returns a `ToolOutcome`. Neither waits for
+a person and neither announces anything: the run's tool-call phase
+(`agent/toolcalls.py`) reports each call. Every failure becomes an outcome the
+model is told about; nothing here raises except cancellation. Policy comes
+only from the tool's registered `ToolEffect`: no argument or model output can
+change it.
 """
 
 from __future__ import annotations
@@ -22,64 +26,88 @@ import json
 import logging
 import time
 from collections.abc import Callable, Collection
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from backend.errors import ToolError
-from backend.events import (
-    ApprovalRequested,
-    EventSink,
-    ToolCompleted,
-    ToolFailed,
-    ToolStarted,
-)
-from backend.llm.base import ToolCall
-from backend.protocol import ToolArguments, ToolErrorStatus
+from backend.llm.base import Message, ToolCall, ToolStatus
+from backend.protocol import ToolArguments
 from backend.tools.base import AnyTool, ToolContext, ToolRegistry
-from backend.tools.policy import ApprovalDecision, Approver, RateLimiter
+from backend.tools.policy import ApprovalDecision, RateLimiter
 from backend.tools.results import compact
 
 log = logging.getLogger(__name__)
 
-CANCELLED_NOTE = "Cancelled: the user stopped the run before this tool finished."
 
+class ToolOutcome(BaseModel):
+    """What happened to one tool call (a value: it is part of the run state)."""
 
-@dataclass(frozen=True, slots=True)
-class ToolOutcome:
-    """What happened to one tool call."""
+    model_config = ConfigDict(frozen=True)
 
     call: ToolCall
     arguments: ToolArguments
-    status: ToolErrorStatus | None
+    status: ToolStatus = "ok"
     result: Any = None
     error: str | None = None
     duration_ms: float = 0.0
     attempts: int = 0
+    step: int = 0
     notes: tuple[str, ...] = ()
     """System notes from side-effect hooks, for the conversation."""
 
     @property
     def ok(self) -> bool:
-        return self.status is None
+        return self.status == "ok"
 
     def for_model(self, max_chars: int) -> str:
-        """The tool message content the model receives (bounded)."""
+        """The tool message content the model receives (bounded, readable)."""
         if self.ok:
             return compact(self.result, max_chars)
         return compact(f"Error ({self.status}): {self.error}", max_chars)
 
+    def message(self, max_chars: int, *, extra: str = "") -> Message:
+        """The call's result message, with its status for code to read."""
+        content = self.for_model(max_chars) + extra
+        call = self.call
+        return Message.tool(call.id, call.name, content, self.status, self.error)
+
 
 @dataclass(frozen=True, slots=True)
 class CallScope:
-    """Where a call happens: who may do what, and how to report it."""
+    """Where a call happens: who may do what."""
 
     ctx: ToolContext
-    emit: EventSink
     allowed: Collection[str]
     read_only: bool = False
-    approver: Approver | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Ready:
+    """Every check passed: run it."""
+
+    tool: AnyTool
+    args: BaseModel
+
+
+@dataclass(frozen=True, slots=True)
+class NeedsApproval:
+    """Every check passed, and the tool asks the user first."""
+
+    tool: AnyTool
+    args: BaseModel
+
+
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """A check failed; the call must not run."""
+
+    status: ToolStatus
+    error: str
+
+
+Check = Ready | NeedsApproval | Refused
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,36 +129,11 @@ def parse_arguments(raw: str) -> ToolArguments:
     return value if isinstance(value, dict) else raw
 
 
-@dataclass
-class _Attempt:
-    """Mutable bookkeeping for one call through the pipeline."""
-
-    call: ToolCall
-    arguments: ToolArguments
-    attempts: int = 0
-    notes: list[str] = field(default_factory=list)
-
-    def failed(self, status: ToolErrorStatus, error: str) -> ToolOutcome:
-        return ToolOutcome(
-            self.call, self.arguments, status, error=error, attempts=self.attempts
-        )
-
-    def succeeded(self, result: Any) -> ToolOutcome:
-        return ToolOutcome(
-            self.call,
-            self.arguments,
-            None,
-            result=_jsonable(result),
-            attempts=self.attempts,
-            notes=tuple(self.notes),
-        )
-
-
 @dataclass(frozen=True, slots=True)
 class _Try:
-    """One invocation: `status` None means success and `value` is the result."""
+    """One invocation: `status` "ok" means success and `value` is the result."""
 
-    status: ToolErrorStatus | None
+    status: ToolStatus
     value: Any
     transient: bool = False
 
@@ -151,87 +154,82 @@ class ToolExecutor:
             config.rate_limit_calls, config.rate_limit_window_s
         )
 
-    async def run(self, call: ToolCall, scope: CallScope) -> ToolOutcome:
-        """Announce, execute and report one call."""
-        arguments = parse_arguments(call.arguments)
-        step = scope.ctx.step
-        scope.emit(ToolStarted(call.id, call.name, arguments, step))
-        started = self._clock()
-        try:
-            outcome = await self._execute(_Attempt(call, arguments), scope)
-        except asyncio.CancelledError:
-            elapsed = self._elapsed(started)
-            scope.emit(
-                ToolFailed(
-                    call.id, call.name, CANCELLED_NOTE, "cancelled", elapsed, step
-                )
-            )
-            raise
-        outcome = replace(outcome, duration_ms=self._elapsed(started))
-        scope.emit(_report(outcome, step))
-        return outcome
-
     def forget_session(self, session_id: str) -> None:
         self._limiter.forget(session_id)
 
-    # ------------------------------------------------------------ pipeline
+    # ------------------------------------------------------------ 1-4: check
 
-    async def _execute(self, attempt: _Attempt, scope: CallScope) -> ToolOutcome:
-        tool = self._registry.get(attempt.call.name)
-        refusal = _refuse(attempt.call.name, tool, scope)
+    def check(
+        self, call: ToolCall, scope: CallScope, *, approved: bool = False
+    ) -> Check:
+        """May `call` run here? `approved`: the user said yes (steps 3-4 are done)."""
+        tool = self._registry.get(call.name)
+        refusal = _refuse(call.name, tool, scope)
         if refusal is not None:
-            return attempt.failed(*refusal)
+            return Refused(*refusal)
         assert tool is not None
-        parsed = _validate(tool, attempt.arguments)
+        parsed = _validate(tool, parse_arguments(call.arguments))
         if isinstance(parsed, str):
-            return attempt.failed("failed", parsed)
+            return Refused("failed", parsed)
+        if approved:
+            return Ready(tool, parsed)
         if not tool.effect.read_only:
             wait_s = self._limiter.acquire(scope.ctx.session_id)
             if wait_s is not None:
-                return attempt.failed("rate_limited", self._rate_message(tool, wait_s))
+                return Refused("rate_limited", self._rate_message(tool, wait_s))
         if tool.effect.requires_approval:
-            decision = await self._ask(tool, attempt, scope)
-            if decision.status != "approved":
-                return attempt.failed(*_declined(tool, decision, self.config))
-        return await self._run_with_retries(tool, parsed, attempt, scope.ctx)
+            return NeedsApproval(tool, parsed)
+        return Ready(tool, parsed)
 
-    async def _ask(
-        self, tool: AnyTool, attempt: _Attempt, scope: CallScope
-    ) -> ApprovalDecision:
-        if scope.approver is None:
-            return ApprovalDecision("rejected", "approvals are not possible here")
-        call = attempt.call
-        request = ApprovalRequested(
-            call.id, tool.name, attempt.arguments, tool.description, scope.ctx.step
-        )
-        return await scope.approver.wait_for_approval(
-            call.id, self.config.approval_timeout_s, lambda: scope.emit(request)
-        )
-
-    async def _run_with_retries(
-        self, tool: AnyTool, args: BaseModel, attempt: _Attempt, ctx: ToolContext
-    ) -> ToolOutcome:
-        limit = self.config.max_attempts if tool.effect.idempotent else 1
-        while True:
-            attempt.attempts += 1
-            result = await self._invoke_once(tool, args, ctx)
-            if result.status is None:
-                await self._side_effects(tool, args, result.value, ctx, attempt)
-                return attempt.succeeded(result.value)
-            if result.transient and attempt.attempts < limit:
-                log.info(
-                    "retrying %s after attempt %d: %s",
-                    tool.name,
-                    attempt.attempts,
-                    result.value,
-                )
-                await asyncio.sleep(
-                    self.config.retry_backoff_s * 2 ** (attempt.attempts - 1)
-                )
-                continue
-            return attempt.failed(
-                result.status, _with_attempts(result.value, attempt.attempts)
+    def declined(self, tool_name: str, decision: ApprovalDecision) -> Refused:
+        """The refusal that an approval `decision` other than approved means."""
+        reason = f" (reason: {decision.reason})" if decision.reason else ""
+        if decision.status == "timeout":
+            limit = self.config.approval_timeout_s
+            return Refused(
+                "timeout",
+                f"no approval decision for {tool_name} within {limit:g}s; "
+                "it was not run",
             )
+        if decision.status == "withdrawn":
+            return Refused("cancelled", f"{tool_name} was not run: the run is stopping")
+        return Refused("rejected", f"the user declined to run {tool_name}{reason}")
+
+    # ------------------------------------------------------------ 5-6: execute
+
+    async def execute(
+        self, ready: Ready, call: ToolCall, ctx: ToolContext
+    ) -> ToolOutcome:
+        """Run a checked call with its timeout and retries; then its side effects."""
+        started = self._clock()
+        tool, args = ready.tool, ready.args
+        limit = self.config.max_attempts if tool.effect.idempotent else 1
+        attempts, notes = 0, list[str]()
+        while True:
+            attempts += 1
+            tried = await self._invoke_once(tool, args, ctx)
+            if tried.status == "ok":
+                await self._side_effects(tool, args, tried.value, ctx, notes)
+                break
+            if not (tried.transient and attempts < limit):
+                break
+            log.info(
+                "retrying %s after attempt %d: %s", tool.name, attempts, tried.value
+            )
+            await asyncio.sleep(self.config.retry_backoff_s * 2 ** (attempts - 1))
+        return ToolOutcome(
+            call=call,
+            arguments=parse_arguments(call.arguments),
+            status=tried.status,
+            result=_jsonable(tried.value) if tried.status == "ok" else None,
+            error=None
+            if tried.status == "ok"
+            else _with_attempts(tried.value, attempts),
+            duration_ms=self._elapsed(started),
+            attempts=attempts,
+            step=ctx.step,
+            notes=tuple(notes),
+        )
 
     async def _invoke_once(
         self, tool: AnyTool, args: BaseModel, ctx: ToolContext
@@ -239,7 +237,7 @@ class ToolExecutor:
         timeout = tool.effect.timeout_s or self.config.default_timeout_s
         try:
             async with asyncio.timeout(timeout):
-                return _Try(None, await tool(args, ctx))
+                return _Try("ok", await tool(args, ctx))
         except TimeoutError:
             return _Try("timeout", f"timed out after {timeout:g}s", transient=True)
         except ToolError as exc:
@@ -258,7 +256,7 @@ class ToolExecutor:
         args: BaseModel,
         result: Any,
         ctx: ToolContext,
-        attempt: _Attempt,
+        notes: list[str],
     ) -> None:
         for hook in tool.side_effects:
             name = getattr(hook, "__name__", type(hook).__name__)
@@ -270,7 +268,7 @@ class ToolExecutor:
                 )
                 note = f"Side effect '{name}' of {tool.name} failed: {exc}"
             if note:
-                attempt.notes.append(note)
+                notes.append(note)
 
     def _rate_message(self, tool: AnyTool, wait_s: float) -> str:
         calls, window = self._limiter.max_calls, self._limiter.window_s
@@ -286,7 +284,7 @@ class ToolExecutor:
 
 def _refuse(
     name: str, tool: AnyTool | None, scope: CallScope
-) -> tuple[ToolErrorStatus, str] | None:
+) -> tuple[ToolStatus, str] | None:
     if tool is not None and name in scope.allowed:
         return None
     if tool is not None and scope.read_only and not tool.effect.read_only:
@@ -303,22 +301,8 @@ def _refuse(
     return "failed", f"there is no tool named {name!r} here; available tools: {offered}"
 
 
-def _declined(
-    tool: AnyTool, decision: ApprovalDecision, config: ExecutorConfig
-) -> tuple[ToolErrorStatus, str]:
-    reason = f" (reason: {decision.reason})" if decision.reason else ""
-    if decision.status == "timeout":
-        return "timeout", (
-            f"no approval decision for {tool.name} within "
-            f"{config.approval_timeout_s:g}s; it was not run"
-        )
-    if decision.status == "withdrawn":
-        return "cancelled", f"{tool.name} was not run: the run is stopping"
-    return "rejected", f"the user declined to run {tool.name}{reason}"
-
-
-def _with_attempts(error: str, attempts: int) -> str:
-    return error if attempts == 1 else f"{error} (after {attempts} attempts)"
+def _with_attempts(error: Any, attempts: int) -> str:
+    return str(error) if attempts == 1 else f"{error} (after {attempts} attempts)"
 
 
 def _validate(tool: AnyTool, arguments: ToolArguments) -> BaseModel | str:
@@ -333,18 +317,6 @@ def _validate(tool: AnyTool, arguments: ToolArguments) -> BaseModel | str:
         )
         return f"invalid arguments for {tool.name}: {problems}"
     return parsed
-
-
-def _report(outcome: ToolOutcome, step: int) -> ToolCompleted | ToolFailed:
-    call = outcome.call
-    if outcome.ok:
-        return ToolCompleted(
-            call.id, call.name, outcome.result, outcome.duration_ms, step
-        )
-    assert outcome.status is not None and outcome.error is not None
-    return ToolFailed(
-        call.id, call.name, outcome.error, outcome.status, outcome.duration_ms, step
-    )
 
 
 def _jsonable(value: Any) -> Any:

@@ -1,4 +1,4 @@
-"""Tool-call policies that need state: approvals and rate limits."""
+"""Tool-call policies that need state: approval decisions and rate limits."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Literal
 
 ApprovalStatus = Literal["approved", "rejected", "timeout", "withdrawn"]
 
@@ -17,16 +17,6 @@ class ApprovalDecision:
 
     status: ApprovalStatus
     reason: str | None = None
-
-
-class Approver(Protocol):
-    """Asks the user; owned by the run (see `agent.loop.RunControl`)."""
-
-    async def wait_for_approval(
-        self, tool_call_id: str, limit_s: float, announce: Callable[[], None]
-    ) -> ApprovalDecision:
-        """Open the request, call `announce()` (which tells the user), wait."""
-        ...
 
 
 class RateLimiter:

@@ -14,7 +14,6 @@ import contextlib
 import hmac
 import json
 import logging
-import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -24,10 +23,11 @@ from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 from backend.chat.service import ChatService
 from backend.chat.session import OVERFLOW, Session, Subscription
 from backend.errors import InvalidMessage
+from backend.notifications import outside_session
 from backend.protocol import (
     CLIENT_MESSAGE_TYPES,
     ClientMessage,
-    ErrorFrame,
+    Error,
     client_message_adapter,
 )
 
@@ -52,8 +52,7 @@ async def websocket_endpoint(websocket: WebSocket) -> None:
     after = _last_seq(websocket) if resumed else None
     subscription = session.outbox.subscribe(after)
     try:
-        ready = service.ready_frame(session, resumed=resumed)
-        await websocket.send_text(ready.model_dump_json())
+        await websocket.send_text(service.ready_frame(session, resumed=resumed))
         await _serve(websocket, service, session, subscription)
     finally:
         session.outbox.unsubscribe(subscription)
@@ -188,14 +187,7 @@ def _bearer(websocket: WebSocket) -> str | None:
 
 async def _refuse(websocket: WebSocket, code: int, reason: str) -> None:
     """Say why (outside any session: seq 0), then close with `code`."""
-    frame = ErrorFrame(
-        seq=0,
-        session_id="",
-        run_id=None,
-        ts=time.time(),
-        message=reason,
-        error_type="unauthorized",
-    )
+    frame = outside_session(Error(message=reason, error_type="unauthorized"))
     if websocket.application_state == WebSocketState.CONNECTED:
-        await websocket.send_text(frame.model_dump_json())
+        await websocket.send_text(frame)
         await websocket.close(code=code, reason=reason[:120])

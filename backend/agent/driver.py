@@ -1,0 +1,230 @@
+"""`RunDriver`: runs one strategy over one `RunState` to its end.
+
+It is the only code that waits. Each turn of its loop either waits for the
+user (a pending question or approval, racing the graceful stop and the
+deadline) or runs one phase; after every phase it records the phase in the
+trace, applies the decision to the state and checkpoints it. The whole run is
+raced against the immediate stop, which cancels whatever is in flight; every
+ending then goes through `_end`, which closes the calls the ending cut off
+and keeps any text already streamed.
+
+A run starts from a new state (phase `start`: `agent_start` is announced) or
+continues from a checkpoint: a run that was waiting waits again without
+asking twice, and a run whose ending was decided only finishes.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+
+from backend.agent.loop import (
+    AgentContext,
+    AgentLoop,
+    AgentResult,
+    AwaitApproval,
+    AwaitInput,
+    Continue,
+    Decision,
+    Final,
+    Stopped,
+)
+from backend.agent.run_control import RunControl
+from backend.agent.state import (
+    ENDING,
+    START,
+    Ending,
+    StopRequested,
+    TraceEntry,
+    WaitOutcome,
+)
+from backend.agent.summary import summarize_outcomes
+from backend.agent.tool_calls import close_queue
+from backend.aio import race
+from backend.errors import LLMError
+from backend.protocol import (
+    AgentRequestInput,
+    AgentStart,
+    TokenStream,
+    ToolApprovalRequest,
+)
+
+Checkpoint = Callable[[AgentContext], Awaitable[None]]
+"""Saves the run (its state, with the history it goes with); called after
+every phase and before every wait."""
+
+
+class RunDriver:
+    def __init__(
+        self,
+        loop: AgentLoop,
+        ctx: AgentContext,
+        control: RunControl,
+        *,
+        checkpoint: Checkpoint | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.loop = loop
+        self.ctx = ctx
+        self.control = control
+        self._checkpoint = checkpoint
+        self._clock = clock
+
+    async def run(self) -> AgentResult:
+        """Drive the run to its end; an immediate stop cuts it short."""
+        won = await race(self._drive(), self.control.stop_now.wait())
+        if won is not None and won[0] == 0:
+            result: AgentResult = won[1]
+            return result
+        return self._end(Ending(answer=None, reason="stopped", stop_mode="immediate"))
+
+    # ------------------------------------------------------------ the loop
+
+    async def _drive(self) -> AgentResult:
+        state = self.ctx.state
+        if state.phase == START:
+            self.ctx.emit(
+                AgentStart(max_steps=state.max_steps, strategy=state.strategy)
+            )
+            state.phase = self.loop.first_phase(state)
+        try:
+            while state.phase != ENDING:
+                decision = await self._next_decision()
+                await self._apply(decision)
+            return await self._finish()
+        except LLMError as exc:
+            return self._failed(str(exc))
+
+    async def _next_decision(self) -> Decision:
+        state = self.ctx.state
+        if state.waiting:
+            outcome = await self._wait()
+            if isinstance(outcome, StopRequested):
+                return Stopped("after_step")
+            state.resolution = outcome
+        elif self.control.stop_after_step.is_set():
+            return Stopped("after_step")
+        return await self._phase()
+
+    async def _phase(self) -> Decision:
+        state = self.ctx.state
+        phase, calls, tools = state.phase, state.usage.llm_calls, len(state.outcomes)
+        started, begun = self._clock(), time.perf_counter()
+        decision = await self.loop.advance(self.ctx)
+        elapsed_ms = (time.perf_counter() - begun) * 1000
+        state.active_ms += elapsed_ms
+        state.trace.append(
+            TraceEntry(
+                step=state.step,
+                phase=phase,
+                started_at=started,
+                duration_ms=round(elapsed_ms, 3),
+                llm_calls=state.usage.llm_calls - calls,
+                tool_calls=len(state.outcomes) - tools,
+            )
+        )
+        return decision
+
+    async def _apply(self, decision: Decision) -> None:
+        state = self.ctx.state
+        match decision:
+            case Continue():
+                await self._save()
+            case AwaitInput(question=question):
+                state.pending_question = question
+                await self._save()
+                self._announce_question()
+            case AwaitApproval(approval=approval):
+                state.pending_approval = approval
+                self.control.expect_approval(approval.tool_call_id)
+                await self._save()
+                self.ctx.emit(
+                    ToolApprovalRequest(
+                        tool_call_id=approval.tool_call_id,
+                        tool_name=approval.tool_name,
+                        arguments=approval.arguments,
+                        description=approval.description,
+                        step=approval.step,
+                    )
+                )
+            case Final(answer=answer, reason=reason, why=why):
+                state.ending = Ending(answer=answer, reason=reason, why=why)
+                state.phase = ENDING
+                await self._save()
+            case Stopped(mode=mode):
+                state.ending = Ending(answer=None, reason="stopped", stop_mode=mode)
+                state.phase = ENDING
+                await self._save()
+
+    def _announce_question(self) -> None:
+        question = self.ctx.state.pending_question
+        if question is None or self.control.stop_after_step.is_set():
+            return  # a stop is on its way: do not ask only to withdraw it
+        self.ctx.emit(
+            AgentRequestInput(
+                step=question.step,
+                question=question.question,
+                question_id=question.question_id,
+                timeout_s=question.timeout_s,
+            )
+        )
+
+    async def _wait(self) -> WaitOutcome:
+        state, control = self.ctx.state, self.control
+        question, approval = state.pending_question, state.pending_approval
+        if question is not None:
+            return await control.wait_for_answer(question.deadline - self._clock())
+        assert approval is not None
+        limit = approval.deadline - self._clock()
+        return await control.wait_for_approval(approval.tool_call_id, limit)
+
+    async def _save(self) -> None:
+        if self._checkpoint is not None:
+            await self._checkpoint(self.ctx)
+
+    # ------------------------------------------------------------ endings
+
+    async def _finish(self) -> AgentResult:
+        """The decided ending; the model writes the answer if there is none."""
+        state = self.ctx.state
+        ending = state.ending
+        assert ending is not None
+        close_queue(self.ctx, stopped=ending.reason == "stopped", clock=self._clock)
+        if ending.answer is not None or ending.reason == "stopped":
+            return self._end(ending)
+        text = await self.loop.final_answer(self.ctx, ending.why)
+        answer = text or summarize_outcomes(state.outcomes, state.step)
+        return self._end(ending.model_copy(update={"answer": answer}))
+
+    def _failed(self, message: str) -> AgentResult:
+        state = self.ctx.state
+        self._close_stream()
+        answer = (
+            summarize_outcomes(state.outcomes, state.step) if state.outcomes else None
+        )
+        return self._end(Ending(answer=answer, reason="error", error=message))
+
+    def _end(self, ending: Ending) -> AgentResult:
+        """Every ending passes here: cut-off calls closed, streamed text kept."""
+        state = self.ctx.state
+        close_queue(self.ctx, stopped=ending.reason == "stopped", clock=self._clock)
+        partial = self._close_stream()
+        if ending.answer is None and ending.reason == "stopped" and partial:
+            ending = ending.model_copy(update={"answer": partial})
+        state.ending, state.phase = ending, ENDING
+        return AgentResult(
+            answer=ending.answer,
+            reason=ending.reason,
+            steps=state.step,
+            usage=state.usage,
+            stop_mode=ending.stop_mode,
+            error=ending.error,
+        )
+
+    def _close_stream(self) -> str:
+        """End a stream a stop or an error cut off; return the text it had."""
+        state = self.ctx.state
+        text, state.streamed = state.streamed, ""
+        if text:
+            self.ctx.emit(TokenStream(token="", is_first=False, is_last=True))
+        return text.strip()

@@ -1,0 +1,85 @@
+"""`LoopKit`: the parts every strategy is built from, and the phases they share.
+
+`app.py` builds one kit (model calls, tool calls, prompts, settings) and
+hands it to each strategy; a new strategy needs nothing else.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from backend.agent.loop import AgentContext, Continue, Decision, Final
+from backend.agent.model_calls import LoopConfig, ModelCalls
+from backend.agent.state import RunState, StepRecord
+from backend.agent.tool_calls import ToolCalls
+from backend.llm.base import LLMClient, ToolSpec
+from backend.prompts import PromptProvider, ToolLine
+from backend.protocol import AgentMaxStepsReached, AgentTurnStart
+from backend.tools.base import ToolRegistry
+from backend.tools.executor import ToolExecutor
+
+
+@dataclass(frozen=True, slots=True)
+class LoopKit:
+    calls: ModelCalls
+    tools: ToolCalls
+    prompts: PromptProvider
+    config: LoopConfig
+
+    @classmethod
+    def build(
+        cls,
+        llm: LLMClient,
+        registry: ToolRegistry,
+        executor: ToolExecutor,
+        prompts: PromptProvider,
+        config: LoopConfig | None = None,
+    ) -> LoopKit:
+        config = config or LoopConfig()
+        return cls(
+            ModelCalls(llm, prompts, config),
+            ToolCalls(registry, executor, config),
+            prompts,
+            config,
+        )
+
+    def next_turn(self, ctx: AgentContext, phase: str) -> Decision:
+        """Start the next step in `phase`, or end the run if the budget is spent.
+
+        The budget is read here, every step, so `grant_steps` reaches a
+        running loop.
+        """
+        state = ctx.state
+        if state.step >= state.max_steps:
+            ctx.emit(AgentMaxStepsReached(steps=state.step))
+            why = (
+                f"The step budget ({state.max_steps}) ran out before the loop finished."
+            )
+            return Final(None, "max_steps", why)
+        state.step += 1
+        state.record = StepRecord()
+        ctx.emit(AgentTurnStart(step=state.step, max_steps=state.max_steps))
+        state.phase = phase
+        return Continue()
+
+    def parse_failed(self, state: RunState) -> Decision:
+        """A reply without a usable control block: go on, or end after too many."""
+        state.parse_failures += 1
+        if state.parse_failures < self.config.max_parse_failures:
+            return Continue()
+        why = (
+            f"The last {state.parse_failures} replies had no usable control block, "
+            "so the loop ended early."
+        )
+        return Final(None, "error", why)
+
+    async def queue_or_observe(self, ctx: AgentContext, after: str) -> Decision:
+        """The tool-call phase: settle the next queued call, or move to `after`."""
+        if not ctx.state.queue:
+            ctx.state.phase = after
+            return Continue()
+        return await self.tools.next(ctx)
+
+
+def tool_lines(specs: list[ToolSpec]) -> list[ToolLine]:
+    return [ToolLine(spec.name, spec.description) for spec in specs]

@@ -1,0 +1,125 @@
+"""`ModelCalls`: how every strategy talks to the model.
+
+A request is `[system prompt, history window, phase prompt]`; `complete` and
+`stream` add the reply's usage to the run state, and `stream` reports the
+text as `token_stream` frames while keeping it in `state.streamed`, so a stop
+in mid-stream keeps what the user already saw. `final_answer` is the one
+final-answer call every strategy shares: the final prompt, tools off,
+streamed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from backend.agent.loop import AgentContext
+from backend.agent.rules import OnReject
+from backend.errors import LLMError
+from backend.llm.base import (
+    Completion,
+    LLMClient,
+    LLMRequest,
+    Message,
+    Purpose,
+    TextDelta,
+    ToolChoice,
+    ToolSpec,
+)
+from backend.prompts import PromptProvider, ToolLine
+from backend.protocol import TokenStream
+
+
+@dataclass(frozen=True, slots=True)
+class LoopConfig:
+    """Settings every strategy shares (from `Settings`, wired in `app.py`)."""
+
+    tool_result_max_chars: int = 4000
+    history_window_messages: int = 40
+    max_parse_failures: int = 3
+    request_input_timeout_s: float = 300.0
+    approval_timeout_s: float = 300.0
+    max_consecutive_failures: int = 3
+    max_duplicate_calls: int = 2
+    on_reject: OnReject = "stop"
+    max_replans: int = 2
+
+
+class ModelCalls:
+    def __init__(
+        self, llm: LLMClient, prompts: PromptProvider, config: LoopConfig
+    ) -> None:
+        self.llm = llm
+        self.prompts = prompts
+        self.config = config
+
+    def request(
+        self,
+        ctx: AgentContext,
+        purpose: Purpose,
+        prompt: str | None,
+        *,
+        listed: Sequence[ToolSpec] = (),
+        tools: Sequence[ToolSpec] = (),
+        tool_choice: ToolChoice | None = None,
+    ) -> LLMRequest:
+        """`listed` tools are named in the system prompt; `tools` are offered."""
+        system = self.prompts.system_prompt(
+            tools=[ToolLine(s.name, s.description) for s in listed]
+        )
+        window = ctx.history.window(self.config.history_window_messages)
+        tail = (Message.system(prompt),) if prompt else ()
+        request = ctx.state.request
+        return LLMRequest(
+            messages=(Message.system(system), *window, *tail),
+            tools=tuple(tools),
+            tool_choice=tool_choice,
+            model=request.model,
+            temperature=request.temperature,
+            purpose=purpose,
+        )
+
+    async def complete(self, ctx: AgentContext, request: LLMRequest) -> Completion:
+        reply = await self.llm.complete(request)
+        ctx.state.usage += reply.usage
+        return reply
+
+    async def stream(self, ctx: AgentContext, request: LLMRequest) -> Completion:
+        """The reply, its text streamed to the user as it comes."""
+        state, emit = ctx.state, ctx.emit
+        state.streamed = ""
+        final: Completion | None = None
+        async for event in self.llm.stream(request):
+            if isinstance(event, TextDelta):
+                if event.text:
+                    first = not state.streamed
+                    emit(TokenStream(token=event.text, is_first=first, is_last=False))
+                    state.streamed += event.text
+            else:
+                final = event
+        if state.streamed:
+            emit(TokenStream(token="", is_first=False, is_last=True))
+        state.streamed = ""
+        if final is None:
+            raise LLMError("the model's stream ended without a completion")
+        state.usage += final.usage
+        return final
+
+    async def final_answer(
+        self, ctx: AgentContext, why: str, listed: Sequence[ToolSpec] = ()
+    ) -> str:
+        """One more call, tools off, streamed: the answer in the model's words."""
+        state = ctx.state
+        prompt = self.prompts.final_answer_prompt(
+            question=state.request.content, why=why, observations=state.observations
+        )
+        request = self.request(
+            ctx,
+            "final",
+            prompt,
+            listed=listed,
+            tools=listed,
+            tool_choice="none" if listed else None,
+        )
+        reply = await self.stream(ctx, request)
+        return reply.content.strip()

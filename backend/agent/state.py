@@ -1,0 +1,223 @@
+"""`RunState`: everything needed to continue a run, as one serialisable value.
+
+A run is a strategy advancing a `RunState` one phase at a time; the driver
+(`agent/driver.py`) checkpoints it after every phase and before every wait.
+With the state and the session's history alone, a run can be continued — in
+another task, after a restart, on another instance — with no tool that
+already completed run again: a call is recorded in `outcomes` (and leaves
+`queue`) in the same phase that ran it.
+
+The state is a plain pydantic model, mutated in place while a phase runs
+(assignment is not validated: it costs nothing on the hot path) and dumped to
+JSON at phase boundaries.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from backend.llm.base import ToolCall, Usage
+from backend.prompts import ResultLine
+from backend.protocol import CompletionReason, StopMode, ToolArguments
+from backend.tools.executor import ToolOutcome
+
+START = "start"
+"""The phase of a run that has not begun: the driver announces it first."""
+ENDING = "ending"
+"""The phase of a run whose `ending` is decided: only the final answer is left."""
+
+
+class _Value(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class RunRequest(_Value):
+    """What the user asked for, as the run needs it."""
+
+    content: str
+    agent: bool
+    """An agent run shows its phases (`agent_update` frames); a plain one
+    shows only tool frames, tokens and the answer."""
+    selected_tools: tuple[str, ...] | None = None
+    read_only: bool = False
+    model: str | None = None
+    temperature: float | None = None
+
+
+class PendingQuestion(_Value):
+    """A question the run asked the user and waits on."""
+
+    question_id: str
+    question: str
+    step: int
+    timeout_s: float
+    deadline: float
+    """Wall-clock time (epoch seconds) after which the wait times out."""
+    tool_call_id: str | None = None
+    """The `request_input` call it answers, or None for a question asked in
+    a control block (llm_only)."""
+
+
+class PendingApproval(_Value):
+    """A tool call waiting for the user's approval."""
+
+    tool_call_id: str
+    tool_name: str
+    arguments: ToolArguments
+    description: str
+    step: int
+    deadline: float
+
+
+class Answered(_Value):
+    kind: Literal["answered"] = "answered"
+    content: str
+
+
+class Approved(_Value):
+    kind: Literal["approved"] = "approved"
+
+
+class Declined(_Value):
+    kind: Literal["declined"] = "declined"
+    reason: str | None = None
+
+
+class TimedOut(_Value):
+    kind: Literal["timed_out"] = "timed_out"
+
+
+class StopRequested(_Value):
+    kind: Literal["stop_requested"] = "stop_requested"
+
+
+WaitOutcome = Annotated[
+    Answered | Approved | Declined | TimedOut | StopRequested,
+    Field(discriminator="kind"),
+]
+"""How a wait ended. The driver records it in `RunState.resolution`; the
+phase that asked reads it when the run goes on (`StopRequested` the driver
+handles itself)."""
+
+
+class StepRecord(BaseModel):
+    """The step in progress: what reason planned, what act did."""
+
+    plan: str = ""
+    tools_to_consider: list[str] = Field(default_factory=list)
+    results: list[ResultLine] = Field(default_factory=list)
+    act_note: str = ""
+    prose: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class TraceEntry:
+    """One phase as it ran: for the run's record and for operators.
+
+    A plain dataclass (pydantic still validates and dumps it as part of the
+    state): one is made per phase, so it should cost next to nothing.
+    """
+
+    step: int
+    phase: str
+    started_at: float
+    duration_ms: float
+    llm_calls: int = 0
+    tool_calls: int = 0
+
+
+class InFlight(_Value):
+    """The queue's head once announced (`tool_start` sent), until it finishes."""
+
+    tool_call_id: str
+    started_at: float
+
+
+class Ending(_Value):
+    """How the run ends: its answer (None: the model writes one now), why."""
+
+    answer: str | None
+    reason: CompletionReason
+    why: str = ""
+    stop_mode: StopMode | None = None
+    error: str | None = None
+
+
+class RunState(BaseModel):
+    """A run's whole state; see the module docstring."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    version: Literal[1] = 1
+    """The shape of this model; bumped (with a migration) when it changes."""
+    run_id: str
+    session_id: str
+    strategy: str
+    request: RunRequest
+    phase: str = START
+    step: int = 0
+    max_steps: int
+    max_steps_cap: int
+
+    # what the strategy is doing
+    record: StepRecord = Field(default_factory=StepRecord)
+    plan: list[str] = Field(default_factory=list)
+    plan_index: int = 0
+    plan_revision: int = 0
+    observations: list[str] = Field(default_factory=list)
+
+    # tool calls
+    queue: list[ToolCall] = Field(default_factory=list)
+    """This step's calls that have not finished, in order; the head is next."""
+    in_flight: InFlight | None = None
+    outcomes: list[ToolOutcome] = Field(default_factory=list)
+    seen: dict[str, int] = Field(default_factory=dict)
+    """Canonical call key → index in `outcomes`: no call runs twice in a run."""
+    failures: int = 0
+    """Consecutive failed tool calls."""
+    duplicates: int = 0
+
+    # waits
+    pending_question: PendingQuestion | None = None
+    pending_approval: PendingApproval | None = None
+    resolution: WaitOutcome | None = None
+    ending: Ending | None = None
+    """Set when a phase ends the run; a run resumed with it only finishes."""
+
+    # counters and the record
+    parse_failures: int = 0
+    usage: Usage = Field(default_factory=Usage)
+    streamed: str = ""
+    """Text of the stream in progress (kept as the answer if a stop cuts it)."""
+    started_at: float = Field(default_factory=time.time)
+    active_ms: float = 0.0
+    """Time spent working (waits for the user excluded), across resumptions."""
+    trace: list[TraceEntry] = Field(default_factory=list)
+
+    @property
+    def waiting(self) -> bool:
+        """The run waits for the user (and no answer has come yet)."""
+        pending = self.pending_question is not None or self.pending_approval is not None
+        return pending and self.resolution is None
+
+    def grant(self, steps: int) -> int:
+        """Raise the budget by `steps`, up to the cap; return how many it got."""
+        before = self.max_steps
+        self.max_steps = min(before + steps, self.max_steps_cap)
+        return self.max_steps - before
+
+    def take_resolution(self) -> WaitOutcome | None:
+        """The outcome of the last wait, once."""
+        outcome, self.resolution = self.resolution, None
+        return outcome
+
+    def to_json(self) -> str:
+        return self.model_dump_json()
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> RunState:
+        return cls.model_validate_json(text)

@@ -1,0 +1,431 @@
+"""`ToolCalls`: the tool-call phase every tool-using strategy shares.
+
+A strategy hands the model's tool calls to `take`, which records them in
+history and queues them in `state.queue`; then each `next(ctx)` settles the
+head of the queue, one call per phase, so the driver checks the graceful
+stop and checkpoints between calls:
+
+- `request_input` (agent runs): `AwaitInput`; the answer becomes the call's
+  result. It is handled here, never by the executor.
+- a call made before in this run: not run again; the model is told.
+- a call that was running when the process died (the run continues from a
+  checkpoint): reported as interrupted — it may have run — and not run again.
+- otherwise: `tool_start`, the executor's checks, `AwaitApproval` when the
+  tool asks first, the call itself, then `tool_complete` / `tool_error`.
+
+A call leaves the queue in the same phase that records its outcome, so a run
+continued from a checkpoint never runs a finished call again. `close_queue`
+reports what an ending cut off; the driver calls it for every ending.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+
+from backend.agent.loop import (
+    AgentContext,
+    AwaitApproval,
+    AwaitInput,
+    Continue,
+    Decision,
+    Final,
+)
+from backend.agent.model_calls import LoopConfig
+from backend.agent.rules import ToolCallRules
+from backend.agent.state import (
+    Answered,
+    Approved,
+    Declined,
+    InFlight,
+    PendingApproval,
+    PendingQuestion,
+    TimedOut,
+    WaitOutcome,
+)
+from backend.llm.base import Completion, Message, ToolCall, ToolSpec, ToolStatus
+from backend.prompts import ResultLine
+from backend.protocol import (
+    AgentDuplicateCall,
+    AgentRequestInputTimeout,
+    ToolComplete,
+    ToolError,
+    ToolStart,
+)
+from backend.tools.base import ToolContext, ToolRegistry
+from backend.tools.executor import (
+    CallScope,
+    NeedsApproval,
+    Ready,
+    Refused,
+    ToolExecutor,
+    ToolOutcome,
+    parse_arguments,
+)
+from backend.tools.policy import ApprovalDecision
+from backend.tools.results import to_json_text
+
+REQUEST_INPUT = "request_input"
+REQUEST_INPUT_SPEC = ToolSpec(
+    name=REQUEST_INPUT,
+    description=(
+        "Pause and ask the user a clarifying question. Use it only when the "
+        "request lacks information you need; the user's answer comes back as "
+        "this tool's result."
+    ),
+    parameters={
+        "type": "object",
+        "properties": {
+            "question": {"type": "string", "description": "The question to ask."}
+        },
+        "required": ["question"],
+    },
+)
+CANCELLED_NOTE = "Cancelled: the user stopped the run before this tool finished."
+STOPPED_NOTE = "Not run: the user stopped the run before this call."
+ENDED_NOTE = "Not run: the run ended before this call."
+UNANSWERED_NOTE = "Cancelled: the run stopped before the user answered."
+INTERRUPTED_NOTE = (
+    "{name} was interrupted: the server stopped while it was running, so it may "
+    "or may not have taken effect; it was not run again. Check before retrying."
+)
+
+
+def closed(call: ToolCall, note: str, status: ToolStatus) -> Message:
+    """A tool message for a call that gave no result: `note` for the model,
+    the reason alone (no "Cancelled:" label) as its error."""
+    reason = note.split(": ", 1)[-1].rstrip(".")
+    return Message.tool(call.id, call.name, note, status, reason)
+
+
+class ToolCalls:
+    def __init__(
+        self,
+        registry: ToolRegistry,
+        executor: ToolExecutor,
+        config: LoopConfig,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.registry = registry
+        self.executor = executor
+        self.config = config
+        self.rules = ToolCallRules(
+            registry,
+            max_consecutive_failures=config.max_consecutive_failures,
+            max_duplicate_calls=config.max_duplicate_calls,
+            on_reject=config.on_reject,
+        )
+        self._clock = clock
+
+    def offered(self, ctx: AgentContext) -> list[ToolSpec]:
+        """The run's tools: selected (None: all), read-only ones if read-only."""
+        request = ctx.state.request
+        tools = self.registry.available(
+            request.selected_tools, read_only=request.read_only
+        )
+        return [tool.spec() for tool in tools]
+
+    def with_request_input(self, ctx: AgentContext) -> list[ToolSpec]:
+        """What the model may call: the tools, plus `request_input` in agent runs."""
+        specs = self.offered(ctx)
+        return [*specs, REQUEST_INPUT_SPEC] if ctx.state.request.agent else specs
+
+    def take(self, ctx: AgentContext, reply: Completion) -> bool:
+        """Queue the reply's tool calls (recorded in history); False if none."""
+        if not reply.tool_calls:
+            return False
+        ctx.history.append(Message.assistant(reply.content or None, reply.tool_calls))
+        ctx.state.queue = list(reply.tool_calls)
+        ctx.state.record.results = []
+        return True
+
+    # ------------------------------------------------------------ the head
+
+    async def next(self, ctx: AgentContext) -> Decision:
+        """Settle the head of the queue (it must not be empty)."""
+        state = ctx.state
+        call = state.queue[0]
+        if call.name == REQUEST_INPUT and state.request.agent:
+            return self._ask(ctx, call)
+        resolution = state.take_resolution()
+        if resolution is not None:
+            return await self._approval_decided(ctx, call, resolution)
+        flight = state.in_flight
+        if flight is not None and flight.tool_call_id == call.id:
+            return self._settle(ctx, self._interrupted(ctx, call))
+        earlier = self.rules.earlier(state, call)
+        if earlier is not None:
+            return self._duplicate(ctx, call, earlier)
+        self._announce(ctx, call)
+        match self.executor.check(call, self._scope(ctx)):
+            case Refused() as refused:
+                return self._settle(ctx, self._refused_outcome(ctx, call, refused))
+            case NeedsApproval(tool=tool):
+                return AwaitApproval(
+                    PendingApproval(
+                        tool_call_id=call.id,
+                        tool_name=tool.name,
+                        arguments=parse_arguments(call.arguments),
+                        description=tool.description,
+                        step=state.step,
+                        deadline=self._clock() + self.config.approval_timeout_s,
+                    )
+                )
+            case Ready() as ready:
+                return await self._execute(ctx, call, ready)
+
+    def _scope(self, ctx: AgentContext) -> CallScope:
+        state = ctx.state
+        return CallScope(
+            ctx=ToolContext(state.session_id, state.run_id, state.step),
+            allowed=[spec.name for spec in self.offered(ctx)],
+            read_only=state.request.read_only,
+        )
+
+    def _announce(self, ctx: AgentContext, call: ToolCall) -> None:
+        state = ctx.state
+        arguments = parse_arguments(call.arguments)
+        ctx.emit(
+            ToolStart(
+                tool_call_id=call.id,
+                tool_name=call.name,
+                arguments=arguments,
+                step=state.step,
+            )
+        )
+        state.in_flight = InFlight(tool_call_id=call.id, started_at=self._clock())
+
+    async def _approval_decided(
+        self, ctx: AgentContext, call: ToolCall, resolution: WaitOutcome
+    ) -> Decision:
+        ctx.state.pending_approval = None
+        match resolution:
+            case Approved():
+                check = self.executor.check(call, self._scope(ctx), approved=True)
+                if isinstance(check, Ready):
+                    return await self._execute(ctx, call, check)
+                refused = check if isinstance(check, Refused) else None
+            case Declined(reason=reason):
+                refused = self.executor.declined(
+                    call.name, ApprovalDecision("rejected", reason)
+                )
+            case TimedOut():
+                refused = self.executor.declined(call.name, ApprovalDecision("timeout"))
+            case _:
+                refused = None
+        if refused is None:
+            raise AssertionError(f"unexpected approval outcome {resolution!r}")
+        return self._settle(ctx, self._refused_outcome(ctx, call, refused))
+
+    async def _execute(
+        self, ctx: AgentContext, call: ToolCall, ready: Ready
+    ) -> Decision:
+        state = ctx.state
+        tool_ctx = ToolContext(state.session_id, state.run_id, state.step)
+        outcome = await self.executor.execute(ready, call, tool_ctx)
+        return self._settle(
+            ctx, outcome.model_copy(update={"duration_ms": self._since(ctx)})
+        )
+
+    def _refused_outcome(
+        self, ctx: AgentContext, call: ToolCall, refused: Refused
+    ) -> ToolOutcome:
+        return ToolOutcome(
+            call=call,
+            arguments=parse_arguments(call.arguments),
+            status=refused.status,
+            error=refused.error,
+            duration_ms=self._since(ctx),
+            step=ctx.state.step,
+        )
+
+    def _interrupted(self, ctx: AgentContext, call: ToolCall) -> ToolOutcome:
+        """A call that was running when its process died (the run continues
+        from a checkpoint): it may have run, so it is not run again."""
+        refused = Refused("cancelled", INTERRUPTED_NOTE.format(name=call.name))
+        return self._refused_outcome(ctx, call, refused)
+
+    def _since(self, ctx: AgentContext) -> float:
+        flight = ctx.state.in_flight
+        started = flight.started_at if flight is not None else self._clock()
+        return round(max(self._clock() - started, 0.0) * 1000, 3)
+
+    # ------------------------------------------------------------ outcomes
+
+    def _settle(self, ctx: AgentContext, outcome: ToolOutcome) -> Decision:
+        """Report and record a finished call, and take it off the queue."""
+        state, call = ctx.state, outcome.call
+        ctx.emit(_report(outcome))
+        self.rules.record(state, outcome)
+        extra = ""
+        if outcome.status == "rejected" and self.config.on_reject == "continue":
+            extra = "\nDo not call it again; continue without it."
+        message = outcome.message(self.config.tool_result_max_chars, extra=extra)
+        ctx.history.append(message)
+        for note in outcome.notes:
+            ctx.history.append(Message.system(note))
+        status = "ok" if outcome.ok else f"error: {outcome.status}"
+        arguments = to_json_text(outcome.arguments)
+        line = ResultLine(
+            name=call.name,
+            status=status,
+            arguments=arguments,
+            content=message.content or "",
+        )
+        state.record.results.append(line)
+        self._pop(ctx)
+        return self.rules.judge(state, outcome)
+
+    def _duplicate(
+        self, ctx: AgentContext, call: ToolCall, earlier: ToolOutcome
+    ) -> Decision:
+        """Never run the same call twice in a run: tell the model instead."""
+        state = ctx.state
+        ctx.emit(AgentDuplicateCall(step=state.step, tool_name=call.name))
+        content = (
+            f"Duplicate call: {call.name} was already called with the same arguments "
+            f"in step {earlier.step}, so it was not run again. Use that result:\n"
+            f"{earlier.for_model(self.config.tool_result_max_chars)}"
+        )
+        ctx.history.append(Message.tool(call.id, call.name, content, "not_run"))
+        arguments = to_json_text(parse_arguments(call.arguments))
+        line = ResultLine(
+            name=call.name, status="duplicate", arguments=arguments, content=content
+        )
+        state.record.results.append(line)
+        self._pop(ctx)
+        return self.rules.after_duplicate(state)
+
+    def _pop(self, ctx: AgentContext) -> None:
+        ctx.state.queue.pop(0)
+        ctx.state.in_flight = None
+
+    # ------------------------------------------------------------ request_input
+
+    def _ask(self, ctx: AgentContext, call: ToolCall) -> Decision:
+        state = ctx.state
+        resolution = state.take_resolution()
+        pending = state.pending_question
+        if resolution is None or pending is None:
+            timeout = self.config.request_input_timeout_s
+            return AwaitInput(
+                PendingQuestion(
+                    question_id=call.id or uuid.uuid4().hex,
+                    question=question_of(call),
+                    step=state.step,
+                    timeout_s=timeout,
+                    deadline=self._clock() + timeout,
+                    tool_call_id=call.id,
+                )
+            )
+        state.pending_question = None
+        if isinstance(resolution, Answered):
+            answer = resolution.content
+            ctx.history.append(Message.tool(call.id, REQUEST_INPUT, answer))
+            line = ResultLine(
+                name=REQUEST_INPUT,
+                status="answered",
+                arguments=pending.question,
+                content=answer,
+            )
+            state.record.results.append(line)
+            self._pop(ctx)
+            return Continue()
+        return self._unanswered(ctx, call, pending)
+
+    def _unanswered(
+        self, ctx: AgentContext, call: ToolCall, pending: PendingQuestion
+    ) -> Decision:
+        state = ctx.state
+        ctx.emit(
+            AgentRequestInputTimeout(step=state.step, question_id=pending.question_id)
+        )
+        limit = f"{pending.timeout_s:g}"
+        note = f"No answer: the user did not reply within {limit} seconds."
+        ctx.history.append(closed(call, note, "timeout"))
+        self._pop(ctx)
+        why = (
+            f"You asked the user: {pending.question!r}, but no answer came within "
+            f"{limit} seconds. Say so, and answer as far as possible without it."
+        )
+        return Final(None, "timeout", why)
+
+
+def question_of(call: ToolCall) -> str:
+    arguments = parse_arguments(call.arguments)
+    if isinstance(arguments, dict) and str(arguments.get("question", "")).strip():
+        return str(arguments["question"]).strip()
+    return "Could you tell me more about what you need?"
+
+
+def _report(outcome: ToolOutcome) -> ToolComplete | ToolError:
+    call = outcome.call
+    if outcome.ok:
+        return ToolComplete(
+            tool_call_id=call.id,
+            tool_name=call.name,
+            result=outcome.result,
+            duration_ms=outcome.duration_ms,
+            step=outcome.step,
+        )
+    status = "cancelled" if outcome.status in ("ok", "not_run") else outcome.status
+    return ToolError(
+        tool_call_id=call.id,
+        tool_name=call.name,
+        error=outcome.error or "",
+        status=status,
+        duration_ms=outcome.duration_ms,
+        step=outcome.step,
+    )
+
+
+def close_queue(
+    ctx: AgentContext, *, stopped: bool, clock: Callable[[], float] = time.time
+) -> None:
+    """Report and close every call an ending cut off, so history stays whole.
+
+    The call in flight is `cancelled` (or not run, if it waited for approval);
+    the rest were never started. A pending question is withdrawn.
+    """
+    state = ctx.state
+    for call in state.queue:
+        if call.name == REQUEST_INPUT and state.request.agent:
+            ctx.history.append(closed(call, UNANSWERED_NOTE, "cancelled"))
+            continue
+        _close_call(ctx, call, stopped=stopped, clock=clock)
+    state.queue.clear()
+    state.in_flight = None
+    state.pending_question = None
+    state.pending_approval = None
+    state.resolution = None
+
+
+def _close_call(
+    ctx: AgentContext, call: ToolCall, *, stopped: bool, clock: Callable[[], float]
+) -> None:
+    state = ctx.state
+    flight = state.in_flight
+    duration = 0.0
+    status: ToolStatus
+    if flight is not None and flight.tool_call_id == call.id:
+        duration = round(max(clock() - flight.started_at, 0.0) * 1000, 3)
+        approval = state.pending_approval
+        if approval is not None and approval.tool_call_id == call.id:
+            note, status = f"{call.name} was not run: the run is stopping", "not_run"
+        else:
+            note, status = CANCELLED_NOTE, "cancelled"
+    else:
+        note, status = (STOPPED_NOTE if stopped else ENDED_NOTE), "not_run"
+    ctx.emit(
+        ToolError(
+            tool_call_id=call.id,
+            tool_name=call.name,
+            error=note,
+            status="cancelled",
+            duration_ms=duration,
+            step=state.step,
+        )
+    )
+    ctx.history.append(closed(call, note, status))
