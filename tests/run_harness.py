@@ -94,6 +94,16 @@ class Run:
         self.on_event: Callable[[RunEvent], None] = lambda event: None
         self.checkpoints: list[tuple[str, tuple[Message, ...]]] = []
 
+    @classmethod
+    def restore(
+        cls, strategy: AgentLoop, state_json: str, messages: Sequence[Message]
+    ) -> Run:
+        """A run continued from a checkpoint: its state's JSON and its history."""
+        run = cls(strategy)
+        run.state = RunState.from_json(state_json)
+        run.history = History(messages)
+        return run
+
     def emit(self, event: RunEvent) -> None:
         self.events.append(event)
         self.on_event(event)
@@ -101,10 +111,12 @@ class Run:
     async def _save(self, ctx: AgentContext) -> None:
         self.checkpoints.append((ctx.state.to_json(), ctx.history.messages))
 
-    async def go(self) -> AgentResult:
+    def driver(self) -> RunDriver:
         ctx = AgentContext(self.state, self.history, self.emit)
-        driver = RunDriver(self.strategy, ctx, self.control, checkpoint=self._save)
-        return await driver.run()
+        return RunDriver(self.strategy, ctx, self.control, checkpoint=self._save)
+
+    async def go(self) -> AgentResult:
+        return await self.driver().run()
 
     def names(self) -> list[str]:
         return [label(e) for e in self.events]

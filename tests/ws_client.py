@@ -9,6 +9,8 @@ from typing import Any
 
 from websockets.asyncio.client import ClientConnection
 
+from backend.protocol import server_message_adapter
+
 Frame = dict[str, Any]
 RECEIVE_LIMIT_S = 10.0
 
@@ -39,8 +41,11 @@ class Client:
         await self.connection.send(data)
 
     async def recv(self) -> Frame:
+        """The next frame, checked against the protocol's `ServerMessage` union."""
         async with asyncio.timeout(RECEIVE_LIMIT_S):
-            frame: Frame = json.loads(await self.connection.recv())
+            text = await self.connection.recv()
+        server_message_adapter.validate_json(text)
+        frame: Frame = json.loads(text)
         self.seen.append(frame)
         return frame
 

@@ -69,6 +69,11 @@ class RunDriver:
         self.control = control
         self._checkpoint = checkpoint
         self._clock = clock
+        self._stoppable = True
+        ctx.resumed = ctx.state.phase != START
+        approval = ctx.state.pending_approval
+        if ctx.resumed and approval is not None and ctx.state.resolution is None:
+            control.expect_approval(approval.tool_call_id)  # answerable at once
 
     async def run(self) -> AgentResult:
         """Drive the run to its end; an immediate stop cuts it short."""
@@ -102,7 +107,7 @@ class RunDriver:
             if isinstance(outcome, StopRequested):
                 return Stopped("after_step")
             state.resolution = outcome
-        elif self.control.stop_after_step.is_set():
+        elif self.control.stop_after_step.is_set() and self._stoppable:
             return Stopped("after_step")
         return await self._phase()
 
@@ -111,6 +116,7 @@ class RunDriver:
         phase, calls, tools = state.phase, state.usage.llm_calls, len(state.outcomes)
         started, begun = self._clock(), time.perf_counter()
         decision = await self.loop.advance(self.ctx)
+        self.ctx.resumed = False
         elapsed_ms = (time.perf_counter() - begun) * 1000
         state.active_ms += elapsed_ms
         state.trace.append(
@@ -127,6 +133,7 @@ class RunDriver:
 
     async def _apply(self, decision: Decision) -> None:
         state = self.ctx.state
+        self._stoppable = not isinstance(decision, Continue) or decision.stoppable
         match decision:
             case Continue():
                 await self._save()

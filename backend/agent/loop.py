@@ -39,6 +39,9 @@ class AgentContext:
     state: RunState
     history: History
     emit: Emit
+    resumed: bool = False
+    """True during the first phase of a run continued from a checkpoint: what
+    the state says was under way may have happened in a process now gone."""
 
 
 # ------------------------------------------------------------------ decisions
@@ -46,7 +49,13 @@ class AgentContext:
 
 @dataclass(frozen=True, slots=True)
 class Continue:
-    """Go on to the next phase."""
+    """Go on to the next phase.
+
+    `stoppable` False: the next phase finishes what this one began (a checked
+    tool call that is about to run), so a graceful stop waits for it.
+    """
+
+    stoppable: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +105,8 @@ class AgentLoop(Protocol):
 
     name: str
     description: str
+    uses_tools: bool
+    """Whether the model may call tools in this strategy's runs."""
 
     def first_phase(self, state: RunState) -> str:
         """The phase a new run starts in."""

@@ -26,6 +26,7 @@ class PhasedStrategy:
     name: str
     description: str
     first: str
+    uses_tools = True
 
     def __init__(self, kit: LoopKit) -> None:
         self.kit = kit

@@ -144,17 +144,25 @@ class ToolCalls:
     # ------------------------------------------------------------ the head
 
     async def next(self, ctx: AgentContext) -> Decision:
-        """Settle the head of the queue (it must not be empty)."""
+        """Settle the head of the queue (it must not be empty), in up to three
+        phases: announce and check it; wait for approval if it asks; run it.
+
+        A call is marked in flight (`tool_start` sent) and checkpointed before
+        it runs, in a phase of its own, so a run continued from a checkpoint
+        taken while it ran knows it may have run, and does not run it again.
+        """
         state = ctx.state
         call = state.queue[0]
         if call.name == REQUEST_INPUT and state.request.agent:
             return self._ask(ctx, call)
         resolution = state.take_resolution()
         if resolution is not None:
-            return await self._approval_decided(ctx, call, resolution)
+            return self._approval_decided(ctx, call, resolution)
         flight = state.in_flight
         if flight is not None and flight.tool_call_id == call.id:
-            return self._settle(ctx, self._interrupted(ctx, call))
+            if ctx.resumed:
+                return self._settle(ctx, self._interrupted(ctx, call))
+            return await self._run(ctx, call)
         earlier = self.rules.earlier(state, call)
         if earlier is not None:
             return self._duplicate(ctx, call, earlier)
@@ -173,8 +181,8 @@ class ToolCalls:
                         deadline=self._clock() + self.config.approval_timeout_s,
                     )
                 )
-            case Ready() as ready:
-                return await self._execute(ctx, call, ready)
+            case Ready():
+                return Continue(stoppable=False)
 
     def _scope(self, ctx: AgentContext) -> CallScope:
         state = ctx.state
@@ -197,37 +205,33 @@ class ToolCalls:
         )
         state.in_flight = InFlight(tool_call_id=call.id, started_at=self._clock())
 
-    async def _approval_decided(
+    def _approval_decided(
         self, ctx: AgentContext, call: ToolCall, resolution: WaitOutcome
     ) -> Decision:
         ctx.state.pending_approval = None
         match resolution:
             case Approved():
-                check = self.executor.check(call, self._scope(ctx), approved=True)
-                if isinstance(check, Ready):
-                    return await self._execute(ctx, call, check)
-                refused = check if isinstance(check, Refused) else None
+                return Continue(stoppable=False)  # it runs in the next phase
             case Declined(reason=reason):
-                refused = self.executor.declined(
-                    call.name, ApprovalDecision("rejected", reason)
-                )
+                decision = ApprovalDecision("rejected", reason)
             case TimedOut():
-                refused = self.executor.declined(call.name, ApprovalDecision("timeout"))
+                decision = ApprovalDecision("timeout")
             case _:
-                refused = None
-        if refused is None:
-            raise AssertionError(f"unexpected approval outcome {resolution!r}")
+                raise AssertionError(f"unexpected approval outcome {resolution!r}")
+        refused = self.executor.declined(call.name, decision)
         return self._settle(ctx, self._refused_outcome(ctx, call, refused))
 
-    async def _execute(
-        self, ctx: AgentContext, call: ToolCall, ready: Ready
-    ) -> Decision:
+    async def _run(self, ctx: AgentContext, call: ToolCall) -> Decision:
+        """Run an announced call that passed its checks (and approval)."""
         state = ctx.state
+        check = self.executor.check(call, self._scope(ctx), approved=True)
+        if not isinstance(check, Ready):
+            assert isinstance(check, Refused)
+            return self._settle(ctx, self._refused_outcome(ctx, call, check))
         tool_ctx = ToolContext(state.session_id, state.run_id, state.step)
-        outcome = await self.executor.execute(ready, call, tool_ctx)
-        return self._settle(
-            ctx, outcome.model_copy(update={"duration_ms": self._since(ctx)})
-        )
+        outcome = await self.executor.execute(check, call, tool_ctx)
+        duration = {"duration_ms": self._since(ctx)}
+        return self._settle(ctx, outcome.model_copy(update=duration))
 
     def _refused_outcome(
         self, ctx: AgentContext, call: ToolCall, refused: Refused

@@ -26,6 +26,7 @@ NO_TOOLS_NOTE = "This strategy has no tools; the reasoning above is this step's 
 class LLMOnly(PhasedStrategy):
     name = "llm_only"
     description = "No tools: the model answers, reasoning step by step in agent mode."
+    uses_tools = False
 
     def __init__(self, kit: LoopKit) -> None:
         super().__init__(kit)

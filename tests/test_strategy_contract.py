@@ -1,0 +1,277 @@
+"""The guarantees every strategy keeps, asserted once for each registered one.
+
+Each test runs a `chat` in agent mode with `loop_strategy` set, through a real
+`ChatService`, and reads the frames a client gets. The model is
+`ProtocolLLM`, which speaks the loop's protocol by purpose, so a strategy
+registered in `default_strategies` gets all of these tests without writing
+a script for it. Tool-based guarantees apply to strategies that use tools.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from backend.agent.loop import AgentLoop
+from backend.aio import race
+from backend.app import default_strategies
+from backend.llm.base import Purpose
+from backend.tools.base import ToolRegistry
+from tests.fakes import Saver, SlowTool, approval_registry, test_registry
+from tests.protocol_llm import ANSWER, Ask, ProtocolLLM, Use
+from tests.run_harness import make_kit
+from tests.service_harness import ServiceClient, serving
+from tests.ws_client import Frame, label, labels
+
+QUESTION = "Please do the work."
+ENDING = ["chat_response", "agent_completion", "response_complete"]
+STOPPED = ["agent_stopped", "agent_completion", "response_complete"]
+
+REGISTERED: dict[str, AgentLoop] = {
+    strategy.name: strategy
+    for strategy in default_strategies(make_kit(ProtocolLLM(), test_registry()))
+}
+
+
+@pytest.fixture(params=list(REGISTERED))
+def strategy(request: pytest.FixtureRequest) -> str:
+    name: str = request.param
+    return name
+
+
+def needs_tools(strategy: str) -> None:
+    if not REGISTERED[strategy].uses_tools:
+        pytest.skip(f"{strategy} uses no tools")
+
+
+def two_actions(strategy: str) -> list[Use | Ask]:
+    """Two steps' work in any strategy: tool calls, or questions without tools."""
+    if REGISTERED[strategy].uses_tools:
+        return [Use("add", {"expression": "1+1"}), Use("add", {"expression": "2+2"})]
+    return [Ask("First?"), Ask("Second?")]
+
+
+async def agent_chat(client: ServiceClient, strategy: str, **fields: Any) -> None:
+    client.send(
+        type="chat", content=QUESTION, agent_mode=True, loop_strategy=strategy, **fields
+    )
+
+
+async def answering(client: ServiceClient, answer: str = "yes") -> list[Frame]:
+    """The run's frames, answering every question it asks."""
+    frames: list[Frame] = []
+    while not frames or label(frames[-1]) != "response_complete":
+        frames.append(await client.recv())
+        if label(frames[-1]) == "agent_request_input":
+            client.send(type="agent_user_input", content=answer)
+    return frames
+
+
+def completion(frames: list[Frame]) -> Frame:
+    return next(f for f in frames if label(f) == "agent_completion")
+
+
+async def test_a_run_is_announced_worked_and_closed_in_order(strategy: str) -> None:
+    actions = (
+        [Use("add", {"expression": "2+3"})] if REGISTERED[strategy].uses_tools else []
+    )
+    llm = ProtocolLLM(*actions)
+    async with serving(llm, test_registry()) as client:
+        await agent_chat(client, strategy, agent_max_steps=4)
+        frames = await client.run()
+        history = client.session.history.messages
+
+    start = frames[0]
+    assert (label(start), start["strategy"], start["max_steps"]) == (
+        "agent_start",
+        strategy,
+        4,
+    )
+    assert labels(frames)[-3:] == ENDING
+    assert frames[-3]["message"] == ANSWER
+    done = completion(frames)
+    assert (done["reason"], done["strategy"]) == ("finished", strategy)
+    assert done["usage"]["llm_calls"] == len(llm.requests) and done["steps"] >= 1
+    assert [f["seq"] for f in frames] == list(range(1, len(frames) + 1))
+    assert {f["run_id"] for f in frames} == {start["run_id"]}
+    if actions:
+        names = labels(frames)
+        assert names.index("agent_turn_start") < names.index("tool_start:add")
+        assert names.index("tool_start:add") + 1 == names.index("tool_complete:add")
+        assert [(m.role, m.status) for m in history if m.role == "tool"] == [
+            ("tool", "ok")
+        ]
+    assert (history[0].role, history[0].content) == ("user", QUESTION)
+    assert (history[-1].role, history[-1].content) == ("assistant", ANSWER)
+
+
+async def baseline_purposes(strategy: str) -> list[Purpose]:
+    """The purposes of a run that works, runs out of budget and writes the answer."""
+    llm = ProtocolLLM(*two_actions(strategy))
+    async with serving(llm, test_registry()) as client:
+        await agent_chat(client, strategy, agent_max_steps=1)
+        await answering(client)
+    seen: list[Purpose] = []
+    for purpose in llm.purposes:
+        if purpose not in seen:
+            seen.append(purpose)  # type: ignore[arg-type]
+    assert seen[-1] == "final"
+    return seen
+
+
+async def test_stop_cuts_the_llm_call_in_every_phase(strategy: str) -> None:
+    for purpose in await baseline_purposes(strategy):
+        llm = ProtocolLLM(*two_actions(strategy), hold=purpose)
+        async with serving(llm, test_registry()) as client:
+            await agent_chat(client, strategy, agent_max_steps=1)
+            hold = llm.hold
+            assert hold is not None
+            frames: list[Frame] = []
+            while (won := await race(client.recv(), hold.started.wait())) is not None:
+                if won[0] == 1:
+                    break  # the call to stop in is under way
+                frames.append(won[1])
+                if label(frames[-1]) == "agent_request_input":
+                    client.send(type="agent_user_input", content="yes")
+            client.send(type="agent_control", action="stop")
+            frames += await client.run()
+            assert hold.cancelled.is_set(), purpose
+            tail = [n for n in labels(frames) if n != "token_stream"][-3:]
+            assert tail == STOPPED, (purpose, labels(frames))
+            stopped = next(f for f in frames if label(f) == "agent_stopped")
+            assert stopped["mode"] == "immediate"
+            assert completion(frames)["reason"] == "stopped"
+            # the session is usable again at once
+            again = await client.chat("hello")
+            assert labels(again)[-2:] == ["chat_response", "response_complete"]
+
+
+async def test_stop_cuts_a_running_tool(strategy: str) -> None:
+    needs_tools(strategy)
+    slow = SlowTool()
+    llm = ProtocolLLM(Use("slow", {"label": "x"}))
+    async with serving(llm, test_registry(slow)) as client:
+        await agent_chat(client, strategy)
+        frames = await client.until_label("tool_start:slow")
+        await slow.started.wait()
+        client.send(type="agent_control", action="stop")
+        frames += await client.run()
+    assert slow.cancelled.is_set()
+    assert labels(frames)[-4:] == ["tool_error:slow:cancelled", *STOPPED]
+
+
+async def test_stop_after_step_ends_at_the_next_phase_boundary(strategy: str) -> None:
+    first = (await baseline_purposes(strategy))[0]
+    llm = ProtocolLLM(*two_actions(strategy), hold=first)
+    async with serving(llm, test_registry()) as client:
+        await agent_chat(client, strategy)
+        assert llm.hold is not None
+        await llm.hold.started.wait()
+        client.send(type="agent_control", action="stop_after_step")
+        llm.hold.release.set()
+        frames = await client.run()
+    assert len(llm.requests) == 1  # the phase in flight finished; no other began
+    assert labels(frames)[-3:] == STOPPED
+    stopped = next(f for f in frames if label(f) == "agent_stopped")
+    assert stopped["mode"] == "after_step"
+    assert not any(label(f) == "tool_start:add" for f in frames)
+
+
+async def test_grant_steps_extends_the_running_budget(strategy: str) -> None:
+    first = (await baseline_purposes(strategy))[0]
+    llm = ProtocolLLM(*two_actions(strategy), hold=first)
+    async with serving(llm, test_registry(), agent_max_steps_cap=6) as client:
+        await agent_chat(client, strategy, agent_max_steps=1)
+        assert llm.hold is not None
+        await llm.hold.started.wait()
+        client.send(type="agent_control", action="grant_steps", steps=10)
+        llm.hold.release.set()
+        frames = await answering(client)
+    granted = next(f for f in frames if label(f) == "agent_steps_granted")
+    assert (granted["granted"], granted["max_steps"]) == (5, 6)
+    done = completion(frames)
+    assert done["reason"] == "finished" and done["steps"] >= 2
+    assert "agent_max_steps_reached" not in labels(frames)
+
+
+async def test_a_question_pauses_the_run_until_answered(strategy: str) -> None:
+    llm = ProtocolLLM(Ask("Which unit?"))
+    async with serving(llm, test_registry()) as client:
+        await agent_chat(client, strategy)
+        frames = await client.until_label("agent_request_input")
+        asked = frames[-1]
+        assert asked["question"] == "Which unit?" and asked["step"] == 1
+        calls_while_paused = len(llm.requests)
+        assert client.session.run is not None
+        assert client.session.run.state.pending_question is not None
+        client.send(
+            type="agent_user_input",
+            content="kilometres",
+            question_id=asked["question_id"],
+        )
+        frames += await client.run()
+        history = client.session.history.messages
+    assert len(llm.requests) > calls_while_paused
+    assert labels(frames).count("agent_request_input") == 1
+    assert labels(frames)[-3:] == ENDING and completion(frames)["reason"] == "finished"
+    answered = [m for m in history if m.content == "kilometres"]
+    assert len(answered) == 1 and answered[0].role in ("tool", "user")
+    asked_at = next(i for i, m in enumerate(history) if "Which unit?" in str(m))
+    assert history.index(answered[0]) > asked_at
+
+
+@pytest.mark.parametrize("approved", [True, False])
+async def test_approval_decides_whether_the_tool_runs(
+    strategy: str, approved: bool
+) -> None:
+    needs_tools(strategy)
+    saver = Saver()
+    llm = ProtocolLLM(Use("save", {"text": "milk"}))
+    async with serving(llm, approval_registry(saver)) as client:
+        await agent_chat(client, strategy)
+        frames = await client.until_label("tool_approval_request:save")
+        request = frames[-1]
+        client.send(
+            type="tool_approval_response",
+            tool_call_id=request["tool_call_id"],
+            approved=approved,
+        )
+        frames += await client.run()
+    names = labels(frames)
+    assert names.index("tool_start:save") < names.index("tool_approval_request:save")
+    if approved:
+        assert saver.saved == ["milk"] and "tool_complete:save" in names
+        assert completion(frames)["reason"] == "finished"
+    else:
+        assert saver.saved == [] and "tool_error:save:rejected" in names
+        assert completion(frames)["reason"] == "rejected"
+        assert llm.purposes[-1] == "final"  # the model explains what was not done
+    assert names[-3:] == ENDING
+
+
+async def test_an_exhausted_budget_still_ends_with_the_models_answer(
+    strategy: str,
+) -> None:
+    llm = ProtocolLLM(*two_actions(strategy))
+    async with serving(llm, test_registry()) as client:
+        await agent_chat(client, strategy, agent_max_steps=1)
+        frames = await answering(client)
+        history = client.session.history.messages
+    names = labels(frames)
+    assert "agent_max_steps_reached" in names
+    assert names.index("agent_max_steps_reached") < names.index("chat_response")
+    assert llm.purposes[-1] == "final" and llm.requests[-1].tool_choice in (
+        None,
+        "none",
+    )
+    assert (
+        frames[-3]["message"] == ANSWER and completion(frames)["reason"] == "max_steps"
+    )
+    assert history[-1].content == ANSWER
+
+
+def test_every_registered_strategy_is_offered(strategy: str) -> None:
+    registry = ToolRegistry()
+    names = [s.name for s in default_strategies(make_kit(ProtocolLLM(), registry))]
+    assert strategy in names and names[0] == "react"
