@@ -12,6 +12,7 @@ process died is reported as interrupted, never run again.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +24,7 @@ from backend.agent.run_control import UserAnswer
 from backend.agent.state import RunState
 from backend.app import default_strategies
 from backend.errors import InvalidMessage
+from backend.llm.base import Message
 from backend.protocol import (
     AgentRequestInput,
     RunEvent,
@@ -134,20 +136,34 @@ async def uninterrupted(
     return run, await run.go(), world
 
 
+async def dropped_when(
+    run: Run, happened: Callable[[], Awaitable[object]]
+) -> tuple[str, tuple[Message, ...]]:
+    """Run until `happened`, then drop the task as a dying process would;
+    the last checkpoint (state JSON, history) is what survives."""
+    task = asyncio.ensure_future(run.go())
+    await happened()
+    state_json, messages = run.checkpoints[-1]
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert RunState.from_json(state_json).to_json() == state_json
+    return state_json, messages
+
+
+def seen(run: Run, kind: type[RunEvent]) -> asyncio.Event:
+    """Set once `run` reports a `kind` event."""
+    event = asyncio.Event()
+    run.on_event = lambda e: event.set() if isinstance(e, kind) else None
+    return event
+
+
 async def dropped_at_pause(
     name: str, actions: list[Use | Ask], pause: type[RunEvent]
 ) -> tuple[list[RunEvent], Run, AgentResult, World]:
     world = World()
     first = Run(strategy(name, world.registry(), *actions), max_steps=6)
-    paused = asyncio.Event()
-    first.on_event = lambda e: paused.set() if isinstance(e, pause) else None
-    task = asyncio.ensure_future(first.go())
-    await paused.wait()
-    state_json, messages = first.checkpoints[-1]
-    task.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await task
-    assert RunState.from_json(state_json).to_json() == state_json
+    state_json, messages = await dropped_when(first, seen(first, pause).wait)
 
     second = Run.restore(
         strategy(name, world.registry(), *actions), state_json, messages
@@ -208,12 +224,7 @@ async def test_a_tool_running_when_the_process_died_is_not_run_again(name: str) 
     slow = SlowTool()
     registry = test_registry(slow)
     first = Run(strategy(name, registry, Use("slow", {"label": "x"})))
-    task = asyncio.ensure_future(first.go())
-    await slow.started.wait()
-    state_json, messages = first.checkpoints[-1]
-    task.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await task
+    state_json, messages = await dropped_when(first, slow.started.wait)
 
     slow.started.clear()
     second = Run.restore(
@@ -250,23 +261,15 @@ async def test_the_service_continues_a_checkpointed_run_in_a_session() -> None:
         session = client.session
         first = Run(strategy("react", world.registry(), *actions))
         first.state.session_id = session.id
-        paused = asyncio.Event()
-        first.on_event = lambda e: (
-            paused.set() if isinstance(e, AgentRequestInput) else None
-        )
-        task = asyncio.ensure_future(first.go())
-        await paused.wait()
-        state_json, messages = first.checkpoints[-1]
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
+        paused = seen(first, AgentRequestInput)
+        state_json, messages = await dropped_when(first, paused.wait)
 
         for message in messages:
             session.history.append(message)
         client.service.resume(session, RunState.from_json(state_json))
         asked = first.events[-1]
         assert isinstance(asked, AgentRequestInput)
-        client.send(
+        await client.send(
             type="agent_user_input", content="yes", question_id=asked.question_id
         )
         frames = await client.run()

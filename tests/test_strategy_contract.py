@@ -53,7 +53,7 @@ def two_actions(strategy: str) -> list[Use | Ask]:
 
 
 async def agent_chat(client: ServiceClient, strategy: str, **fields: Any) -> None:
-    client.send(
+    await client.send(
         type="chat", content=QUESTION, agent_mode=True, loop_strategy=strategy, **fields
     )
 
@@ -64,7 +64,7 @@ async def answering(client: ServiceClient, answer: str = "yes") -> list[Frame]:
     while not frames or label(frames[-1]) != "response_complete":
         frames.append(await client.recv())
         if label(frames[-1]) == "agent_request_input":
-            client.send(type="agent_user_input", content=answer)
+            await client.send(type="agent_user_input", content=answer)
     return frames
 
 
@@ -133,8 +133,8 @@ async def test_stop_cuts_the_llm_call_in_every_phase(strategy: str) -> None:
                     break  # the call to stop in is under way
                 frames.append(won[1])
                 if label(frames[-1]) == "agent_request_input":
-                    client.send(type="agent_user_input", content="yes")
-            client.send(type="agent_control", action="stop")
+                    await client.send(type="agent_user_input", content="yes")
+            await client.send(type="agent_control", action="stop")
             frames += await client.run()
             assert hold.cancelled.is_set(), purpose
             tail = [n for n in labels(frames) if n != "token_stream"][-3:]
@@ -155,7 +155,7 @@ async def test_stop_cuts_a_running_tool(strategy: str) -> None:
         await agent_chat(client, strategy)
         frames = await client.until_label("tool_start:slow")
         await slow.started.wait()
-        client.send(type="agent_control", action="stop")
+        await client.send(type="agent_control", action="stop")
         frames += await client.run()
     assert slow.cancelled.is_set()
     assert labels(frames)[-4:] == ["tool_error:slow:cancelled", *STOPPED]
@@ -168,7 +168,7 @@ async def test_stop_after_step_ends_at_the_next_phase_boundary(strategy: str) ->
         await agent_chat(client, strategy)
         assert llm.hold is not None
         await llm.hold.started.wait()
-        client.send(type="agent_control", action="stop_after_step")
+        await client.send(type="agent_control", action="stop_after_step")
         llm.hold.release.set()
         frames = await client.run()
     assert len(llm.requests) == 1  # the phase in flight finished; no other began
@@ -185,7 +185,7 @@ async def test_grant_steps_extends_the_running_budget(strategy: str) -> None:
         await agent_chat(client, strategy, agent_max_steps=1)
         assert llm.hold is not None
         await llm.hold.started.wait()
-        client.send(type="agent_control", action="grant_steps", steps=10)
+        await client.send(type="agent_control", action="grant_steps", steps=10)
         llm.hold.release.set()
         frames = await answering(client)
     granted = next(f for f in frames if label(f) == "agent_steps_granted")
@@ -205,7 +205,7 @@ async def test_a_question_pauses_the_run_until_answered(strategy: str) -> None:
         calls_while_paused = len(llm.requests)
         assert client.session.run is not None
         assert client.session.run.state.pending_question is not None
-        client.send(
+        await client.send(
             type="agent_user_input",
             content="kilometres",
             question_id=asked["question_id"],
@@ -232,7 +232,7 @@ async def test_approval_decides_whether_the_tool_runs(
         await agent_chat(client, strategy)
         frames = await client.until_label("tool_approval_request:save")
         request = frames[-1]
-        client.send(
+        await client.send(
             type="tool_approval_response",
             tool_call_id=request["tool_call_id"],
             approved=approved,

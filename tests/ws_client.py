@@ -29,21 +29,22 @@ def label(frame: Frame) -> str:
     return str(kind)
 
 
-class Client:
-    def __init__(self, connection: ClientConnection) -> None:
-        self.connection = connection
-        self.seen: list[Frame] = []
+class FrameReader:
+    """Reading a session's frames in order; subclasses say how to send and
+    receive (a WebSocket, or a service in process)."""
+
+    seen: list[Frame]
 
     async def send(self, **frame: Any) -> None:
-        await self.connection.send(json.dumps(frame))
+        raise NotImplementedError
 
-    async def send_raw(self, data: str | bytes) -> None:
-        await self.connection.send(data)
+    async def receive_text(self) -> str:
+        raise NotImplementedError
 
     async def recv(self) -> Frame:
         """The next frame, checked against the protocol's `ServerMessage` union."""
         async with asyncio.timeout(RECEIVE_LIMIT_S):
-            text = await self.connection.recv()
+            text = await self.receive_text()
         server_message_adapter.validate_json(text)
         frame: Frame = json.loads(text)
         self.seen.append(frame)
@@ -66,6 +67,24 @@ class Client:
     async def chat(self, content: str, **fields: Any) -> list[Frame]:
         await self.send(type="chat", content=content, **fields)
         return await self.run()
+
+
+class Client(FrameReader):
+    """A protocol-v1 client on a WebSocket."""
+
+    def __init__(self, connection: ClientConnection) -> None:
+        self.connection = connection
+        self.seen = []
+
+    async def send(self, **frame: Any) -> None:
+        await self.connection.send(json.dumps(frame))
+
+    async def send_raw(self, data: str | bytes) -> None:
+        await self.connection.send(data)
+
+    async def receive_text(self) -> str:
+        text = await self.connection.recv()
+        return text if isinstance(text, str) else text.decode()
 
 
 def labels(frames: list[Frame]) -> list[str]:
