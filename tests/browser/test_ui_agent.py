@@ -3,6 +3,8 @@ and the pause-and-answer banner."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from playwright.async_api import expect
 
@@ -332,3 +334,56 @@ async def test_more_steps_can_be_granted_while_running(
     ).to_be_hidden()
     await app.stop_button.click()
     await app.wait_idle()
+
+
+async def test_a_plan_shows_before_the_steps_that_carry_it_out(
+    start_server: StartServer, open_app: OpenApp
+) -> None:
+    """With plan_execute as the server's default strategy, the plan (and a
+    revised plan) shows in the run, in order with its steps."""
+
+    def plan(*steps: str, prose: str) -> str:
+        block = json.dumps({"steps": list(steps), "final_answer": ""})
+        return f"{prose}\n\n```json\n{block}\n```"
+
+    replan = json.dumps(
+        {
+            "observation": "2",
+            "should_continue": True,
+            "final_answer": "",
+            "replan": True,
+        }
+    )
+    llm = ScriptedLLM(
+        plan("Add 1 and 1", "Add 2 and 2", prose="Two sums, one at a time."),
+        calls(("add", {"expression": "1+1"})),
+        f"One is enough.\n```json\n{replan}\n```",
+        plan("Answer with 2", prose="Just answer."),
+        Completion(content="No action needed."),
+        observe("done", should_continue=False, final="It is **2**."),
+    )
+    harness = await start_server(
+        llm, test_registry(), agent_loop_strategy="plan_execute"
+    )
+    app = await open_app(harness)
+    await app.use_settings(agent=True, max_steps=5)
+
+    await app.type_and_send("Add things")
+    await app.wait_idle()
+
+    turn = app.assistant()
+    await turn.locator(".trace-summary").click()
+    items = turn.locator(".steps > li")
+    kinds = [await item.get_attribute("class") for item in await items.all()]
+    assert kinds == ["plan", "step", "plan", "step"]
+    assert await app.texts(".plan .step-badge") == ["Plan", "New plan (2)"]
+    assert await app.texts(".plan[data-revision='1'] .plan-steps li") == [
+        "Add 1 and 1",
+        "Add 2 and 2",
+    ]
+    assert await app.texts(".plan .plan-note") == [
+        "Two sums, one at a time.",
+        "Just answer.",
+    ]
+    await expect(turn.locator(".answer strong")).to_have_text("2")
+    assert llm.purposes == ["plan", "act", "observe", "plan", "act", "observe"]

@@ -160,6 +160,7 @@ export class Controller extends EventTarget {
     run.becomeAgent();
     switch (frame.update_type) {
       case 'agent_start': run.start(frame); break;
+      case 'agent_plan': run.plan(frame); break;
       case 'agent_turn_start': run.turnStart(frame); break;
       case 'agent_reason': run.reason(frame); break;
       case 'agent_observe': run.observe(frame); break;

@@ -21,6 +21,7 @@ export function phaseAfter(frame, agent) {
   const kind = frame.type === 'agent_update' ? frame.update_type : frame.type;
   switch (kind) {
     case 'agent_start': return 'Starting…';
+    case 'agent_plan': return 'Carrying out the plan…';
     case 'agent_turn_start': return 'Reasoning…';
     case 'agent_reason': return frame.control?.finish ? 'Writing the answer…' : 'Choosing an action…';
     case 'tool_start': return `Running ${frame.tool_name}…`;
@@ -157,6 +158,20 @@ export class RunView {
   setCap(cap) {
     this.cap = cap;
     this.updateBusyStep();
+  }
+
+  /** plan_execute's plan (a later revision replaces nothing: both stay visible). */
+  plan({ steps, revision, content }) {
+    this.ensureTrace();
+    const title = revision > 1 ? `New plan (${revision})` : 'Plan';
+    const block = h(
+      'li',
+      { class: 'plan', dataset: { revision: String(revision) } },
+      h('div', { class: 'step-head' }, h('span', { class: 'step-badge', text: title })),
+      content?.trim() ? h('p', { class: 'plan-note', text: content.trim() }) : null,
+      h('ol', { class: 'plan-steps' }, steps.map((text) => h('li', { text }))),
+    );
+    this.stepList.append(block);
   }
 
   turnStart({ step, max_steps }) {
