@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import get_args
 
 import pytest
 
 from backend.__main__ import main
 from backend.protocol import (
+    CLIENT_MESSAGE_TYPES,
+    FRAME_MODELS,
     AgentControlMessage,
     ChatMessage,
+    Envelope,
+    RunEvent,
     client_message_adapter,
     json_schema,
     server_message_adapter,
@@ -95,3 +100,23 @@ def test_server_frames_parse_by_type_and_update_type() -> None:
     )
     assert type(frame).__name__ == "AgentStoppedFrame"
     assert json.loads(frame.model_dump_json())["update_type"] == "agent_stopped"
+
+
+def test_client_message_types_come_from_the_union() -> None:
+    assert CLIENT_MESSAGE_TYPES == (
+        "chat",
+        "agent_control",
+        "agent_user_input",
+        "tool_approval_response",
+        "reset_session",
+    )
+
+
+def test_every_payload_has_one_flat_frame_model() -> None:
+    """A frame model adds the envelope to its payload and nothing else."""
+    envelope = set(Envelope.model_fields)
+    for payload, frame in FRAME_MODELS.items():
+        assert set(frame.model_fields) == envelope | set(payload.model_fields)
+        assert frame.__name__ == f"{payload.__name__}Frame"
+    run_events = {p.__name__ for p in get_args(RunEvent)}
+    assert run_events <= {p.__name__ for p in FRAME_MODELS}
