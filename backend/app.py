@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 from starlette.applications import Starlette
 from starlette.routing import WebSocketRoute
@@ -53,11 +53,16 @@ def default_registry() -> ToolRegistry:
     return ToolRegistry([*builtin_tools(), *note_tools(NoteStore())])
 
 
+StrategyFactory = Callable[[LoopKit], StrategyRegistry]
+"""Builds the strategies a server offers from the kit (`default_strategies`)."""
+
+
 def make_service(
     settings: Settings,
     llm: LLMClient,
     registry: ToolRegistry,
     prompts: PromptProvider,
+    strategies: StrategyFactory | None = None,
 ) -> ChatService:
     executor = ToolExecutor(
         registry,
@@ -81,12 +86,11 @@ def make_service(
         on_reject=settings.approval_on_reject,
         max_replans=settings.agent_max_replans,
     )
+    kit = LoopKit.build(llm, registry, executor, prompts, config)
     return ChatService(
         llm=llm,
         registry=registry,
-        strategies=default_strategies(
-            LoopKit.build(llm, registry, executor, prompts, config)
-        ),
+        strategies=(strategies or default_strategies)(kit),
         settings=settings,
     )
 
@@ -113,14 +117,19 @@ def create_app(
     llm: LLMClient | None = None,
     registry: ToolRegistry | None = None,
     prompts: PromptProvider | None = None,
+    strategies: StrategyFactory | None = None,
 ) -> Starlette:
-    """The ASGI app. Tests inject `llm` / `registry`; production uses settings."""
+    """The ASGI app. Tests inject `llm` / `registry`; production uses settings.
+
+    `strategies` builds the strategies to offer from the shared `LoopKit`
+    (default: `default_strategies`); embedders add their own this way.
+    """
     settings = settings or Settings()
     prompts = prompts or PromptProvider()
     prompts.check()
     chosen_llm = llm or make_llm(settings)
     tools = registry if registry is not None else default_registry()
-    service = make_service(settings, chosen_llm, tools, prompts)
+    service = make_service(settings, chosen_llm, tools, prompts, strategies)
     mcp_configs = load_mcp_config(settings.mcp_config) if settings.mcp_config else []
 
     @contextlib.asynccontextmanager

@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from backend.app import make_service
+from backend.app import StrategyFactory, make_service
 from backend.chat.service import ChatService
 from backend.chat.session import Session, Subscription
 from backend.llm.base import LLMClient
@@ -39,10 +39,16 @@ class ServiceClient(FrameReader):
 
 @asynccontextmanager
 async def serving(
-    llm: LLMClient, registry: ToolRegistry, **settings: Any
+    llm: LLMClient,
+    registry: ToolRegistry,
+    *,
+    strategies: StrategyFactory | None = None,
+    **settings: Any,
 ) -> AsyncIterator[ServiceClient]:
     """A started service with one session and a client reading it."""
-    service = make_service(make_settings(**settings), llm, registry, PromptProvider())
+    service = make_service(
+        make_settings(**settings), llm, registry, PromptProvider(), strategies
+    )
     async with service:
         session, _ = service.open_session()
         yield ServiceClient(service, session)

@@ -4,7 +4,9 @@ Each test runs a `chat` in agent mode with `loop_strategy` set, through a real
 `ChatService`, and reads the frames a client gets. The model is
 `ProtocolLLM`, which speaks the loop's protocol by purpose, so a strategy
 registered in `default_strategies` gets all of these tests without writing
-a script for it. Tool-based guarantees apply to strategies that use tools.
+a script for it — and so does the example strategy of docs/architecture.md,
+loaded from the document. Tool-based guarantees apply to strategies that use
+tools.
 """
 
 from __future__ import annotations
@@ -13,11 +15,14 @@ from typing import Any
 
 import pytest
 
+from backend.agent.kit import LoopKit
 from backend.agent.loop import AgentLoop
+from backend.agent.registry import StrategyRegistry
 from backend.aio import race
 from backend.app import default_strategies
 from backend.llm.base import Purpose
 from backend.tools.base import ToolRegistry
+from tests.docs_strategy import example_strategy
 from tests.fakes import Saver, SlowTool, approval_registry, test_registry
 from tests.protocol_llm import ANSWER, Ask, ProtocolLLM, Use
 from tests.run_harness import make_kit
@@ -28,9 +33,15 @@ QUESTION = "Please do the work."
 ENDING = ["chat_response", "agent_completion", "response_complete"]
 STOPPED = ["agent_stopped", "agent_completion", "response_complete"]
 
+
+def contract_strategies(kit: LoopKit) -> StrategyRegistry:
+    """Every shipped strategy, and the one docs/architecture.md teaches."""
+    return StrategyRegistry([*default_strategies(kit), example_strategy()(kit)])
+
+
 REGISTERED: dict[str, AgentLoop] = {
     strategy.name: strategy
-    for strategy in default_strategies(make_kit(ProtocolLLM(), test_registry()))
+    for strategy in contract_strategies(make_kit(ProtocolLLM(), test_registry()))
 }
 
 
@@ -77,7 +88,7 @@ async def test_a_run_is_announced_worked_and_closed_in_order(strategy: str) -> N
         [Use("add", {"expression": "2+3"})] if REGISTERED[strategy].uses_tools else []
     )
     llm = ProtocolLLM(*actions)
-    async with serving(llm, test_registry()) as client:
+    async with serving(llm, test_registry(), strategies=contract_strategies) as client:
         await agent_chat(client, strategy, agent_max_steps=4)
         frames = await client.run()
         history = client.session.history.messages
@@ -109,7 +120,7 @@ async def test_a_run_is_announced_worked_and_closed_in_order(strategy: str) -> N
 async def baseline_purposes(strategy: str) -> list[Purpose]:
     """The purposes of a run that works, runs out of budget and writes the answer."""
     llm = ProtocolLLM(*two_actions(strategy))
-    async with serving(llm, test_registry()) as client:
+    async with serving(llm, test_registry(), strategies=contract_strategies) as client:
         await agent_chat(client, strategy, agent_max_steps=1)
         await answering(client)
     seen: list[Purpose] = []
@@ -123,7 +134,9 @@ async def baseline_purposes(strategy: str) -> list[Purpose]:
 async def test_stop_cuts_the_llm_call_in_every_phase(strategy: str) -> None:
     for purpose in await baseline_purposes(strategy):
         llm = ProtocolLLM(*two_actions(strategy), hold=purpose)
-        async with serving(llm, test_registry()) as client:
+        async with serving(
+            llm, test_registry(), strategies=contract_strategies
+        ) as client:
             await agent_chat(client, strategy, agent_max_steps=1)
             hold = llm.hold
             assert hold is not None
@@ -151,7 +164,9 @@ async def test_stop_cuts_a_running_tool(strategy: str) -> None:
     needs_tools(strategy)
     slow = SlowTool()
     llm = ProtocolLLM(Use("slow", {"label": "x"}))
-    async with serving(llm, test_registry(slow)) as client:
+    async with serving(
+        llm, test_registry(slow), strategies=contract_strategies
+    ) as client:
         await agent_chat(client, strategy)
         frames = await client.until_label("tool_start:slow")
         await slow.started.wait()
@@ -164,7 +179,7 @@ async def test_stop_cuts_a_running_tool(strategy: str) -> None:
 async def test_stop_after_step_ends_at_the_next_phase_boundary(strategy: str) -> None:
     first = (await baseline_purposes(strategy))[0]
     llm = ProtocolLLM(*two_actions(strategy), hold=first)
-    async with serving(llm, test_registry()) as client:
+    async with serving(llm, test_registry(), strategies=contract_strategies) as client:
         await agent_chat(client, strategy)
         assert llm.hold is not None
         await llm.hold.started.wait()
@@ -181,7 +196,9 @@ async def test_stop_after_step_ends_at_the_next_phase_boundary(strategy: str) ->
 async def test_grant_steps_extends_the_running_budget(strategy: str) -> None:
     first = (await baseline_purposes(strategy))[0]
     llm = ProtocolLLM(*two_actions(strategy), hold=first)
-    async with serving(llm, test_registry(), agent_max_steps_cap=6) as client:
+    async with serving(
+        llm, test_registry(), agent_max_steps_cap=6, strategies=contract_strategies
+    ) as client:
         await agent_chat(client, strategy, agent_max_steps=1)
         assert llm.hold is not None
         await llm.hold.started.wait()
@@ -197,7 +214,7 @@ async def test_grant_steps_extends_the_running_budget(strategy: str) -> None:
 
 async def test_a_question_pauses_the_run_until_answered(strategy: str) -> None:
     llm = ProtocolLLM(Ask("Which unit?"))
-    async with serving(llm, test_registry()) as client:
+    async with serving(llm, test_registry(), strategies=contract_strategies) as client:
         await agent_chat(client, strategy)
         frames = await client.until_label("agent_request_input")
         asked = frames[-1]
@@ -228,7 +245,9 @@ async def test_approval_decides_whether_the_tool_runs(
     needs_tools(strategy)
     saver = Saver()
     llm = ProtocolLLM(Use("save", {"text": "milk"}))
-    async with serving(llm, approval_registry(saver)) as client:
+    async with serving(
+        llm, approval_registry(saver), strategies=contract_strategies
+    ) as client:
         await agent_chat(client, strategy)
         frames = await client.until_label("tool_approval_request:save")
         request = frames[-1]
@@ -254,7 +273,7 @@ async def test_an_exhausted_budget_still_ends_with_the_models_answer(
     strategy: str,
 ) -> None:
     llm = ProtocolLLM(*two_actions(strategy))
-    async with serving(llm, test_registry()) as client:
+    async with serving(llm, test_registry(), strategies=contract_strategies) as client:
         await agent_chat(client, strategy, agent_max_steps=1)
         frames = await answering(client)
         history = client.session.history.messages
@@ -271,7 +290,6 @@ async def test_an_exhausted_budget_still_ends_with_the_models_answer(
     assert history[-1].content == ANSWER
 
 
-def test_every_registered_strategy_is_offered(strategy: str) -> None:
-    registry = ToolRegistry()
-    names = [s.name for s in default_strategies(make_kit(ProtocolLLM(), registry))]
-    assert strategy in names and names[0] == "react"
+def test_the_shipped_strategies_react_first() -> None:
+    names = default_strategies(make_kit(ProtocolLLM(), ToolRegistry())).names
+    assert names == ("react", "act", "plan_execute", "llm_only")

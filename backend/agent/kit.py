@@ -6,15 +6,21 @@ hands it to each strategy; a new strategy needs nothing else.
 
 from __future__ import annotations
 
+import time
+import uuid
 from dataclasses import dataclass
 
-from backend.agent.loop import AgentContext, Continue, Decision, Final
+from backend.agent.loop import AgentContext, AwaitInput, Continue, Decision, Final
 from backend.agent.model_calls import LoopConfig, ModelCalls
-from backend.agent.state import RunState, StepRecord
+from backend.agent.state import Answered, PendingQuestion, RunState, StepRecord
 from backend.agent.tool_calls import ToolCalls
-from backend.llm.base import LLMClient, ToolSpec
-from backend.prompts import PromptProvider, ToolLine
-from backend.protocol import AgentMaxStepsReached, AgentTurnStart
+from backend.llm.base import LLMClient, Message, ToolSpec
+from backend.prompts import PromptProvider, ResultLine, ToolLine
+from backend.protocol import (
+    AgentMaxStepsReached,
+    AgentRequestInputTimeout,
+    AgentTurnStart,
+)
 from backend.tools.base import ToolRegistry
 from backend.tools.executor import ToolExecutor
 
@@ -72,6 +78,56 @@ class LoopKit:
             "so the loop ended early."
         )
         return Final(None, "error", why)
+
+    def ask_user(self, ctx: AgentContext, question: str, *, then: str) -> Decision:
+        """Ask in words, not through a tool (strategies without tools): the
+        question joins the conversation, and `then` names the phase that
+        takes the answer (`user_answered`)."""
+        state = ctx.state
+        ctx.history.append(Message.assistant(question))
+        state.phase = then
+        timeout = self.config.request_input_timeout_s
+        return AwaitInput(
+            PendingQuestion(
+                question_id=uuid.uuid4().hex,
+                question=question,
+                step=state.step,
+                timeout_s=timeout,
+                deadline=time.time() + timeout,
+            )
+        )
+
+    def user_answered(self, ctx: AgentContext, *, then: str) -> Decision:
+        """The phase after `ask_user`: the answer joins the conversation as the
+        user's next message and the run goes on in `then`; no answer in time
+        ends the run with a final answer that says so."""
+        state = ctx.state
+        resolution, pending = state.take_resolution(), state.pending_question
+        state.pending_question = None
+        assert pending is not None, "user_answered runs only after ask_user"
+        if not isinstance(resolution, Answered):
+            ctx.emit(
+                AgentRequestInputTimeout(
+                    step=state.step, question_id=pending.question_id
+                )
+            )
+            why = (
+                f"You asked the user: {pending.question!r}, but no answer came within "
+                f"{pending.timeout_s:g} seconds. Say so, and answer as far as possible "
+                "without it."
+            )
+            return Final(None, "timeout", why)
+        ctx.history.append(Message.user(resolution.content))
+        state.record.results.append(
+            ResultLine(
+                name="ask_user",
+                status="answered",
+                arguments=pending.question,
+                content=resolution.content,
+            )
+        )
+        state.phase = then
+        return Continue()
 
     async def queue_or_observe(self, ctx: AgentContext, after: str) -> Decision:
         """The tool-call phase: settle the next queued call, or move to `after`."""

@@ -8,17 +8,12 @@ the conversation as the user's next message.
 
 from __future__ import annotations
 
-import time
-import uuid
-
 from backend.agent.control import parse_control
 from backend.agent.kit import LoopKit
-from backend.agent.loop import AgentContext, AwaitInput, Continue, Decision, Final
+from backend.agent.loop import AgentContext, Continue, Decision, Final
 from backend.agent.phases import PhasedStrategy, observe
-from backend.agent.state import Answered, PendingQuestion, RunState
-from backend.llm.base import Message
-from backend.prompts import ResultLine
-from backend.protocol import AgentReason, AgentRequestInputTimeout, ReasonControl
+from backend.agent.state import RunState
+from backend.protocol import AgentReason, ReasonControl
 
 NO_TOOLS_NOTE = "This strategy has no tools; the reasoning above is this step's work."
 
@@ -83,54 +78,13 @@ class LLMOnly(PhasedStrategy):
         if control.final_answer.strip():
             return Final(control.final_answer.strip(), "finished")
         if control.ask_user.strip():
-            return self._ask(ctx, control.ask_user.strip())
+            return kit.ask_user(ctx, control.ask_user.strip(), then="answered")
         if control.finish:
             return Final(None, "finished", "The reason phase decided it could finish.")
         return Continue()
 
-    def _ask(self, ctx: AgentContext, question: str) -> Decision:
-        state = ctx.state
-        ctx.history.append(Message.assistant(question))
-        state.phase = "answered"
-        timeout = self.kit.config.request_input_timeout_s
-        return AwaitInput(
-            PendingQuestion(
-                question_id=uuid.uuid4().hex,
-                question=question,
-                step=state.step,
-                timeout_s=timeout,
-                deadline=time.time() + timeout,
-            )
-        )
-
     async def _answered(self, ctx: AgentContext) -> Decision:
-        state = ctx.state
-        resolution, pending = state.take_resolution(), state.pending_question
-        state.pending_question = None
-        assert pending is not None
-        if not isinstance(resolution, Answered):
-            ctx.emit(
-                AgentRequestInputTimeout(
-                    step=state.step, question_id=pending.question_id
-                )
-            )
-            why = (
-                f"You asked the user: {pending.question!r}, but no answer came within "
-                f"{pending.timeout_s:g} seconds. Say so, and answer as far as possible "
-                "without it."
-            )
-            return Final(None, "timeout", why)
-        ctx.history.append(Message.user(resolution.content))
-        state.record.results.append(
-            ResultLine(
-                name="ask_user",
-                status="answered",
-                arguments=pending.question,
-                content=resolution.content,
-            )
-        )
-        state.phase = "observe"
-        return Continue()
+        return self.kit.user_answered(ctx, then="observe")
 
     async def _observe(self, ctx: AgentContext) -> Decision:
         ctx.state.phase = "turn"
