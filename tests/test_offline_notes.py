@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from backend.agent.tool_calls import CANCELLED_NOTE, closed
+from backend.agent.cutoffs import CANCELLED_NOTE, closed
 from backend.llm.base import (
     Message,
     ToolCall,

@@ -18,6 +18,7 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable
 
+from backend.agent.cutoffs import close_queue
 from backend.agent.loop import (
     AgentContext,
     AgentLoop,
@@ -39,7 +40,6 @@ from backend.agent.state import (
     WaitOutcome,
 )
 from backend.agent.summary import summarize_outcomes
-from backend.agent.tool_calls import close_queue
 from backend.aio import race
 from backend.errors import LLMError
 from backend.protocol import (

@@ -5,8 +5,8 @@ history and queues them in `state.queue`; then each `next(ctx)` settles the
 head of the queue, one call per phase, so the driver checks the graceful
 stop and checkpoints between calls:
 
-- `request_input` (agent runs): `AwaitInput`; the answer becomes the call's
-  result. It is handled here, never by the executor.
+- `request_input` (agent runs): a question for the user
+  (`agent/request_input.py`), never a call for the executor.
 - a call made before in this run: not run again; the model is told.
 - a call that was running when the process died (the run continues from a
   checkpoint): reported as interrupted — it may have run — and not run again.
@@ -14,45 +14,32 @@ stop and checkpoints between calls:
   tool asks first, the call itself, then `tool_complete` / `tool_error`.
 
 A call leaves the queue in the same phase that records its outcome, so a run
-continued from a checkpoint never runs a finished call again. `close_queue`
-reports what an ending cut off; the driver calls it for every ending.
+continued from a checkpoint never runs a finished call again. What an ending
+cuts off is closed by `cutoffs.close_queue`.
 """
 
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Callable
 
-from backend.agent.loop import (
-    AgentContext,
-    AwaitApproval,
-    AwaitInput,
-    Continue,
-    Decision,
-    Final,
-)
+from backend.agent import request_input
+from backend.agent.cutoffs import INTERRUPTED_NOTE
+from backend.agent.loop import AgentContext, AwaitApproval, Continue, Decision
 from backend.agent.model_calls import LoopConfig
+from backend.agent.request_input import REQUEST_INPUT_SPEC, is_request_input
 from backend.agent.rules import ToolCallRules
 from backend.agent.state import (
-    Answered,
     Approved,
     Declined,
     InFlight,
     PendingApproval,
-    PendingQuestion,
     TimedOut,
     WaitOutcome,
 )
-from backend.llm.base import Completion, Message, ToolCall, ToolSpec, ToolStatus
+from backend.llm.base import Completion, Message, ToolCall, ToolSpec
 from backend.prompts import ResultLine
-from backend.protocol import (
-    AgentDuplicateCall,
-    AgentRequestInputTimeout,
-    ToolComplete,
-    ToolError,
-    ToolStart,
-)
+from backend.protocol import AgentDuplicateCall, ToolComplete, ToolError, ToolStart
 from backend.tools.base import ToolContext, ToolRegistry
 from backend.tools.executor import (
     CallScope,
@@ -65,38 +52,6 @@ from backend.tools.executor import (
 )
 from backend.tools.policy import ApprovalDecision
 from backend.tools.results import to_json_text
-
-REQUEST_INPUT = "request_input"
-REQUEST_INPUT_SPEC = ToolSpec(
-    name=REQUEST_INPUT,
-    description=(
-        "Pause and ask the user a clarifying question. Use it only when the "
-        "request lacks information you need; the user's answer comes back as "
-        "this tool's result."
-    ),
-    parameters={
-        "type": "object",
-        "properties": {
-            "question": {"type": "string", "description": "The question to ask."}
-        },
-        "required": ["question"],
-    },
-)
-CANCELLED_NOTE = "Cancelled: the user stopped the run before this tool finished."
-STOPPED_NOTE = "Not run: the user stopped the run before this call."
-ENDED_NOTE = "Not run: the run ended before this call."
-UNANSWERED_NOTE = "Cancelled: the run stopped before the user answered."
-INTERRUPTED_NOTE = (
-    "{name} was interrupted: the server stopped while it was running, so it may "
-    "or may not have taken effect; it was not run again. Check before retrying."
-)
-
-
-def closed(call: ToolCall, note: str, status: ToolStatus) -> Message:
-    """A tool message for a call that gave no result: `note` for the model,
-    the reason alone (no "Cancelled:" label) as its error."""
-    reason = note.split(": ", 1)[-1].rstrip(".")
-    return Message.tool(call.id, call.name, note, status, reason)
 
 
 class ToolCalls:
@@ -153,8 +108,8 @@ class ToolCalls:
         """
         state = ctx.state
         call = state.queue[0]
-        if call.name == REQUEST_INPUT and state.request.agent:
-            return self._ask(ctx, call)
+        if is_request_input(ctx, call):
+            return self._question(ctx, call)
         resolution = state.take_resolution()
         if resolution is not None:
             return self._approval_decided(ctx, call, resolution)
@@ -306,62 +261,12 @@ class ToolCalls:
         ctx.state.queue.pop(0)
         ctx.state.in_flight = None
 
-    # ------------------------------------------------------------ request_input
-
-    def _ask(self, ctx: AgentContext, call: ToolCall) -> Decision:
-        state = ctx.state
-        resolution = state.take_resolution()
-        pending = state.pending_question
-        if resolution is None or pending is None:
+    def _question(self, ctx: AgentContext, call: ToolCall) -> Decision:
+        pending = ctx.state.pending_question
+        if ctx.state.resolution is None or pending is None:
             timeout = self.config.request_input_timeout_s
-            return AwaitInput(
-                PendingQuestion(
-                    question_id=call.id or uuid.uuid4().hex,
-                    question=question_of(call),
-                    step=state.step,
-                    timeout_s=timeout,
-                    deadline=self._clock() + timeout,
-                    tool_call_id=call.id,
-                )
-            )
-        state.pending_question = None
-        if isinstance(resolution, Answered):
-            answer = resolution.content
-            ctx.history.append(Message.tool(call.id, REQUEST_INPUT, answer))
-            line = ResultLine(
-                name=REQUEST_INPUT,
-                status="answered",
-                arguments=pending.question,
-                content=answer,
-            )
-            state.record.results.append(line)
-            self._pop(ctx)
-            return Continue()
-        return self._unanswered(ctx, call, pending)
-
-    def _unanswered(
-        self, ctx: AgentContext, call: ToolCall, pending: PendingQuestion
-    ) -> Decision:
-        state = ctx.state
-        ctx.emit(
-            AgentRequestInputTimeout(step=state.step, question_id=pending.question_id)
-        )
-        limit = f"{pending.timeout_s:g}"
-        note = f"No answer: the user did not reply within {limit} seconds."
-        ctx.history.append(closed(call, note, "timeout"))
-        self._pop(ctx)
-        why = (
-            f"You asked the user: {pending.question!r}, but no answer came within "
-            f"{limit} seconds. Say so, and answer as far as possible without it."
-        )
-        return Final(None, "timeout", why)
-
-
-def question_of(call: ToolCall) -> str:
-    arguments = parse_arguments(call.arguments)
-    if isinstance(arguments, dict) and str(arguments.get("question", "")).strip():
-        return str(arguments["question"]).strip()
-    return "Could you tell me more about what you need?"
+            return request_input.ask(ctx, call, timeout, self._clock())
+        return request_input.settle(ctx, call, pending)
 
 
 def _report(outcome: ToolOutcome) -> ToolComplete | ToolError:
@@ -383,53 +288,3 @@ def _report(outcome: ToolOutcome) -> ToolComplete | ToolError:
         duration_ms=outcome.duration_ms,
         step=outcome.step,
     )
-
-
-def close_queue(
-    ctx: AgentContext, *, stopped: bool, clock: Callable[[], float] = time.time
-) -> None:
-    """Report and close every call an ending cut off, so history stays whole.
-
-    The call in flight is `cancelled` (or not run, if it waited for approval);
-    the rest were never started. A pending question is withdrawn.
-    """
-    state = ctx.state
-    for call in state.queue:
-        if call.name == REQUEST_INPUT and state.request.agent:
-            ctx.history.append(closed(call, UNANSWERED_NOTE, "cancelled"))
-            continue
-        _close_call(ctx, call, stopped=stopped, clock=clock)
-    state.queue.clear()
-    state.in_flight = None
-    state.pending_question = None
-    state.pending_approval = None
-    state.resolution = None
-
-
-def _close_call(
-    ctx: AgentContext, call: ToolCall, *, stopped: bool, clock: Callable[[], float]
-) -> None:
-    state = ctx.state
-    flight = state.in_flight
-    duration = 0.0
-    status: ToolStatus
-    if flight is not None and flight.tool_call_id == call.id:
-        duration = round(max(clock() - flight.started_at, 0.0) * 1000, 3)
-        approval = state.pending_approval
-        if approval is not None and approval.tool_call_id == call.id:
-            note, status = f"{call.name} was not run: the run is stopping", "not_run"
-        else:
-            note, status = CANCELLED_NOTE, "cancelled"
-    else:
-        note, status = (STOPPED_NOTE if stopped else ENDED_NOTE), "not_run"
-    ctx.emit(
-        ToolError(
-            tool_call_id=call.id,
-            tool_name=call.name,
-            error=note,
-            status="cancelled",
-            duration_ms=duration,
-            step=state.step,
-        )
-    )
-    ctx.history.append(closed(call, note, status))

@@ -17,11 +17,11 @@ import time
 import uuid
 from types import TracebackType
 
+from backend.agent.cutoffs import CANCELLED_NOTE
 from backend.agent.driver import Checkpoint, RunDriver
 from backend.agent.loop import AgentContext, AgentLoop, AgentResult
 from backend.agent.registry import StrategyRegistry
 from backend.agent.state import RunRequest, RunState
-from backend.agent.tool_calls import CANCELLED_NOTE
 from backend.chat.session import ActiveRun, Session
 from backend.errors import Busy, ConfigError, InvalidMessage, ProtocolError
 from backend.llm.base import LLMClient, Message

@@ -1,0 +1,80 @@
+"""What an ending cut off: every call the model asked for that did not finish.
+
+Every ending of a run (a stop, an error, a decided end) passes through
+`close_queue`, so the history stays whole — each tool call has its result,
+as providers require — and the user is told honestly what became of each
+call: the one running is `cancelled` (or not run, if it waited for an
+approval), the rest were never started, a pending question is withdrawn.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from backend.agent.loop import AgentContext
+from backend.agent.request_input import is_request_input
+from backend.llm.base import Message, ToolCall, ToolStatus
+from backend.protocol import ToolError
+
+CANCELLED_NOTE = "Cancelled: the user stopped the run before this tool finished."
+STOPPED_NOTE = "Not run: the user stopped the run before this call."
+ENDED_NOTE = "Not run: the run ended before this call."
+UNANSWERED_NOTE = "Cancelled: the run stopped before the user answered."
+INTERRUPTED_NOTE = (
+    "{name} was interrupted: the server stopped while it was running, so it may "
+    "or may not have taken effect; it was not run again. Check before retrying."
+)
+
+
+def closed(call: ToolCall, note: str, status: ToolStatus) -> Message:
+    """A tool message for a call that gave no result: `note` for the model,
+    the reason alone (no "Cancelled:" label) as its error."""
+    reason = note.split(": ", 1)[-1].rstrip(".")
+    return Message.tool(call.id, call.name, note, status, reason)
+
+
+def close_queue(
+    ctx: AgentContext, *, stopped: bool, clock: Callable[[], float] = time.time
+) -> None:
+    """Report and close every call still queued; clear the waits."""
+    state = ctx.state
+    for call in state.queue:
+        if is_request_input(ctx, call):
+            ctx.history.append(closed(call, UNANSWERED_NOTE, "cancelled"))
+        else:
+            _close_call(ctx, call, stopped=stopped, clock=clock)
+    state.queue.clear()
+    state.in_flight = None
+    state.pending_question = None
+    state.pending_approval = None
+    state.resolution = None
+
+
+def _close_call(
+    ctx: AgentContext, call: ToolCall, *, stopped: bool, clock: Callable[[], float]
+) -> None:
+    state = ctx.state
+    flight = state.in_flight
+    duration = 0.0
+    status: ToolStatus
+    if flight is not None and flight.tool_call_id == call.id:
+        duration = round(max(clock() - flight.started_at, 0.0) * 1000, 3)
+        approval = state.pending_approval
+        if approval is not None and approval.tool_call_id == call.id:
+            note, status = f"{call.name} was not run: the run is stopping", "not_run"
+        else:
+            note, status = CANCELLED_NOTE, "cancelled"
+    else:
+        note, status = (STOPPED_NOTE if stopped else ENDED_NOTE), "not_run"
+    ctx.emit(
+        ToolError(
+            tool_call_id=call.id,
+            tool_name=call.name,
+            error=note,
+            status="cancelled",
+            duration_ms=duration,
+            step=state.step,
+        )
+    )
+    ctx.history.append(closed(call, note, status))
