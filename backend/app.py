@@ -31,8 +31,9 @@ from backend.transport.websocket import websocket_endpoint
 log = logging.getLogger("loopwire")
 
 
-def make_llm(settings: Settings) -> LLMClient:
-    """The configured provider: OpenAI-compatible, or the embedded offline model."""
+def make_llm(settings: Settings, registry: ToolRegistry) -> LLMClient:
+    """The configured provider: OpenAI-compatible, or the embedded offline model
+    (which learns the registry's tools from their offline skills)."""
     if settings.provider == "openai":
         from backend.llm.openai_client import OpenAIClient
 
@@ -45,7 +46,7 @@ def make_llm(settings: Settings) -> LLMClient:
         )
     from backend.llm.offline import OfflineLLM
 
-    return OfflineLLM()
+    return OfflineLLM(registry)
 
 
 def default_registry() -> ToolRegistry:
@@ -127,8 +128,8 @@ def create_app(
     settings = settings or Settings()
     prompts = prompts or PromptProvider()
     prompts.check()
-    chosen_llm = llm or make_llm(settings)
     tools = registry if registry is not None else default_registry()
+    chosen_llm = llm or make_llm(settings, tools)
     service = make_service(settings, chosen_llm, tools, prompts, strategies)
     mcp_configs = load_mcp_config(settings.mcp_config) if settings.mcp_config else []
 

@@ -22,6 +22,10 @@ from backend.llm.base import (
     ToolStatus,
 )
 from backend.llm.offline import OfflineLLM
+from backend.llm.offline_words import Words
+from backend.tools.base import ToolRegistry
+from backend.tools.builtin import builtin_tools
+from backend.tools.notes import NoteStore, note_tools
 
 REQUEST_INPUT = ToolSpec(
     name="request_input",
@@ -41,7 +45,10 @@ PHASES = {
     "chat": "",
 }
 
-llm = OfflineLLM()
+REGISTRY = ToolRegistry([*builtin_tools(), *note_tools(NoteStore())])
+"""The default app's tools: the offline model learns them from their skills."""
+llm = OfflineLLM(REGISTRY)
+WORDS = Words(REGISTRY.offline_skills())
 
 
 def request(

@@ -91,4 +91,6 @@ async def test_chat_answers_approvals_from_arguments(start_server: StartServer) 
         "(no one to approve: pass --approve yes|no or use a terminal; declining)"
         in text
     )
-    assert "didn't save it" in text
+    assert (
+        "OK — I didn't save the note “I parked on level 3”, since you declined." in text
+    )

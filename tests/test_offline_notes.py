@@ -18,12 +18,11 @@ from backend.llm.base import (
     ToolCall,
     ToolStatus,
 )
-from backend.llm.offline_decisions import INTRODUCTION
 from backend.tools.base import ToolContext
 from backend.tools.builtin import builtin_tools
 from backend.tools.notes import NoteStore, note_tools
 from tests.conftest import StartServer
-from tests.offline_driver import REQUEST_INPUT, Phases, call, failed
+from tests.offline_driver import REQUEST_INPUT, WORDS, Phases, call, failed
 from tests.ws_client import labels
 
 BUILTIN_SPECS = tuple(tool.spec() for tool in builtin_tools())
@@ -117,7 +116,7 @@ async def test_save_declined_stops_with_an_honest_answer() -> None:
     assert control == {
         "observation": "The user declined to run save_note (reason: not now).",
         "should_continue": False,
-        "final_answer": "OK — I didn't save it, since you declined.",
+        "final_answer": "OK — I didn't save the note “my locker code is 4512”, since you declined.",
     }
     prose, control = await reason(history)
     assert prose == "The user declined the tool call, so I won't try it again."
@@ -125,11 +124,14 @@ async def test_save_declined_stops_with_an_honest_answer() -> None:
         "plan": "Tell the user what was not done.",
         "tools_to_consider": [],
         "finish": True,
-        "final_answer": "OK — I didn't save it, since you declined.",
+        "final_answer": "OK — I didn't save the note “my locker code is 4512”, since you declined.",
     }
     assert (await act(history)).content == "No action needed."
     # The loop stops on a rejection and forces the final answer (tool_choice none).
-    assert await final(history) == "OK — I didn't save it, since you declined."
+    assert (
+        await final(history)
+        == "OK — I didn't save the note “my locker code is 4512”, since you declined."
+    )
 
 
 async def test_declined_without_a_reason_and_with_the_continue_note() -> None:
@@ -145,7 +147,7 @@ async def test_declined_without_a_reason_and_with_the_continue_note() -> None:
     assert control == {
         "observation": "The user declined to run save_note.",
         "should_continue": False,
-        "final_answer": "OK — I didn't save it, since you declined.",
+        "final_answer": "OK — I didn't save the note “buy milk”, since you declined.",
     }
 
 
@@ -161,14 +163,14 @@ SAVE = call("call_1", "save_note", text="buy milk")
                 "timeout",
                 "no approval decision for save_note within 300s; it was not run",
             ),
-            "I couldn't save the note: no approval decision for save_note within "
+            "I couldn't save the note “buy milk”: no approval decision for save_note within "
             "300s; it was not run.",
         ),
         (
             refused(
                 SAVE, "failed", "this session already has 200 notes; delete some first"
             ),
-            "I couldn't save the note: this session already has 200 notes; "
+            "I couldn't save the note “buy milk”: this session already has 200 notes; "
             "delete some first.",
         ),
         (
@@ -178,12 +180,12 @@ SAVE = call("call_1", "save_note", text="buy milk")
                 "save_note changes data and this session is read-only; "
                 "answer without it or ask the user to turn read-only off",
             ),
-            "I couldn't save the note: this session is read-only. "
+            "I couldn't save the note “buy milk”: this session is read-only. "
             "Turn read-only off and ask again.",
         ),
         (
             closed(SAVE, CANCELLED_NOTE, "cancelled"),
-            "I couldn't save the note: the user stopped the run before this tool "
+            "I couldn't save the note “buy milk”: the user stopped the run before this tool "
             "finished.",
         ),
     ],
@@ -349,7 +351,7 @@ async def test_a_finished_note_request_is_not_completed_later() -> None:
         Message.assistant("Saved note #1: “buy milk”."),
         Message.user("tell me a joke"),
     ]
-    assert (await chat(history)).content == INTRODUCTION
+    assert (await chat(history)).content == WORDS.introduction()
 
 
 # --- list ------------------------------------------------------------------------
@@ -609,7 +611,7 @@ async def test_tool_mode_after_a_declined_save() -> None:
     # The chat rounds end on a rejection with one more call, tools off.
     answer = await chat(history, TOOL_MODE, tool_choice="none")
     assert (answer.content, answer.tool_calls) == (
-        "OK — I didn't save it, since you declined.",
+        "OK — I didn't save the note “my locker code is 4512”, since you declined.",
         (),
     )
 
@@ -656,7 +658,7 @@ async def test_precedence(text: str, tool: str, arguments: dict[str, Any]) -> No
     "text", ["forget it", "I took notes in class", "notebook prices", "tell me a joke"]
 )
 async def test_not_note_requests(text: str) -> None:
-    assert (await chat([Message.user(text)])).content == INTRODUCTION
+    assert (await chat([Message.user(text)])).content == WORDS.introduction()
 
 
 # --- end to end: the default app, real executor and approvals --------------------
@@ -700,7 +702,10 @@ async def test_agent_save_declined(start_server: StartServer) -> None:
     rest = await client.run()
     assert labels(rest)[0] == "tool_error:save_note:rejected"
     assert labels(rest)[-3:] == END
-    assert rest[-3]["message"] == "OK — I didn't save it, since you declined."
+    assert (
+        rest[-3]["message"]
+        == "OK — I didn't save the note “buy milk”, since you declined."
+    )
     assert rest[-2]["reason"] == "rejected"
 
 

@@ -1,18 +1,22 @@
 """The embedded offline model: deterministic rules, no network, no weights.
 
-It speaks the agent loop's protocol from the structured request alone — the
+It speaks every strategy's protocol from the structured request alone — the
 call's `purpose`, the messages and the offered tools — never from the prompt
 text, which operators may edit:
 
-- `reason`: prose + ```json {"plan", "tools_to_consider", "finish", "final_answer"}
-- `act`: a tool call for the next needed tool (if offered), else a short note
-- `observe`: prose + ```json {"observation", "should_continue", "final_answer"}
-- `final`: the answer from this run's tool results, or an honest "couldn't"
+- `plan`: prose + ```json {"steps", "final_answer"}``` (one step per part to do)
+- `reason`: prose + ```json {"plan", "tools_to_consider", "finish",
+  "final_answer", "ask_user"}```
+- `act`: a call for the next needed tool (if offered), else a short note
+- `observe`: prose + ```json {"observation", "should_continue", "final_answer"}```
+- `final`: the answer from this run's results, or an honest "couldn't"
 - `chat`: a direct answer; with tools offered, a tool call when one is needed
 
-What the user wants comes from `offline_intents.py`; what this run has and
-what is next, from `offline_decisions.py`. Note requests ("remember that …",
-"list my notes", "forget note 2") come first, from `offline_notes.py`.
+It knows no tool itself: each tool's *offline skill* (`offline_skill.py`)
+says what a request needs of it and words the answer from its result, and
+`offline_plan.py` works a request out part by part from them. What the model
+says of itself is in `offline_words.py`. It reports its calls, never invented
+token counts.
 """
 
 from __future__ import annotations
@@ -31,23 +35,10 @@ from backend.llm.base import (
     ToolCall,
     Usage,
 )
-from backend.llm.offline_decisions import (
-    CAPABILITIES,
-    REAL_MODEL_HINT,
-    REQUEST_INPUT,
-    Answer,
-    Decision,
-    Declined,
-    Failure,
-    NeedInput,
-    NeedTool,
-    Reply,
-    RunState,
-    calculate_locally,
-    decide,
-    read_run,
-)
-from backend.llm.offline_notes import decide_notes
+from backend.llm.offline_plan import Plan, Todo, plan
+from backend.llm.offline_run import REQUEST_INPUT, read
+from backend.llm.offline_skill import Call, NoSkills, Question, SkillBook
+from backend.llm.offline_words import Words, not_run, still_missing, unavailable
 
 MODEL = "loopwire-offline"
 PROVIDER = "offline"
@@ -56,7 +47,10 @@ PhaseOutput = tuple[str, tuple[ToolCall, ...]]
 
 
 class OfflineLLM:
-    """`LLMClient` for the built-in demo model."""
+    """`LLMClient` for the built-in demo model; `skills` are read per request."""
+
+    def __init__(self, skills: SkillBook | None = None) -> None:
+        self.skills = skills or NoSkills()
 
     @property
     def model(self) -> str:
@@ -67,10 +61,10 @@ class OfflineLLM:
         return PROVIDER
 
     async def complete(self, request: LLMRequest) -> Completion:
-        return respond(request)
+        return respond(request, self.skills)
 
     async def stream(self, request: LLMRequest) -> AsyncIterator[StreamEvent]:
-        completion = respond(request)
+        completion = respond(request, self.skills)
         for piece in split_words(completion.content):
             yield TextDelta(text=piece)
         yield completion
@@ -79,16 +73,33 @@ class OfflineLLM:
         return None
 
 
-def respond(request: LLMRequest) -> Completion:
+class _Turn:
+    """One request as the model sees it."""
+
+    def __init__(self, request: LLMRequest, skills: SkillBook) -> None:
+        available = skills.offline_skills()
+        self.words = Words(available)
+        self.conversation = read(request.messages)
+        self.plan = plan(self.conversation, available, self.words)
+        self.offered: Collection[str] = (
+            frozenset()
+            if request.tool_choice == "none"
+            else frozenset(t.name for t in request.tools)
+        )
+
+    def call(self, name: str, arguments: dict[str, Any]) -> ToolCall:
+        text = json.dumps(arguments, ensure_ascii=False)
+        return ToolCall(id=self.conversation.next_call_id, name=name, arguments=text)
+
+
+def respond(request: LLMRequest, skills: SkillBook) -> Completion:
     """The offline model's whole reply to one request."""
-    state = read_run(request.messages)
-    decision = decide_notes(state) or decide(state)
-    offered = _offered(request)
-    content, calls = _PHASES[request.purpose](decision, state, offered)
+    turn = _Turn(request, skills)
+    content, calls = _PHASES[request.purpose](turn)
     return Completion(
         content=content,
         tool_calls=calls,
-        usage=_usage(request, content, calls),
+        usage=Usage(llm_calls=1),
         finish_reason="tool_calls" if calls else "stop",
     )
 
@@ -101,104 +112,120 @@ def split_words(text: str) -> list[str]:
 # --- phases --------------------------------------------------------------------
 
 
-def _reason(
-    decision: Decision, state: RunState, offered: Collection[str]
-) -> PhaseOutput:
-    match decision:
-        case NeedTool(name=name, goal=goal):
-            prose = f"I'll use the {name} tool to {goal}."
-            control = _plan(f"Call {name} to {goal}.", [name])
-        case NeedInput(missing=missing, then=then):
+def _plan(turn: _Turn) -> PhaseOutput:
+    steps = [_step_plan(todo) for todo in turn.plan.todo]
+    if steps:
+        prose = "One step per thing to do." if len(steps) > 1 else "One step to do."
+        return with_control(prose, {"steps": steps, "final_answer": ""}), ()
+    text = _closing(turn)
+    return with_control(
+        "Nothing needs doing first.", {"steps": [], "final_answer": text}
+    ), ()
+
+
+def _reason(turn: _Turn) -> PhaseOutput:
+    todo = turn.plan.next
+    if todo is None:
+        prose, plan_text = _finishing(turn.plan)
+        return with_control(prose, _finish(plan_text, _closing(turn))), ()
+    match todo.need:
+        case Call(goal=goal):
+            prose = f"I'll use the {todo.tool} tool to {goal}."
+            control = _next(_step_plan(todo), [todo.tool])
+        case Question(question=question, missing=missing):
             prose = f"The request doesn't say {missing}, so I'll ask the user."
-            plan = f"Ask the user {missing} with {REQUEST_INPUT}, then use {then}."
-            control = _plan(plan, [REQUEST_INPUT])
-        case Answer(text=text):
-            prose = "This run's tool results already answer the request."
-            control = _finish("Answer from the tool results.", text)
-        case Failure(text=text):
-            prose = "A tool failed, so I'll explain what went wrong."
-            control = _finish("Explain the error to the user.", text)
-        case Declined(text=text):
-            prose = "The user declined the tool call, so I won't try it again."
-            control = _finish("Tell the user what was not done.", text)
-        case Reply(text=text):
-            prose = "I can answer this directly, without tools."
-            control = _finish("Answer directly.", text)
+            control = _next(_step_plan(todo), [REQUEST_INPUT], ask_user=question)
     return with_control(prose, control), ()
 
 
-def _act(decision: Decision, state: RunState, offered: Collection[str]) -> PhaseOutput:
-    match decision:
-        case NeedTool(name=name, arguments=arguments) if name in offered:
-            return "", (_call(state, name, arguments),)
-        case NeedTool(name=name):
-            return f"The {name} tool is not available.", ()
-        case NeedInput(question=question) if REQUEST_INPUT in offered:
-            return "", (_call(state, REQUEST_INPUT, {"question": question}),)
-        case NeedInput(question=question):
+def _act(turn: _Turn) -> PhaseOutput:
+    todo = turn.plan.next
+    if todo is None:
+        return "No action needed.", ()
+    match todo.need:
+        case Call(arguments=arguments) if todo.tool in turn.offered:
+            return "", (turn.call(todo.tool, arguments),)
+        case Call():
+            return f"The {todo.tool} tool is not available.", ()
+        case Question(question=question) if REQUEST_INPUT in turn.offered:
+            return "", (turn.call(REQUEST_INPUT, {"question": question}),)
+        case Question(question=question):
             return f"I need more information: {question}", ()
-    return "No action needed.", ()
 
 
-def _observe(
-    decision: Decision, state: RunState, offered: Collection[str]
-) -> PhaseOutput:
-    match decision:
-        case Answer(text=text, observation=observation):
-            prose = f"{observation} That answers the request."
-            control = _verdict(observation, text)
-        case Failure(text=text, observation=observation):
-            prose = f"{observation} I'll tell the user what went wrong."
-            control = _verdict(observation, text)
-        case Declined(text=text, observation=observation):
-            prose = f"{observation} I won't try it again."
-            control = _verdict(observation, text)
-        case Reply(text=text):
+def _observe(turn: _Turn) -> PhaseOutput:
+    current, todo = turn.plan, turn.plan.next
+    if todo is None:
+        done = current.answer()
+        if done is None:
             prose = "No tools were needed."
-            control = _verdict(prose, text)
-        case NeedTool() | NeedInput() if state.answer is not None:
-            prose = (
-                f"The user answered: “{state.answer}”. Next: {_next_step(decision)}."
-            )
-            control = {
-                "observation": prose,
-                "should_continue": True,
-                "final_answer": "",
-            }
-        case _:
-            prose = "Nothing was done in this step that answers the request."
-            control = _verdict(prose, _closing_text(decision))
-    return with_control(prose, control), ()
+            return with_control(prose, _verdict(prose, _closing(turn))), ()
+        prose = f"{done.observation} {_VERDICT_PROSE[done.kind]}"
+        return with_control(prose, _verdict(done.observation, done.text)), ()
+    if turn.conversation.progressed:
+        answer = turn.conversation.answer
+        learned = (
+            f"The user answered: “{answer}”."
+            if answer is not None
+            else _latest(current)
+        )
+        prose = f"{learned} Next: {_next_step(todo)}.".strip()
+        control = {"observation": prose, "should_continue": True, "final_answer": ""}
+        return with_control(prose, control), ()
+    prose = "Nothing was done in this step that answers the request."
+    return with_control(prose, _verdict(prose, _closing(turn))), ()
 
 
-def _final(
-    decision: Decision, state: RunState, offered: Collection[str]
-) -> PhaseOutput:
-    return _closing_text(decision), ()
+def _final(turn: _Turn) -> PhaseOutput:
+    return _closing(turn), ()
 
 
-def _chat(decision: Decision, state: RunState, offered: Collection[str]) -> PhaseOutput:
-    match decision:
-        case NeedTool(name=name, arguments=arguments) if name in offered:
-            return "", (_call(state, name, arguments),)
-        case NeedTool(name="calculator", arguments=arguments):
-            return calculate_locally(str(arguments["expression"])), ()
-        case NeedTool(name=name, goal=goal) | NeedInput(then=name, goal=goal) if (
-            name not in offered
-        ):
-            return _unavailable(name, goal, offered), ()
-        case NeedInput(question=question):
-            return question, ()
-        case _:
-            return _closing_text(decision), ()
+def _chat(turn: _Turn) -> PhaseOutput:
+    """Plain chat and tool mode: call the next tool if offered, else answer."""
+    texts = [d.text for d in turn.plan.done]
+    for todo in turn.plan.todo:
+        match todo.need:
+            case Call(arguments=arguments) if todo.tool in turn.offered:
+                return "", (turn.call(todo.tool, arguments),)
+            case Question(question=question) if todo.tool in turn.offered:
+                return "\n\n".join([*texts, question]), ()
+            case Call() as call if (answer := todo.skill.local(call)) is not None:
+                texts.append(answer)
+            case _:
+                texts.append(_missing_tool(turn, todo))
+                break
+    if not texts:
+        return turn.plan.reply or turn.words.introduction(), ()
+    return "\n\n".join(texts), ()
 
 
-_PHASES: dict[Purpose, Callable[[Decision, RunState, Collection[str]], PhaseOutput]] = {
+_PHASES: dict[Purpose, Callable[[_Turn], PhaseOutput]] = {
+    "plan": _plan,
     "reason": _reason,
     "act": _act,
     "observe": _observe,
     "final": _final,
     "chat": _chat,
+}
+
+_VERDICT_PROSE = {
+    "answer": "That answers the request.",
+    "failure": "I'll tell the user what went wrong.",
+    "declined": "I won't try it again.",
+}
+_FINISH = {
+    "answer": (
+        "This run's tool results already answer the request.",
+        "Answer from the tool results.",
+    ),
+    "failure": (
+        "A tool failed, so I'll explain what went wrong.",
+        "Explain the error to the user.",
+    ),
+    "declined": (
+        "The user declined the tool call, so I won't try it again.",
+        "Tell the user what was not done.",
+    ),
 }
 
 
@@ -210,18 +237,21 @@ def with_control(prose: str, control: dict[str, Any]) -> str:
     return f"{prose}\n\n```json\n{block}\n```"
 
 
-def _plan(plan: str, tools: list[str]) -> dict[str, Any]:
-    return {
-        "plan": plan,
+def _next(plan_text: str, tools: list[str], *, ask_user: str = "") -> dict[str, Any]:
+    control: dict[str, Any] = {
+        "plan": plan_text,
         "tools_to_consider": tools,
         "finish": False,
         "final_answer": "",
     }
+    if ask_user:
+        control["ask_user"] = ask_user
+    return control
 
 
-def _finish(plan: str, answer: str) -> dict[str, Any]:
+def _finish(plan_text: str, answer: str) -> dict[str, Any]:
     return {
-        "plan": plan,
+        "plan": plan_text,
         "tools_to_consider": [],
         "finish": True,
         "final_answer": answer,
@@ -236,73 +266,52 @@ def _verdict(observation: str, answer: str) -> dict[str, Any]:
     }
 
 
-def _next_step(decision: Decision) -> str:
-    if isinstance(decision, NeedTool):
-        return f"use the {decision.name} tool to {decision.goal}"
-    return f"ask again {decision.missing}" if isinstance(decision, NeedInput) else ""
+def _finishing(current: Plan) -> tuple[str, str]:
+    """Prose and plan of a reason phase that can answer at once."""
+    done = current.answer()
+    if done is None:
+        return "I can answer this directly, without tools.", "Answer directly."
+    return _FINISH[done.kind]
 
 
-def _closing_text(decision: Decision) -> str:
-    """The answer if there is one, else an honest account of what is missing."""
-    match decision:
-        case NeedTool(name=name, goal=goal):
-            return (
-                f"I couldn't finish: I needed the {name} tool to {goal}, "
-                "but it wasn't run (it may not be enabled for this session)."
-            )
-        case NeedInput(missing=missing):
-            return (
-                f"I couldn't finish: I still need to know {missing}. "
-                "Reply with it and I'll carry on."
-            )
-        case (
-            Answer(text=text)
-            | Failure(text=text)
-            | Declined(text=text)
-            | Reply(text=text)
-        ):
-            return text
+def _step_plan(todo: Todo) -> str:
+    match todo.need:
+        case Call(goal=goal):
+            return f"Call {todo.tool} to {goal}."
+        case Question(missing=missing):
+            return f"Ask the user {missing} with {REQUEST_INPUT}, then use {todo.tool}."
 
 
-def _unavailable(tool: str, goal: str, offered: Collection[str]) -> str:
-    if offered:
-        return f"The {tool} tool is not available, so I can't {goal}."
-    return (
-        f"I'm loopwire's built-in offline demo model, and to {goal} I need the "
-        f"{tool} tool — turn on tools or agent mode and ask again.\n\n"
-        f"{CAPABILITIES}\n\n{REAL_MODEL_HINT}"
-    )
+def _next_step(todo: Todo) -> str:
+    match todo.need:
+        case Call(goal=goal):
+            return f"use the {todo.tool} tool to {goal}"
+        case Question(missing=missing):
+            return f"ask {missing}"
 
 
-def _call(state: RunState, name: str, arguments: dict[str, Any]) -> ToolCall:
-    text = json.dumps(arguments, ensure_ascii=False)
-    return ToolCall(id=state.next_call_id, name=name, arguments=text)
+def _latest(current: Plan) -> str:
+    return current.done[-1].observation if current.done else ""
 
 
-def _offered(request: LLMRequest) -> frozenset[str]:
-    if request.tool_choice == "none":
-        return frozenset()
-    return frozenset(tool.name for tool in request.tools)
+def _closing(turn: _Turn) -> str:
+    """Every part's answer, and an honest account of what is still missing."""
+    current = turn.plan
+    if current.reply is not None:
+        return current.reply
+    texts = [d.text for d in current.done]
+    todo = current.next
+    if todo is not None:
+        match todo.need:
+            case Call(goal=goal):
+                texts.append(not_run(todo.tool, goal))
+            case Question(missing=missing):
+                texts.append(still_missing(missing))
+    return "\n\n".join(texts)
 
 
-def _usage(request: LLMRequest, content: str, calls: tuple[ToolCall, ...]) -> Usage:
-    prompt = sum(
-        _words(m.content) + _call_words(m.tool_calls) for m in request.messages
-    )
-    prompt += sum(_words(f"{t.name} {t.description}") for t in request.tools)
-    completion = _words(content) + _call_words(calls)
-    prompt, completion = max(prompt, 1), max(completion, 1)
-    return Usage(
-        prompt_tokens=prompt,
-        completion_tokens=completion,
-        total_tokens=prompt + completion,
-        llm_calls=1,
-    )
-
-
-def _words(text: str | None) -> int:
-    return len(text.split()) if text else 0
-
-
-def _call_words(calls: tuple[ToolCall, ...]) -> int:
-    return sum(1 + _words(call.arguments) for call in calls)
+def _missing_tool(turn: _Turn, todo: Todo) -> str:
+    goal = todo.need.goal
+    if turn.offered:
+        return unavailable(todo.tool, goal)
+    return turn.words.needs_tools(todo.tool, goal)

@@ -2,7 +2,8 @@
 
 A tool is a name, a description, a pydantic model for its arguments (whose
 JSON Schema is what the model sees), an async function, and one `ToolEffect`
-that every policy reads.
+that every policy reads; optionally, an offline skill that teaches the
+embedded offline model when and how to use it (`backend/llm/offline_skill.py`).
 
 Registering is one call::
 
@@ -27,6 +28,7 @@ from pydantic import BaseModel
 
 from backend.errors import ConfigError
 from backend.llm.base import ToolSpec
+from backend.llm.offline_skill import OfflineSkill, Skill
 
 A = TypeVar("A", bound=BaseModel)
 
@@ -67,6 +69,8 @@ class Tool(Generic[A]):
     parameters: dict[str, Any] | None = None
     """A JSON Schema to show the model instead of `args_model`'s (MCP tools)."""
     side_effects: tuple[SideEffect, ...] = ()
+    offline: OfflineSkill | None = None
+    """What this tool teaches the embedded offline model (optional)."""
     _spec: ToolSpec = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -142,6 +146,10 @@ class ToolRegistry:
         read-only ones in a read-only session. Cheap: call it every step."""
         chosen = self._tools.values() if selected is None else self._pick(selected)
         return [t for t in chosen if t.effect.read_only or not read_only]
+
+    def offline_skills(self) -> list[Skill]:
+        """The offline model's skills: those of the tools registered now."""
+        return [Skill(t.name, t.offline) for t in self._tools.values() if t.offline]
 
     def _pick(self, selected: Sequence[str]) -> list[AnyTool]:
         wanted = set(selected)

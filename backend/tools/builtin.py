@@ -1,7 +1,8 @@
 """The built-in tools: calculator, current_time, convert_units.
 
-All three are read-only and idempotent. `builtin_tools()` returns fresh
-`Tool` objects; pass a `clock` to pin `current_time` in tests.
+All three are read-only and idempotent, and each teaches the offline model
+its use (`*_skill.py`). `builtin_tools()` returns fresh `Tool` objects; pass
+a `clock` to pin `current_time` in tests.
 """
 
 from __future__ import annotations
@@ -17,7 +18,10 @@ from pydantic import BaseModel, Field
 from backend.errors import ToolError
 from backend.tools.arithmetic import evaluate
 from backend.tools.base import Tool, ToolContext, ToolEffect
+from backend.tools.calculator_skill import CalculatorSkill
+from backend.tools.time_skill import TimeSkill
 from backend.tools.units import convert
+from backend.tools.units_skill import UnitsSkill
 
 Clock = Callable[[], datetime]
 """Returns the current instant, timezone-aware (naive values are taken as UTC)."""
@@ -101,14 +105,26 @@ def current_time_tool(clock: Clock = utc_now) -> Tool[CurrentTimeArgs]:
         return describe_time(clock(), resolve_zone(args.timezone))
 
     return Tool(
-        "current_time", CURRENT_TIME_DESCRIPTION, CurrentTimeArgs, current_time, _EFFECT
+        "current_time",
+        CURRENT_TIME_DESCRIPTION,
+        CurrentTimeArgs,
+        current_time,
+        _EFFECT,
+        offline=TimeSkill(),
     )
 
 
 def builtin_tools(clock: Clock = utc_now) -> list[Tool[Any]]:
     """Fresh built-in tools; `clock` feeds `current_time`."""
     return [
-        Tool("calculator", CALCULATOR_DESCRIPTION, CalculatorArgs, calculator, _EFFECT),
+        Tool(
+            "calculator",
+            CALCULATOR_DESCRIPTION,
+            CalculatorArgs,
+            calculator,
+            _EFFECT,
+            offline=CalculatorSkill(),
+        ),
         current_time_tool(clock),
         Tool(
             "convert_units",
@@ -116,6 +132,7 @@ def builtin_tools(clock: Clock = utc_now) -> list[Tool[Any]]:
             ConvertUnitsArgs,
             convert_units,
             _EFFECT,
+            offline=UnitsSkill(),
         ),
     ]
 

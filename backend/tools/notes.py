@@ -16,6 +16,7 @@ from pydantic import BaseModel, Field
 
 from backend.errors import ToolError
 from backend.tools.base import Tool, ToolContext, ToolEffect
+from backend.tools.notes_skill import DeleteNoteSkill, ListNotesSkill, SaveNoteSkill
 
 MAX_NOTES_PER_SESSION = 200
 
@@ -89,6 +90,7 @@ def note_tools(store: NoteStore) -> list[Tool[Any]]:
             SaveNoteArgs,
             save_note,
             ToolEffect(requires_approval=True),
+            offline=SaveNoteSkill(),
         ),
         Tool(
             "list_notes",
@@ -96,6 +98,7 @@ def note_tools(store: NoteStore) -> list[Tool[Any]]:
             ListNotesArgs,
             list_notes,
             ToolEffect(read_only=True, idempotent=True),
+            offline=ListNotesSkill(),
         ),
         Tool(
             "delete_note",
@@ -103,5 +106,6 @@ def note_tools(store: NoteStore) -> list[Tool[Any]]:
             DeleteNoteArgs,
             delete_note,
             ToolEffect(idempotent=False),
+            offline=DeleteNoteSkill(),
         ),
     ]

@@ -1,0 +1,122 @@
+"""What the offline model reads of a request: the user's words and this
+run's tool results (with their status from the message metadata)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from backend.llm.base import Message, ToolCall, ToolStatus
+
+REQUEST_INPUT = "request_input"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    """One tool message of this run, with the arguments of its call."""
+
+    name: str
+    content: str
+    arguments: dict[str, Any] = field(default_factory=dict)
+    status: ToolStatus = "ok"
+    detail: str | None = None
+
+    @property
+    def failed(self) -> bool:
+        return self.status != "ok"
+
+    @property
+    def error(self) -> str:
+        """The failure, without its trailing full stop."""
+        return (self.detail or self.content).strip().rstrip(".")
+
+    @property
+    def text(self) -> str:
+        """The content as plain text (a JSON string is unwrapped)."""
+        value = parse_json(self.content)
+        return value if isinstance(value, str) else self.content.strip()
+
+    def data(self) -> Any:
+        return parse_json(self.content)
+
+
+@dataclass(frozen=True, slots=True)
+class Conversation:
+    request: str
+    """The last user message."""
+    previous: str | None
+    """The user message before it while that one is still open (no tool ran
+    for it: the reply may have asked a question in words)."""
+    results: tuple[ToolResult, ...]
+    """This run's tool results (after the last user message), in order."""
+    calls_so_far: int
+    progressed: bool
+    """The latest thing in the conversation is a tool result or the user's
+    answer: something was done since the model last spoke."""
+
+    @property
+    def next_call_id(self) -> str:
+        return f"call_{self.calls_so_far + 1}"
+
+    @property
+    def answer(self) -> str | None:
+        """The user's answer to a question, when that is the latest news."""
+        if not self.progressed:
+            return None
+        if self.results:
+            last = self.results[-1]
+            answered = last.name == REQUEST_INPUT and not last.failed
+            return last.text if answered else None
+        return self.request if self.previous is not None else None
+
+
+def read(messages: Sequence[Message]) -> Conversation:
+    users = [i for i, m in enumerate(messages) if m.role == "user"]
+    run = messages[users[-1] + 1 :] if users else messages
+    calls = {call.id: call for m in run for call in m.tool_calls}
+    results = tuple(
+        _result(m, calls.get(m.tool_call_id or "")) for m in run if m.role == "tool"
+    )
+    previous = _open_previous(messages, users)
+    last = next((m for m in reversed(messages) if m.role != "system"), None)
+    progressed = last is not None and (
+        last.role == "tool" or (last.role == "user" and previous is not None)
+    )
+    return Conversation(
+        request=(messages[users[-1]].content or "") if users else "",
+        previous=previous,
+        results=results,
+        calls_so_far=sum(len(m.tool_calls) for m in messages),
+        progressed=progressed,
+    )
+
+
+def _open_previous(messages: Sequence[Message], users: list[int]) -> str | None:
+    if len(users) < 2:
+        return None
+    between = messages[users[-2] + 1 : users[-1]]
+    if any(m.tool_calls or m.role == "tool" for m in between):
+        return None
+    return messages[users[-2]].content or ""
+
+
+def _result(message: Message, call: ToolCall | None) -> ToolResult:
+    name = message.name or (call.name if call else "")
+    arguments = parse_json(call.arguments) if call else None
+    meta = message.meta
+    return ToolResult(
+        name=name,
+        content=message.content or "",
+        arguments=arguments if isinstance(arguments, dict) else {},
+        status=meta.status if meta else "ok",
+        detail=meta.error if meta else None,
+    )
+
+
+def parse_json(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except (json.JSONDecodeError, ValueError):
+        return None
