@@ -38,6 +38,7 @@ REQUEST_INPUT = ToolSpec(
 )
 SYSTEM = Message.system("You are loopwire, a helpful assistant. {{ not parsed }}")
 PHASES = {
+    "plan": "PLAN: make a numbered plan, then end with a JSON control block.",
     "reason": "REASON: think, then end with a JSON control block.",
     "act": "ACT: call the tools your plan needs.",
     "observe": "OBSERVE: judge the results, then end with a JSON control block.",

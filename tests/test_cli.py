@@ -94,3 +94,19 @@ async def test_chat_answers_approvals_from_arguments(start_server: StartServer) 
     assert (
         "OK — I didn't save the note “I parked on level 3”, since you declined." in text
     )
+
+
+async def test_chat_answers_every_part_of_a_request(start_server: StartServer) -> None:
+    harness = await start_server(llm_provider="offline")
+    out = io.StringIO()
+    url = harness.server.url("/ws", "ws")
+    status = await _chat(_args(url, "convert 10 miles to km and 5 kg to lb"), out)
+    lines = out.getvalue().splitlines()
+    assert status == 0
+    assert [line for line in lines if line.startswith("— step")] == [
+        "— step 1 / 10",
+        "— step 2 / 10",
+    ]
+    at = lines.index("assistant: 10 miles is **16.0934 km**")
+    assert lines[at + 1 : at + 3] == ["", "5 kg is **11.0231 lb**"]
+    assert lines[-1].startswith("(done: finished, 2 step(s), ")

@@ -25,6 +25,7 @@ from backend.llm.base import (
 from backend.tools.base import ToolContext
 from backend.tools.builtin import builtin_tools
 from tests.offline_driver import (
+    REGISTRY,
     REQUEST_INPUT,
     WORDS,
     Phases,
@@ -32,6 +33,7 @@ from tests.offline_driver import (
     failed,
     llm,
     request,
+    split,
 )
 
 FIXED = datetime(2026, 11, 22, 13, 5, 42, tzinfo=UTC)
@@ -642,3 +644,144 @@ async def test_stream_of_a_tool_call_has_no_text() -> None:
 async def test_usage_counts_calls_and_invents_no_tokens() -> None:
     completion = await llm.complete(request("chat", [Message.user("hello")]))
     assert completion.usage == Usage(llm_calls=1)
+
+
+# --- several parts in one request ------------------------------------------------
+
+
+async def test_two_conversions_take_one_step_each() -> None:
+    history = [Message.user("convert 10 miles to km and 5 kg to lb")]
+    _, control = await reason(history)
+    assert control["plan"] == "Call convert_units to convert 10 miles to km."
+    first = call("call_1", "convert_units", value=10, from_unit="miles", to_unit="km")
+    assert (await act(history)).tool_calls == (first,)
+
+    history += [Message.assistant(None, [first]), await result_of(first)]
+    _, control = await observe(history)
+    assert control == {
+        "observation": (
+            "The convert_units tool returned 16.0934 km. "
+            "Next: use the convert_units tool to convert 5 kg to lb."
+        ),
+        "should_continue": True,
+        "final_answer": "",
+    }
+    _, control = await reason(history)
+    assert control["plan"] == "Call convert_units to convert 5 kg to lb."
+    second = call("call_2", "convert_units", value=5, from_unit="kg", to_unit="lb")
+    assert (await act(history)).tool_calls == (second,)
+
+    history += [Message.assistant(None, [second]), await result_of(second)]
+    _, control = await observe(history)
+    answer = "10 miles is **16.0934 km**\n\n5 kg is **11.0231 lb**"
+    assert control == {
+        "observation": (
+            "The convert_units tool returned 16.0934 km. "
+            "The convert_units tool returned 11.0231 lb."
+        ),
+        "should_continue": False,
+        "final_answer": answer,
+    }
+    assert await final(history) == answer
+
+
+async def test_a_sum_and_a_time_in_tool_mode() -> None:
+    history = [Message.user("3*7 and the time in London")]
+    calculation = call("call_1", "calculator", expression="3*7")
+    assert (await chat(history, BUILTIN_SPECS)).tool_calls == (calculation,)
+    history += [Message.assistant(None, [calculation]), await result_of(calculation)]
+    lookup = call("call_2", "current_time", timezone="Europe/London")
+    assert (await chat(history, BUILTIN_SPECS)).tool_calls == (lookup,)
+    history += [Message.assistant(None, [lookup]), await result_of(lookup)]
+    answer = await chat(history, BUILTIN_SPECS)
+    assert answer.content == (
+        "3 × 7 = **21**\n\nIt's 13:05 on Sunday, 22 November 2026 in Europe/London."  # noqa: RUF001
+    )
+
+
+async def test_a_plan_has_one_step_per_action() -> None:
+    history = [Message.user("convert 10 miles and 3*7")]
+    completion = await llm.complete(request("plan", history))
+    prose, control = split(completion)
+    assert prose == "One step per thing to do."
+    assert control == {
+        "steps": [
+            "Ask the user which unit to convert 10 miles to with request_input.",
+            "Call convert_units to convert 10 miles.",
+            "Call calculator to calculate 3*7.",
+        ],
+        "final_answer": "",
+    }
+
+
+async def test_a_plan_for_small_talk_is_the_answer() -> None:
+    _, control = split(await llm.complete(request("plan", [Message.user("hi")])))
+    assert control == {"steps": [], "final_answer": WORDS.greeting()}
+
+
+async def test_a_part_with_a_question_asks_then_goes_on() -> None:
+    history = [Message.user("convert 10 miles and 3*7")]
+    _, control = await reason(history)
+    assert control["ask_user"] == "What unit should I convert 10 miles to?"
+    ask = call(
+        "call_1", "request_input", question="What unit should I convert 10 miles to?"
+    )
+    assert (await act(history)).tool_calls == (ask,)
+    history += [
+        Message.assistant(None, [ask]),
+        Message.tool("call_1", "request_input", "km"),
+    ]
+    conversion = call(
+        "call_2", "convert_units", value=10, from_unit="miles", to_unit="km"
+    )
+    assert (await act(history)).tool_calls == (conversion,)
+    history += [Message.assistant(None, [conversion]), await result_of(conversion)]
+    assert (await act(history)).tool_calls == (
+        call("call_3", "calculator", expression="3*7"),
+    )
+
+
+async def test_an_answer_in_words_completes_every_part_of_the_request() -> None:
+    history = [Message.user("convert 10 miles and 3*7")]
+    question = await chat(history, BUILTIN_SPECS)
+    assert question.content == "What unit should I convert 10 miles to?"
+    history += [Message.assistant(question.content), Message.user("km")]
+    conversion = call(
+        "call_1", "convert_units", value=10, from_unit="miles", to_unit="km"
+    )
+    assert (await chat(history, BUILTIN_SPECS)).tool_calls == (conversion,)
+    history += [Message.assistant(None, [conversion]), await result_of(conversion)]
+    assert (await chat(history, BUILTIN_SPECS)).tool_calls == (
+        call("call_2", "calculator", expression="3*7"),
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "calls"),
+    [
+        (
+            "remember that I like salt and pepper",
+            (call("call_1", "save_note", text="I like salt and pepper"),),
+        ),
+        (
+            "what time is it in London and Paris",
+            (call("call_1", "current_time", timezone="Europe/London"),),
+        ),
+        ("what is 2 and 3", ()),
+    ],
+)
+async def test_a_request_is_split_only_when_every_piece_is_a_request(
+    text: str, calls: tuple[ToolCall, ...]
+) -> None:
+    every_tool = (*(tool.spec() for tool in REGISTRY), REQUEST_INPUT)
+    assert (await act([Message.user(text)], tools=every_tool)).tool_calls == calls
+
+
+async def test_plain_chat_answers_the_parts_it_can_and_says_what_it_cannot() -> None:
+    completion = await chat([Message.user("3*7 and the time in London")])
+    head, _, rest = completion.content.partition("\n\n")
+    assert head == "3 × 7 = **21**"  # noqa: RUF001
+    assert rest.startswith(
+        "I'm loopwire's built-in offline demo model, and to get the time in "
+        "Europe/London I need the current_time tool"
+    )

@@ -74,3 +74,59 @@ async def test_offline_plain_chat_greets(start_server: StartServer) -> None:
     frames = await client.chat("hello")
     assert labels(frames)[-2:] == ["chat_response", "response_complete"]
     assert frames[0]["type"] == "token_stream" and frames[0]["is_first"] is True
+
+
+STEP = ["agent_turn_start", "agent_reason"]
+
+
+async def test_a_request_in_two_parts_takes_a_step_for_each(
+    start_server: StartServer,
+) -> None:
+    harness = await start_server(llm_provider="offline")
+    client, _ = await harness.ready_client()
+
+    frames = await client.chat("convert 10 miles to km and 5 kg to lb", agent_mode=True)
+
+    tool = ["tool_start:convert_units", "tool_complete:convert_units", "agent_observe"]
+    assert labels(frames) == ["agent_start", *STEP, *tool, *STEP, *tool, *END]
+    assert [f["arguments"] for f in frames if f["type"] == "tool_start"] == [
+        {"value": 10, "from_unit": "miles", "to_unit": "km"},
+        {"value": 5, "from_unit": "kg", "to_unit": "lb"},
+    ]
+    assert frames[5]["control"]["should_continue"] is True
+    assert (
+        frames[-3]["message"] == "10 miles is **16.0934 km**\n\n5 kg is **11.0231 lb**"
+    )
+    assert frames[-2]["steps"] == 2
+
+
+async def test_two_kinds_of_request_in_tool_mode_and_with_a_plan(
+    start_server: StartServer,
+) -> None:
+    harness = await start_server(llm_provider="offline")
+    client, _ = await harness.ready_client()
+
+    tools = ["calculator", "current_time"]
+    frames = await client.chat("3*7 and the time in London", selected_tools=tools)
+    names = [n for n in labels(frames) if n != "token_stream"]
+    assert names == [
+        "tool_start:calculator",
+        "tool_complete:calculator",
+        "tool_start:current_time",
+        "tool_complete:current_time",
+        "chat_response",
+        "response_complete",
+    ]
+    answer = frames[-2]["message"]
+    assert answer.startswith("3 × 7 = **21**\n\nIt's ")  # noqa: RUF001
+    assert answer.endswith(" in Europe/London.")
+
+    planned = await client.chat(
+        "3*7 and the time in London", agent_mode=True, loop_strategy="plan_execute"
+    )
+    plan = next(f for f in planned if labels([f]) == ["agent_plan"])
+    assert plan["steps"] == [
+        "Call calculator to calculate 3*7.",
+        "Call current_time to get the time in Europe/London.",
+    ]
+    assert planned[-3]["message"].startswith("3 × 7 = **21**\n\nIt's ")  # noqa: RUF001

@@ -113,7 +113,7 @@ def split_words(text: str) -> list[str]:
 
 
 def _plan(turn: _Turn) -> PhaseOutput:
-    steps = [_step_plan(todo) for todo in turn.plan.todo]
+    steps = [step for todo in turn.plan.todo for step in _plan_steps(todo)]
     if steps:
         prose = "One step per thing to do." if len(steps) > 1 else "One step to do."
         return with_control(prose, {"steps": steps, "final_answer": ""}), ()
@@ -162,8 +162,9 @@ def _observe(turn: _Turn) -> PhaseOutput:
             return with_control(prose, _verdict(prose, _closing(turn))), ()
         prose = f"{done.observation} {_VERDICT_PROSE[done.kind]}"
         return with_control(prose, _verdict(done.observation, done.text)), ()
-    if turn.conversation.progressed:
-        answer = turn.conversation.answer
+    conversation = turn.conversation
+    if conversation.latest_is_result or current.answered is not None:
+        answer = conversation.answered or current.answered
         learned = (
             f"The user answered: “{answer}”."
             if answer is not None
@@ -187,8 +188,10 @@ def _chat(turn: _Turn) -> PhaseOutput:
         match todo.need:
             case Call(arguments=arguments) if todo.tool in turn.offered:
                 return "", (turn.call(todo.tool, arguments),)
+            case Question(question=question) if REQUEST_INPUT in turn.offered:
+                return "", (turn.call(REQUEST_INPUT, {"question": question}),)
             case Question(question=question) if todo.tool in turn.offered:
-                return "\n\n".join([*texts, question]), ()
+                return "\n\n".join([*texts, question]), ()  # asked in words
             case Call() as call if (answer := todo.skill.local(call)) is not None:
                 texts.append(answer)
             case _:
@@ -280,6 +283,18 @@ def _step_plan(todo: Todo) -> str:
             return f"Call {todo.tool} to {goal}."
         case Question(missing=missing):
             return f"Ask the user {missing} with {REQUEST_INPUT}, then use {todo.tool}."
+
+
+def _plan_steps(todo: Todo) -> list[str]:
+    """A part's steps for plan_execute: one action each (ask, then call)."""
+    match todo.need:
+        case Call():
+            return [_step_plan(todo)]
+        case Question(missing=missing, goal=goal):
+            return [
+                f"Ask the user {missing} with {REQUEST_INPUT}.",
+                f"Call {todo.tool} to {goal}.",
+            ]
 
 
 def _next_step(todo: Todo) -> str:

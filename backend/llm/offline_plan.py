@@ -62,6 +62,8 @@ class Plan:
     todo: tuple[Todo, ...] = ()
     reply: str | None = None
     """No skill is needed: small talk, or the introduction."""
+    answered: str | None = None
+    """The request is the user's answer to a question asked in words."""
 
     @property
     def next(self) -> Todo | None:
@@ -81,7 +83,15 @@ class Plan:
 
 def plan(conversation: Conversation, skills: Sequence[Skill], words: Words) -> Plan:
     ranked = sorted(skills, key=lambda s: s.skill.priority)
-    parts = _parts_of(conversation, ranked, words)
+    request, previous = conversation.request, conversation.previous
+    if previous is not None:
+        answered = _answering(previous, request, ranked, words)
+        if isinstance(answered, list):
+            progress = _progress(answered, list(conversation.results))
+            return replace(progress, answered=request)
+        if answered is not None:
+            return Plan(reply=answered)
+    parts = _parts_of_request(request, ranked, words)
     if isinstance(parts, str):
         return Plan(reply=parts)
     return _progress(parts, list(conversation.results))
@@ -90,14 +100,9 @@ def plan(conversation: Conversation, skills: Sequence[Skill], words: Words) -> P
 # --- what the request needs ------------------------------------------------------
 
 
-def _parts_of(
-    conversation: Conversation, skills: Sequence[Skill], words: Words
+def _parts_of_request(
+    request: str, skills: Sequence[Skill], words: Words
 ) -> list[Todo | Done] | str:
-    request = conversation.request
-    if conversation.previous is not None:
-        answered = _answering(conversation.previous, request, skills, words)
-        if answered is not None:
-            return answered
     return parts(request, skills) or words.small_talk(request) or words.introduction()
 
 
@@ -122,8 +127,9 @@ def _match(text: str, skills: Sequence[Skill]) -> Todo | None:
 
 def _answering(
     previous: str, request: str, skills: Sequence[Skill], words: Words
-) -> list[Todo | Done] | str | None:
-    """`request` as the answer to a question `previous` asked in words.
+) -> list[Todo | Done] | None:
+    """`previous`'s parts, `request` answering the question it asked in words;
+    None when `request` is no answer.
 
     A request a strong skill claims, or small talk, is a new request; the
     asking skill decides whether the rest answers its question.
@@ -139,12 +145,9 @@ def _answering(
     )
     if asked is None or index is None:
         return None
-    fresh = parts(request, [s for s in skills if s.skill.priority < WEAK])
-    if fresh is not None:
-        return fresh
-    talk = words.small_talk(request)
-    if talk is not None:
-        return talk
+    strong = [s for s in skills if s.skill.priority < WEAK]
+    if parts(request, strong) is not None or words.small_talk(request) is not None:
+        return None  # a new request
     todo = asked[index]
     assert isinstance(todo, Todo) and isinstance(todo.need, Question)
     completed = todo.skill.complete(todo.text, request)

@@ -52,24 +52,21 @@ class Conversation:
     results: tuple[ToolResult, ...]
     """This run's tool results (after the last user message), in order."""
     calls_so_far: int
-    progressed: bool
-    """The latest thing in the conversation is a tool result or the user's
-    answer: something was done since the model last spoke."""
+    latest_is_result: bool
+    """The latest message is a tool result: a tool ran (or the user answered
+    `request_input`) since the model last spoke."""
 
     @property
     def next_call_id(self) -> str:
         return f"call_{self.calls_so_far + 1}"
 
     @property
-    def answer(self) -> str | None:
-        """The user's answer to a question, when that is the latest news."""
-        if not self.progressed:
+    def answered(self) -> str | None:
+        """The user's answer to `request_input`, when that is the latest news."""
+        last = self.results[-1] if self.results and self.latest_is_result else None
+        if last is None or last.name != REQUEST_INPUT or last.failed:
             return None
-        if self.results:
-            last = self.results[-1]
-            answered = last.name == REQUEST_INPUT and not last.failed
-            return last.text if answered else None
-        return self.request if self.previous is not None else None
+        return last.text
 
 
 def read(messages: Sequence[Message]) -> Conversation:
@@ -81,15 +78,12 @@ def read(messages: Sequence[Message]) -> Conversation:
     )
     previous = _open_previous(messages, users)
     last = next((m for m in reversed(messages) if m.role != "system"), None)
-    progressed = last is not None and (
-        last.role == "tool" or (last.role == "user" and previous is not None)
-    )
     return Conversation(
         request=(messages[users[-1]].content or "") if users else "",
         previous=previous,
         results=results,
         calls_so_far=sum(len(m.tool_calls) for m in messages),
-        progressed=progressed,
+        latest_is_result=last is not None and last.role == "tool",
     )
 
 
