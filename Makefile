@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 PIP    := $(VENV)/bin/pip
 PYTEST_FLAGS ?= -q
 
-.PHONY: run test check format lint typecheck bench schema screenshots browser clean
+.PHONY: run test check format lint typecheck bench schema screenshots browser services clean
 
 # ---- environments ---------------------------------------------------------
 $(VENV)/.base: pyproject.toml
@@ -22,7 +22,7 @@ $(VENV)/.dev: $(VENV)/.base
 run: $(VENV)/.base
 	$(PY) -m backend serve
 
-test: $(VENV)/.dev browser
+test: $(VENV)/.dev browser services
 	$(PY) -m pytest -p no:playwright $(PYTEST_FLAGS)
 
 # ---- quality ----------------------------------------------------------------
@@ -57,6 +57,16 @@ browser:
 		DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
 	else echo "note: /usr/bin/chromium missing and not root; browser tests will be skipped"; fi
+
+# Debian's PostgreSQL for the store tests (installed only when root and missing).
+# The tests start their own server (tests/pg_server.py); none is left running.
+services:
+	@if ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null; then \
+		echo "installing Debian's postgresql for the store tests"; \
+		DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; \
+	else echo "note: PostgreSQL missing and not root; its store tests will be skipped"; fi
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -63,6 +63,7 @@ def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from backend.app import create_app
+    from backend.server import Server
 
     settings = Settings()
     host = args.host or settings.host
@@ -72,13 +73,14 @@ def _serve(args: argparse.Namespace) -> int:
     )
     app = create_app(settings)
     print(f"loopwire: open http://{host}:{port}/ (model: {app.state.chat.llm.model})")
-    uvicorn.run(
+    config = uvicorn.Config(
         app,
         host=host,
         port=port,
         log_level=settings.log_level,
         ws_max_size=max(4 * settings.max_message_bytes, 1 << 20),
     )
+    Server(config, app.state.chat).run()
     return 0
 
 

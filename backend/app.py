@@ -20,11 +20,13 @@ from backend.chat.service import ChatService
 from backend.llm.base import LLMClient
 from backend.prompts import PromptProvider
 from backend.settings import Settings
+from backend.store.base import Store
+from backend.store.sql import SqlStore
 from backend.tools.base import ToolRegistry
 from backend.tools.builtin import builtin_tools
 from backend.tools.executor import ExecutorConfig, ToolExecutor
 from backend.tools.mcp import MCPManager, load_mcp_config
-from backend.tools.notes import NoteStore, note_tools
+from backend.tools.notes import MemoryNotebook, Notebook, note_tools
 from backend.transport import api, http
 from backend.transport.websocket import websocket_endpoint
 
@@ -49,9 +51,11 @@ def make_llm(settings: Settings, registry: ToolRegistry) -> LLMClient:
     return OfflineLLM(registry)
 
 
-def default_registry() -> ToolRegistry:
-    """The built-in tools: calculator, current_time, convert_units and notes."""
-    return ToolRegistry([*builtin_tools(), *note_tools(NoteStore())])
+def default_registry(notebook: Notebook | None = None) -> ToolRegistry:
+    """The built-in tools: calculator, current_time, convert_units and notes
+    (kept in `notebook`: the store, or server memory)."""
+    notes = note_tools(notebook if notebook is not None else MemoryNotebook())
+    return ToolRegistry([*builtin_tools(), *notes])
 
 
 StrategyFactory = Callable[[LoopKit], StrategyRegistry]
@@ -64,6 +68,7 @@ def make_service(
     registry: ToolRegistry,
     prompts: PromptProvider,
     strategies: StrategyFactory | None = None,
+    store: Store | None = None,
 ) -> ChatService:
     executor = ToolExecutor(
         registry,
@@ -93,6 +98,8 @@ def make_service(
         registry=registry,
         strategies=(strategies or default_strategies)(kit),
         settings=settings,
+        store=store,
+        forget_session=executor.forget_session,
     )
 
 
@@ -119,29 +126,38 @@ def create_app(
     registry: ToolRegistry | None = None,
     prompts: PromptProvider | None = None,
     strategies: StrategyFactory | None = None,
+    store: Store | None = None,
 ) -> Starlette:
     """The ASGI app. Tests inject `llm` / `registry`; production uses settings.
 
     `strategies` builds the strategies to offer from the shared `LoopKit`
     (default: `default_strategies`); embedders add their own this way.
+    `store` defaults to the database `LOOPWIRE_DATABASE_URL` names.
     """
     settings = settings or Settings()
     prompts = prompts or PromptProvider()
     prompts.check()
-    tools = registry if registry is not None else default_registry()
+    chosen_store = store if store is not None else SqlStore(settings.database_url)
+    tools = registry if registry is not None else default_registry(chosen_store)
     chosen_llm = llm or make_llm(settings, tools)
-    service = make_service(settings, chosen_llm, tools, prompts, strategies)
+    service = make_service(
+        settings, chosen_llm, tools, prompts, strategies, chosen_store
+    )
     mcp_configs = load_mcp_config(settings.mcp_config) if settings.mcp_config else []
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         log.info("loopwire: model %s (%s)", chosen_llm.model, chosen_llm.provider)
-        async with MCPManager(mcp_configs, reserved_names=tools.names) as mcp:
-            app.state.mcp = mcp
-            _add_mcp_tools(tools, mcp)
-            async with service:
-                yield
-        await chosen_llm.aclose()
+        await chosen_store.open()
+        try:
+            async with MCPManager(mcp_configs, reserved_names=tools.names) as mcp:
+                app.state.mcp = mcp
+                _add_mcp_tools(tools, mcp)
+                async with service:
+                    yield
+        finally:
+            await chosen_store.close()
+            await chosen_llm.aclose()
 
     app = Starlette(
         routes=[
@@ -153,4 +169,5 @@ def create_app(
     )
     app.state.chat = service
     app.state.settings = settings
+    app.state.store = chosen_store
     return app

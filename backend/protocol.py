@@ -45,6 +45,11 @@ class ChatMessage(_Frame):
     read_only: bool = False
     model: Annotated[str, Field(min_length=1)] | None = None
     temperature: Annotated[float, Field(ge=0, le=2)] | None = None
+    save_chat: bool = True
+    """False: nothing of this run is stored, and it leaves no trace in the
+    conversation's history (the model of later runs never sees it)."""
+    include_history: bool = True
+    """False: the model sees only this message, not the conversation before."""
 
     @model_validator(mode="after")
     def _content_not_blank(self) -> ChatMessage:
@@ -306,7 +311,7 @@ class AgentStopped(BaseAgentUpdate):
 
 
 CompletionReason = Literal[
-    "finished", "max_steps", "stopped", "rejected", "timeout", "error"
+    "finished", "max_steps", "stopped", "rejected", "timeout", "error", "interrupted"
 ]
 
 
@@ -414,6 +419,9 @@ ErrorType = Literal[
     "unauthorized",
     "rate_limited",
     "internal_error",
+    "run_interrupted",
+    "server_restarting",
+    "store_error",
 ]
 
 

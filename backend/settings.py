@@ -38,6 +38,7 @@ class Settings(BaseSettings):
     llm_temperature: float | None = Field(default=None, ge=0, le=2)
 
     database_url: str = "sqlite:///data/loopwire.db"
+    """SQLite by default (a file under ./data/); postgresql://… for PostgreSQL."""
     auth_token: str | None = None
     allowed_origins: str = ""
 
@@ -61,7 +62,14 @@ class Settings(BaseSettings):
     history_window_messages: int = Field(default=40, ge=2)
 
     max_message_bytes: int = Field(default=65536, ge=256)
-    event_log_size: int = Field(default=5000, ge=100)
+    frame_log_bytes: int = Field(default=2 * 1024 * 1024, ge=4096)
+    """Frames each session holds for replay (newest first), in bytes."""
+    max_sessions: int = Field(default=10_000, ge=1)
+    """Sessions held in memory at once (idle ones are evicted to make room)."""
+    session_grace_s: float = Field(default=300.0, gt=0)
+    """A session with no socket and no run leaves memory after this long."""
+    shutdown_grace_s: float = Field(default=3.0, ge=0)
+    """On SIGTERM, how long runs get to reach a phase boundary."""
     mcp_config: Path | None = None
     log_level: str = "info"
 

@@ -186,7 +186,8 @@ async def bench_stop(runs: int) -> list[float]:
     from tests.live_server import serving
 
     llm = HangingLLM()
-    app = create_app(Settings(_env_file=None), llm=llm, registry=_registry())  # type: ignore[call-arg]
+    settings = Settings(_env_file=None, database_url="sqlite://")  # type: ignore[call-arg]
+    app = create_app(settings, llm=llm, registry=_registry())
     samples: list[float] = []
     async with serving(app) as server, connect(server.url("/ws", "ws")) as ws:
         await ws.recv()

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import AsyncExitStack
 from typing import Any
 
@@ -13,8 +14,10 @@ from backend.app import create_app
 from backend.llm.base import LLMClient
 from backend.settings import Settings
 from backend.tools.base import ToolRegistry
+from tests.databases import database_url  # noqa: F401  (a fixture)
 from tests.fake_openai import FakeOpenAIServer, running_fake_openai
 from tests.live_server import LiveServer, serving
+from tests.pg_server import PostgresServer, unavailable_reason
 from tests.ws_client import Client
 
 
@@ -26,7 +29,9 @@ async def fake_openai() -> AsyncIterator[FakeOpenAIServer]:
 
 
 def make_settings(**overrides: Any) -> Settings:
-    """Settings for tests: no `.env`, the given overrides."""
+    """Settings for tests: no `.env`, a fresh in-memory SQLite database (the
+    real store), the given overrides."""
+    overrides.setdefault("database_url", "sqlite://")
     return Settings(_env_file=None, **overrides)  # type: ignore[call-arg]
 
 
@@ -78,3 +83,18 @@ async def start_server() -> AsyncIterator[StartServer]:
     """`await start_server(llm, registry=None, **settings)` → a running Harness."""
     async with AsyncExitStack() as stack:
         yield server_starter(stack)
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    """One PostgreSQL server for the whole test session (see tests/pg_server.py).
+
+    Skipped, with the reason, where PostgreSQL cannot run; under CI it must.
+    """
+    reason = unavailable_reason()
+    if reason is not None:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI installs PostgreSQL, yet: {reason}")
+        pytest.skip(reason)
+    with PostgresServer() as server:
+        yield server.url

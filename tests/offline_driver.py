@@ -25,7 +25,7 @@ from backend.llm.offline import OfflineLLM
 from backend.llm.offline_words import Words
 from backend.tools.base import ToolRegistry
 from backend.tools.builtin import builtin_tools
-from backend.tools.notes import NoteStore, note_tools
+from backend.tools.notes import MemoryNotebook, note_tools
 
 REQUEST_INPUT = ToolSpec(
     name="request_input",
@@ -46,7 +46,7 @@ PHASES = {
     "chat": "",
 }
 
-REGISTRY = ToolRegistry([*builtin_tools(), *note_tools(NoteStore())])
+REGISTRY = ToolRegistry([*builtin_tools(), *note_tools(MemoryNotebook())])
 """The default app's tools: the offline model learns them from their skills."""
 llm = OfflineLLM(REGISTRY)
 WORDS = Words(REGISTRY.offline_skills())

@@ -17,6 +17,7 @@ from backend.chat.service import ChatService
 from backend.chat.session import Session, Subscription
 from backend.llm.base import LLMClient
 from backend.prompts import PromptProvider
+from backend.store.sql import SqlStore
 from backend.tools.base import ToolRegistry
 from backend.transport.websocket import parse_message
 from tests.conftest import make_settings
@@ -45,10 +46,16 @@ async def serving(
     strategies: StrategyFactory | None = None,
     **settings: Any,
 ) -> AsyncIterator[ServiceClient]:
-    """A started service with one session and a client reading it."""
+    """A started service, saving to a real (in-memory SQLite) store, with one
+    session and a client reading it."""
+    store = SqlStore("sqlite://")
+    await store.open()
     service = make_service(
-        make_settings(**settings), llm, registry, PromptProvider(), strategies
+        make_settings(**settings), llm, registry, PromptProvider(), strategies, store
     )
-    async with service:
-        session, _ = service.open_session()
-        yield ServiceClient(service, session)
+    try:
+        async with service:
+            session, _ = await service.open_session()
+            yield ServiceClient(service, session)
+    finally:
+        await store.close()

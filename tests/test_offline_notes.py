@@ -20,13 +20,13 @@ from backend.llm.base import (
 )
 from backend.tools.base import ToolContext
 from backend.tools.builtin import builtin_tools
-from backend.tools.notes import NoteStore, note_tools
+from backend.tools.notes import MemoryNotebook, note_tools
 from tests.conftest import StartServer
 from tests.offline_driver import REQUEST_INPUT, WORDS, Phases, call, failed
 from tests.ws_client import labels
 
 BUILTIN_SPECS = tuple(tool.spec() for tool in builtin_tools())
-NOTE_SPECS = tuple(tool.spec() for tool in note_tools(NoteStore()))
+NOTE_SPECS = tuple(tool.spec() for tool in note_tools(MemoryNotebook()))
 TOOL_MODE = (*BUILTIN_SPECS, *NOTE_SPECS)
 AGENT_TOOLS = (*TOOL_MODE, REQUEST_INPUT)
 DECLINED = "the user declined to run save_note (reason: not now)"
@@ -41,13 +41,18 @@ chat = PHASES_DRIVER.chat
 
 
 class Notebook:
-    """The real note tools over one session's store, with a pinned clock."""
+    """The real note tools over one owner's notebook, with a pinned clock."""
 
     def __init__(self, *texts: str) -> None:
-        self.store = NoteStore(clock=lambda: 1700000000.0)
-        self.tools = {tool.name: tool for tool in note_tools(self.store)}
-        for text in texts:
-            self.store.add("s", text)
+        self.store = MemoryNotebook()
+        clock = lambda: 1700000000.0  # noqa: E731
+        self.tools = {tool.name: tool for tool in note_tools(self.store, clock)}
+        self._texts = texts
+
+    async def filled(self) -> Notebook:
+        for text in self._texts:
+            await self.store.add_note("local", text, 1700000000.0, limit=200)
+        return self
 
     async def result_of(self, tool_call: ToolCall) -> Message:
         """The tool message the executor would add for a successful call."""
@@ -378,8 +383,8 @@ async def test_list_with_no_notes() -> None:
 
 
 async def test_list_shows_each_notes_own_number() -> None:
-    notebook = Notebook(LOCKER, "call mom", "buy milk\n  and eggs")
-    notebook.store.delete("s", 2)
+    notebook = await Notebook(LOCKER, "call mom", "buy milk\n  and eggs").filled()
+    await notebook.store.delete_note("local", 2)
     listing = call("call_1", "list_notes")
     history = [
         Message.user("list my notes"),
@@ -401,7 +406,7 @@ async def test_list_with_one_note() -> None:
     history = [
         Message.user("show notes"),
         Message.assistant(None, [listing]),
-        await Notebook("buy milk").result_of(listing),
+        await (await Notebook("buy milk").filled()).result_of(listing),
     ]
     assert await final(history) == "You have 1 note:\n- #1: buy milk"
 
@@ -447,7 +452,7 @@ async def test_delete_a_note() -> None:
     assert completion.tool_calls == (delete,)
     assert completion.tool_calls[0].arguments == '{"id": 2}'
 
-    notebook = Notebook(LOCKER, "buy milk")
+    notebook = await Notebook(LOCKER, "buy milk").filled()
     history += [Message.assistant(None, [delete]), await notebook.result_of(delete)]
     prose, control = await observe(history)
     assert prose == "The delete_note tool deleted note #2. That answers the request."
@@ -594,7 +599,7 @@ async def test_tool_mode_lists_then_answers() -> None:
     history = [Message.user("what notes do I have?")]
     listing = call("call_1", "list_notes")
     assert (await chat(history, TOOL_MODE)).tool_calls == (listing,)
-    notebook = Notebook(LOCKER, "buy milk")
+    notebook = await Notebook(LOCKER, "buy milk").filled()
     history += [Message.assistant(None, [listing]), await notebook.result_of(listing)]
     answer = await chat(history, TOOL_MODE)
     assert answer.content == (

@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import json
 
-from backend.chat.session import OVERFLOW, Outbox, Session
-from backend.notifications import Frame, stamp
-from backend.protocol import ChatResponse
+from backend.chat.session import OVERFLOW, Outbox, Session, Subscription
+from backend.notifications import Frame, Notifications, stamp
+from backend.protocol import ChatResponse, ResponseComplete
 
 
 def frame(seq: int) -> Frame:
     payload = ChatResponse(message=f"m{seq}")
     text = stamp(payload, seq=seq, session_id="s", run_id=None, ts=1.0)
     return Frame(seq, None, text)
+
+
+SIZE = len(frame(1000).text.encode())
+"""Bytes of one frame with a four-digit seq."""
 
 
 def drain(queue_owner: object) -> list[str]:
@@ -24,7 +28,7 @@ def drain(queue_owner: object) -> list[str]:
 
 
 def test_replay_after_a_seq_then_live_frames() -> None:
-    outbox = Outbox(max_frames=100)
+    outbox = Outbox(max_bytes=100 * SIZE)
     for seq in range(1, 4):
         outbox.deliver(frame(seq))
     subscription = outbox.subscribe(after_seq=1)
@@ -34,29 +38,50 @@ def test_replay_after_a_seq_then_live_frames() -> None:
     assert outbox.oldest_seq == 1
 
 
-def test_log_is_bounded_and_oldest_seq_says_what_is_left() -> None:
-    outbox = Outbox(max_frames=100)
-    for seq in range(1, 151):
+def test_log_is_bounded_by_bytes_and_oldest_seq_says_what_is_left() -> None:
+    outbox = Outbox(max_bytes=100 * SIZE)
+    for seq in range(1000, 1150):
         outbox.deliver(frame(seq))
-    assert outbox.oldest_seq == 51
+    assert outbox.oldest_seq == 1050
+    assert outbox.held_bytes == 100 * SIZE
     replayed = [json.loads(t)["seq"] for t in drain(outbox.subscribe(after_seq=0))]
-    assert replayed == list(range(51, 151))
+    assert replayed == list(range(1050, 1150))
 
 
-def test_a_client_that_does_not_read_is_cut_off_not_buffered_forever() -> None:
-    outbox = Outbox(max_frames=100)
+def test_one_huge_frame_is_kept_alone_rather_than_not_at_all() -> None:
+    outbox = Outbox(max_bytes=SIZE)
+    outbox.deliver(frame(1000))
+    big = stamp(
+        ChatResponse(message="x" * 5000), seq=1001, session_id="s", run_id=None, ts=1.0
+    )
+    outbox.deliver(Frame(1001, None, big))
+    assert outbox.oldest_seq == 1001
+    assert outbox.held_bytes == len(big)
+
+
+async def read_all(subscription: Subscription) -> None:
+    """Read every queued frame the way the socket writer does."""
+    while not subscription.queue.empty():
+        await subscription.next_frame()
+
+
+async def test_a_client_that_does_not_read_is_cut_off_not_buffered_forever() -> None:
+    outbox = Outbox(max_bytes=100 * SIZE, client_bytes=50 * SIZE)
     slow = outbox.subscribe(after_seq=None)
     fast = outbox.subscribe(after_seq=None)
-    for seq in range(1, 1002):
+    for seq in range(1000, 1051):
         outbox.deliver(frame(seq))
         if seq % 10 == 0:
-            drain(fast)
+            await read_all(fast)
     assert slow.overflowed and drain(slow) == [OVERFLOW]
+    assert slow.queued_bytes == 0
     assert not fast.overflowed
 
 
 def test_session_ready_reports_the_replay_window() -> None:
-    session = Session("s", max_frames=100)
+    one = len(stamp(ResponseComplete(), seq=100, session_id="s", run_id=None, ts=1.0))
+    session = Session("s", owner="local", max_frame_bytes=20 * one)
+    session.notify = Notifications("s", session, clock=lambda: 1.0)
     for _ in range(120):
         session.notify.response_complete()
     from backend.protocol import Limits, ServerInfo
@@ -73,4 +98,4 @@ def test_session_ready_reports_the_replay_window() -> None:
             resumed=True, info=info, oldest_seq=session.outbox.oldest_seq
         )
     )
-    assert (ready["seq"], ready["last_seq"], ready["oldest_seq"]) == (0, 120, 21)
+    assert (ready["seq"], ready["last_seq"], ready["oldest_seq"]) == (0, 120, 101)

@@ -258,7 +258,11 @@ async def test_stop_during_a_slow_llm_call_cancels_it(
     # the next chat starts a fresh run with the history so far
     again = await client.chat("hello?")
     assert labels(again)[-2:] == ["chat_response", "response_complete"]
-    assert [m.role for m in llm.requests[-1].messages] == ["system", "user", "user"]
+    # what the stopped run got to is kept, so "continue" could pick it up
+    roles = [m.role for m in llm.requests[-1].messages]
+    assert roles == ["system", "user", "assistant", "user"]
+    kept = llm.requests[-1].messages[2].content
+    assert kept == "(This run was stopped by the user at step 1 before it answered.)"
 
 
 async def test_stop_during_a_slow_tool_reports_it_cancelled(

@@ -21,6 +21,7 @@ CANCELLED_NOTE = "Cancelled: the user stopped the run before this tool finished.
 STOPPED_NOTE = "Not run: the user stopped the run before this call."
 ENDED_NOTE = "Not run: the run ended before this call."
 UNANSWERED_NOTE = "Cancelled: the run stopped before the user answered."
+RESTARTED_NOTE = "Not run: the server stopped before this call."
 INTERRUPTED_NOTE = (
     "{name} was interrupted: the server stopped while it was running, so it may "
     "or may not have taken effect; it was not run again. Check before retrying."
@@ -35,13 +36,23 @@ def closed(call: ToolCall, note: str, status: ToolStatus) -> Message:
 
 
 def close_queue(
-    ctx: AgentContext, *, stopped: bool, clock: Callable[[], float] = time.time
+    ctx: AgentContext,
+    *,
+    stopped: bool,
+    interrupted: bool = False,
+    clock: Callable[[], float] = time.time,
 ) -> None:
-    """Report and close every call still queued; clear the waits."""
+    """Report and close every call still queued; clear the waits.
+
+    `interrupted`: the process that ran the run died; the call that was in
+    flight may have run, and is reported so.
+    """
     state = ctx.state
     for call in state.queue:
         if is_request_input(ctx, call):
             ctx.history.append(closed(call, UNANSWERED_NOTE, "cancelled"))
+        elif interrupted:
+            _close_interrupted(ctx, call)
         else:
             _close_call(ctx, call, stopped=stopped, clock=clock)
     state.queue.clear()
@@ -49,6 +60,32 @@ def close_queue(
     state.pending_question = None
     state.pending_approval = None
     state.resolution = None
+
+
+def _close_interrupted(ctx: AgentContext, call: ToolCall) -> None:
+    flight = ctx.state.in_flight
+    if flight is not None and flight.tool_call_id == call.id:
+        note = INTERRUPTED_NOTE.format(name=call.name)
+        status: ToolStatus = "cancelled"
+    else:
+        note, status = RESTARTED_NOTE, "not_run"
+    _report(ctx, call, note, status, 0.0)
+
+
+def _report(
+    ctx: AgentContext, call: ToolCall, note: str, status: ToolStatus, duration: float
+) -> None:
+    ctx.emit(
+        ToolError(
+            tool_call_id=call.id,
+            tool_name=call.name,
+            error=note,
+            status="cancelled",
+            duration_ms=duration,
+            step=ctx.state.step,
+        )
+    )
+    ctx.history.append(closed(call, note, status))
 
 
 def _close_call(
@@ -67,14 +104,4 @@ def _close_call(
             note, status = CANCELLED_NOTE, "cancelled"
     else:
         note, status = (STOPPED_NOTE if stopped else ENDED_NOTE), "not_run"
-    ctx.emit(
-        ToolError(
-            tool_call_id=call.id,
-            tool_name=call.name,
-            error=note,
-            status="cancelled",
-            duration_ms=duration,
-            step=state.step,
-        )
-    )
-    ctx.history.append(closed(call, note, status))
+    _report(ctx, call, note, status, duration)

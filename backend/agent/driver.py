@@ -54,6 +54,13 @@ Checkpoint = Callable[[AgentContext], Awaitable[None]]
 every phase and before every wait."""
 
 
+class RunSuspended(Exception):
+    """The run was parked for a shutdown, at a phase boundary or in a wait.
+
+    Its last checkpoint continues it after the restart; nothing was ended.
+    """
+
+
 class RunDriver:
     def __init__(
         self,
@@ -101,14 +108,19 @@ class RunDriver:
             return self._failed(str(exc))
 
     async def _next_decision(self) -> Decision:
-        state = self.ctx.state
+        state, control = self.ctx.state, self.control
         if state.waiting:
-            outcome = await self._wait()
+            won = await race(self._wait(), control.suspend.wait())
+            if won is None or won[0] == 1:
+                raise RunSuspended(state.run_id)
+            outcome: WaitOutcome = won[1]
             if isinstance(outcome, StopRequested):
                 return Stopped("after_step")
             state.resolution = outcome
-        elif self.control.stop_after_step.is_set() and self._stoppable:
+        elif control.stop_after_step.is_set() and self._stoppable:
             return Stopped("after_step")
+        elif control.suspend.is_set() and self._stoppable:
+            raise RunSuspended(state.run_id)
         return await self._phase()
 
     async def _phase(self) -> Decision:
@@ -191,6 +203,13 @@ class RunDriver:
 
     # ------------------------------------------------------------ endings
 
+    def interrupted(self) -> AgentResult:
+        """End a run whose process died mid-phase (its state is the last
+        checkpoint): the call that was running may have run and is reported
+        so, the rest were not run; nothing is run again."""
+        close_queue(self.ctx, stopped=True, interrupted=True, clock=self._clock)
+        return self._end(Ending(answer=None, reason="interrupted"))
+
     async def _finish(self) -> AgentResult:
         """The decided ending; the model writes the answer if there is none."""
         state = self.ctx.state
@@ -216,7 +235,8 @@ class RunDriver:
         state = self.ctx.state
         close_queue(self.ctx, stopped=ending.reason == "stopped", clock=self._clock)
         partial = self._close_stream()
-        if ending.answer is None and ending.reason == "stopped" and partial:
+        cut = ending.reason in ("stopped", "interrupted")
+        if ending.answer is None and cut and partial:
             ending = ending.model_copy(update={"answer": partial})
         state.ending, state.phase = ending, ENDING
         return AgentResult(

@@ -36,6 +36,9 @@ class UserAnswer:
 class RunControl:
     stop_now: asyncio.Event = field(default_factory=asyncio.Event)
     stop_after_step: asyncio.Event = field(default_factory=asyncio.Event)
+    suspend: asyncio.Event = field(default_factory=asyncio.Event)
+    """The server is shutting down: park the run at its next phase boundary
+    or wait (its checkpoint continues it after the restart)."""
     answers: asyncio.Queue[UserAnswer] = field(default_factory=asyncio.Queue)
     approvals: dict[str, asyncio.Future[Approved | Declined]] = field(
         default_factory=dict

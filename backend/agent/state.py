@@ -46,6 +46,8 @@ class RunRequest(_Value):
     read_only: bool = False
     model: str | None = None
     temperature: float | None = None
+    save_chat: bool = True
+    include_history: bool = True
 
 
 class PendingQuestion(_Value):
@@ -156,8 +158,13 @@ class RunState(BaseModel):
     """The shape of this model; bumped (with a migration) when it changes."""
     run_id: str
     session_id: str
+    owner: str = "local"
+    """Whose conversation this is (tools keep per-owner data, such as notes)."""
     strategy: str
     request: RunRequest
+    history_start: int = 0
+    """Where this run's model input begins in the history (its own message,
+    when the request excludes the conversation before it)."""
     phase: str = START
     step: int = 0
     max_steps: int

@@ -142,7 +142,7 @@ class ToolCalls:
     def _scope(self, ctx: AgentContext) -> CallScope:
         state = ctx.state
         return CallScope(
-            ctx=ToolContext(state.session_id, state.run_id, state.step),
+            ctx=ToolContext(state.session_id, state.run_id, state.step, state.owner),
             allowed=[spec.name for spec in self.offered(ctx)],
             read_only=state.request.read_only,
         )
@@ -183,7 +183,7 @@ class ToolCalls:
         if not isinstance(check, Ready):
             assert isinstance(check, Refused)
             return self._settle(ctx, self._refused_outcome(ctx, call, check))
-        tool_ctx = ToolContext(state.session_id, state.run_id, state.step)
+        tool_ctx = ToolContext(state.session_id, state.run_id, state.step, state.owner)
         outcome = await self.executor.execute(check, call, tool_ctx)
         duration = {"duration_ms": self._since(ctx)}
         return self._settle(ctx, outcome.model_copy(update=duration))

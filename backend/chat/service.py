@@ -7,23 +7,39 @@ plain → `llm_only`, tools selected → `act`, `agent_mode` → the configured
 default), becomes a `RunState`, and a `RunDriver` runs it as a task in the
 service's TaskGroup (never detached). `_finish_run` is the one place that
 writes the answer to history and sends a run's closing frames.
+
+With a `Store`, conversations last: each session's `Journal` collects its
+frames, messages and run records, written after every phase (the run's
+checkpoint) and, for frames outside runs, by the write-behind task. A
+session with no socket and no run leaves memory after a grace period and is
+loaded again when someone reconnects. A starting service continues the runs
+that were waiting for the user or parked by a shutdown, and reports the ones
+a dying process cut off mid-phase as interrupted (`Lifecycle` below).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 import uuid
+from collections.abc import Callable
 from types import TracebackType
 
+from pydantic import ValidationError
+
 from backend.agent.cutoffs import CANCELLED_NOTE
-from backend.agent.driver import Checkpoint, RunDriver
+from backend.agent.driver import RunDriver, RunSuspended
 from backend.agent.loop import AgentContext, AgentLoop, AgentResult
 from backend.agent.registry import StrategyRegistry
+from backend.agent.run_control import RunControl
 from backend.agent.state import RunRequest, RunState
+from backend.agent.summary import summarize_outcomes
+from backend.chat.journal import Journal
 from backend.chat.session import ActiveRun, Session
 from backend.errors import Busy, ConfigError, InvalidMessage, ProtocolError
+from backend.history import History
 from backend.llm.base import LLMClient, Message
 from backend.protocol import (
     AgentControlMessage,
@@ -40,15 +56,28 @@ from backend.protocol import (
     ToolInfo,
 )
 from backend.settings import Settings
+from backend.store.base import (
+    ConversationRecord,
+    RunRecord,
+    RunStatus,
+    Store,
+    StoreError,
+)
 from backend.tools.base import AnyTool, ToolRegistry
 
 log = logging.getLogger(__name__)
 
-SESSION_IDLE_TTL_S = 3600.0
 PLAIN = "llm_only"
 """The strategy of a plain chat (no agent mode, no tools): one streamed reply."""
 TOOL_MODE = "act"
 """The strategy of a chat with tools selected but no agent mode."""
+LOCAL_OWNER = "local"
+"""The owner of every conversation when the server has no auth token."""
+RESTARTING = "the server is restarting; reconnect with your session_id to continue"
+INTERRUPTED = (
+    "the server stopped while this run was working, so it was ended here; "
+    "what it had done is kept in the conversation"
+)
 
 
 class ChatService:
@@ -59,7 +88,9 @@ class ChatService:
         registry: ToolRegistry,
         strategies: StrategyRegistry,
         settings: Settings,
-        checkpoint: Checkpoint | None = None,
+        store: Store | None = None,
+        forget_session: Callable[[str], None] = lambda _session_id: None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         for needed in (settings.agent_loop_strategy, PLAIN, TOOL_MODE):
             if needed not in strategies:
@@ -71,15 +102,24 @@ class ChatService:
         self.registry = registry
         self.strategies = strategies
         self.settings = settings
-        self._checkpoint = checkpoint
+        self.store = store
+        self._forget_session = forget_session
+        self._clock = clock
         self.sessions: dict[str, Session] = {}
+        self.draining = False
         self._tasks: asyncio.TaskGroup | None = None
+        self._dirty: set[Session] = set()
+        self._wake = asyncio.Event()
+        self._writer: asyncio.Task[None] | None = None
 
     # ------------------------------------------------------------ lifecycle
 
     async def __aenter__(self) -> ChatService:
         self._tasks = asyncio.TaskGroup()
         await self._tasks.__aenter__()
+        self._writer = self._tasks.create_task(self._write_behind())
+        if self.store is not None:
+            await self._recover()
         return self
 
     async def __aexit__(
@@ -88,25 +128,154 @@ class ChatService:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        if self.store is not None:
+            await self.drain()
         for session in self.sessions.values():
             if session.run is not None:
                 session.run.control.stop("immediate")
+        if self._writer is not None:
+            self._writer.cancel()
         tasks, self._tasks = self._tasks, None
         if tasks is not None:
             await tasks.__aexit__(exc_type, exc, tb)
+        await self.flush_all()
+
+    async def drain(self) -> None:
+        """Shut down without losing anything: refuse new work, park every run
+        at its next phase boundary or wait (cancelling those that do not get
+        there within `shutdown_grace_s`), save everything, tell every client
+        and close their sockets."""
+        if self.draining:
+            return
+        self.draining = True
+        runs = [s.run for s in self.sessions.values() if s.run is not None]
+        for run in runs:
+            run.control.suspend.set()
+        tasks = [run.task for run in runs if run.task is not None]
+        if tasks:
+            _, late = await asyncio.wait(tasks, timeout=self.settings.shutdown_grace_s)
+            for task in late:
+                task.cancel()
+            await asyncio.gather(*late, return_exceptions=True)
+        for session in list(self.sessions.values()):
+            if session.outbox.subscriber_count:
+                session.notify.error(RESTARTING, "server_restarting")
+            session.outbox.close_all()
+        await self.flush_all()
 
     # ------------------------------------------------------------ sessions
 
-    def open_session(self, session_id: str | None = None) -> tuple[Session, bool]:
-        """The session to attach to: the named one if it exists, else a new one."""
-        self._forget_idle_sessions()
-        if session_id and session_id in self.sessions:
-            session = self.sessions[session_id]
-            session.touch()
-            return session, True
-        session = Session(uuid.uuid4().hex, max_frames=self.settings.event_log_size)
-        self.sessions[session.id] = session
+    async def open_session(
+        self, session_id: str | None = None, *, owner: str = LOCAL_OWNER
+    ) -> tuple[Session, bool]:
+        """The session to attach to: the named one if it exists (in memory or
+        in the store) and belongs to `owner`, else a new one."""
+        if session_id:
+            session = self.sessions.get(session_id) or await self._load(session_id)
+            if session is not None and session.owner == owner:
+                session.touch()
+                return session, True
+        self._make_room()
+        session = self._new_session(uuid.uuid4().hex, owner)
         return session, False
+
+    def _new_session(self, session_id: str, owner: str) -> Session:
+        now = self._clock()
+        record = ConversationRecord(
+            id=session_id, owner=owner, created_at=now, updated_at=now
+        )
+        session = Session(
+            session_id,
+            owner=owner,
+            max_frame_bytes=self.settings.frame_log_bytes,
+            journal=self._journal(record, stored=False) if self.store else None,
+        )
+        self.sessions[session.id] = session
+        return session
+
+    def _journal(
+        self, record: ConversationRecord, *, stored: bool, saved: int = 0
+    ) -> Journal:
+        journal = Journal(record, stored=stored, saved_messages=saved)
+        session_id = record.id
+
+        def changed() -> None:
+            session = self.sessions.get(session_id)
+            if session is not None and session.journal is journal:
+                self._dirty.add(session)
+                self._wake.set()
+
+        journal.on_change = changed
+        return journal
+
+    async def _load(self, session_id: str) -> Session | None:
+        """A stored conversation, back in memory (None: no such conversation)."""
+        if self.store is None:
+            return None
+        record = await self.store.conversation(session_id)
+        if record is None:
+            return None
+        messages = await self.store.messages(session_id)
+        frames = await self.store.frames(
+            session_id, max_bytes=self.settings.frame_log_bytes
+        )
+        last_seq = await self.store.last_seq(session_id)
+        if session_id in self.sessions:  # loaded meanwhile by another caller
+            return self.sessions[session_id]
+        self._make_room()
+        session = Session(
+            session_id,
+            owner=record.owner,
+            max_frame_bytes=self.settings.frame_log_bytes,
+            history=History(messages),
+            last_seq=last_seq,
+            journal=self._journal(record, stored=True, saved=len(messages)),
+        )
+        for frame in frames:
+            session.outbox.restore(frame.seq, frame.text)
+        assert session.journal is not None
+        session.journal.kept_from = frames[0].seq if frames else 0
+        self.sessions[session_id] = session
+        return session
+
+    def _make_room(self) -> None:
+        """Keep at most `max_sessions` in memory: the longest idle go first
+        (they are in the store); if every one is busy, refuse."""
+        excess = len(self.sessions) + 1 - self.settings.max_sessions
+        if excess <= 0:
+            return
+        idle = sorted(
+            (s for s in self.sessions.values() if s.idle and self._evictable(s)),
+            key=lambda s: s.last_active,
+        )
+        for session in idle[:excess]:
+            self._evict(session)
+        if len(self.sessions) >= self.settings.max_sessions:
+            raise Busy(
+                f"the server holds {len(self.sessions)} active sessions, its "
+                "limit; try again later"
+            )
+
+    def _evictable(self, session: Session) -> bool:
+        journal = session.journal
+        return journal is None or not journal.pending(session.history)
+
+    def _evict(self, session: Session) -> None:
+        self.sessions.pop(session.id, None)
+        self._dirty.discard(session)
+        self._forget_session(session.id)
+
+    def evict_idle(self) -> int:
+        """Drop sessions idle past the grace period; return how many."""
+        cutoff = time.monotonic() - self.settings.session_grace_s
+        idle = [
+            s
+            for s in self.sessions.values()
+            if s.idle and s.last_active < cutoff and self._evictable(s)
+        ]
+        for session in idle:
+            self._evict(session)
+        return len(idle)
 
     def server_info(self) -> ServerInfo:
         settings = self.settings
@@ -131,17 +300,124 @@ class ChatService:
             oldest_seq=session.outbox.oldest_seq,
         )
 
-    def _forget_idle_sessions(self) -> None:
-        cutoff = time.monotonic() - SESSION_IDLE_TTL_S
-        idle = [
-            sid
-            for sid, s in self.sessions.items()
-            if s.run is None
-            and s.outbox.subscriber_count == 0
-            and s.last_active < cutoff
-        ]
-        for sid in idle:
-            del self.sessions[sid]
+    # ------------------------------------------------------------ the store
+
+    async def flush(self, session: Session) -> None:
+        """Write what the session's journal holds (one transaction)."""
+        journal = session.journal
+        if self.store is None or journal is None:
+            return
+        async with session.flushing:
+            if not journal.pending(session.history):
+                return
+            batch = journal.take(
+                session.history,
+                now=self._clock(),
+                keep_frames_from=session.outbox.oldest_seq,
+            )
+            try:
+                await self.store.write(batch)
+            except StoreError:
+                journal.give_back(batch)
+                self._dirty.add(session)
+                raise
+            journal.written(batch)
+
+    async def flush_all(self) -> None:
+        for session in list(self.sessions.values()):
+            try:
+                await self.flush(session)
+            except StoreError as exc:
+                log.error("could not save session %s: %s", session.id, exc)
+
+    async def _write_behind(self) -> None:
+        """Save frames sent outside runs, and let idle sessions go."""
+        sweep_s = max(min(self.settings.session_grace_s / 2, 30.0), 0.01)
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout=sweep_s)
+            self._wake.clear()
+            dirty, self._dirty = self._dirty, set()
+            for session in dirty:
+                try:
+                    await self.flush(session)
+                except StoreError as exc:
+                    log.error("could not save session %s: %s", session.id, exc)
+            self.evict_idle()
+
+    async def _checkpoint(self, session: Session, run: ActiveRun) -> None:
+        """After every phase: the run's state, with what led to it, saved."""
+        if session.journal is None or not run.state.request.save_chat:
+            return
+        status: RunStatus = "waiting" if run.state.waiting else "running"
+        session.journal.run(self._record(run.state, status))
+        await self.flush(session)
+
+    def _record(
+        self, state: RunState, status: RunStatus, error: str | None = None
+    ) -> RunRecord:
+        ended = status not in ("running", "waiting", "suspended")
+        return RunRecord(
+            id=state.run_id,
+            conversation_id=state.session_id,
+            strategy=state.strategy,
+            status=status,
+            request=state.request.content,
+            steps=state.step,
+            usage=state.usage,
+            started_at=state.started_at,
+            ended_at=self._clock() if ended else None,
+            active_ms=round(state.active_ms, 3),
+            error=error,
+            state=state.to_json(),
+        )
+
+    # ------------------------------------------------------------ recovery
+
+    async def _recover(self) -> None:
+        """Continue what a previous process left: waiting and parked runs go
+        on; runs it was in the middle of are reported interrupted."""
+        assert self.store is not None
+        for record in await self.store.live_runs():
+            session = self.sessions.get(record.conversation_id) or await self._load(
+                record.conversation_id
+            )
+            if session is None or session.run is not None:
+                continue
+            try:
+                state = RunState.from_json(record.state)
+            except ValidationError as exc:
+                log.error("run %s: unreadable checkpoint: %s", record.id, exc)
+                self._unreadable(session, record)
+                continue
+            if record.status == "running" or state.strategy not in self.strategies:
+                self._interrupt(session, state)
+            else:
+                self._launch(session, state)
+            await self.flush(session)
+
+    def _interrupt(self, session: Session, state: RunState) -> None:
+        strategy = self.strategies.get(state.strategy) or next(iter(self.strategies))
+        notify = session.notify
+        notify.begin_run(state.run_id, agent=state.request.agent)
+        ctx = AgentContext(state, session.history, notify.emit)
+        result = RunDriver(strategy, ctx, RunControl()).interrupted()
+        notify.error(INTERRUPTED, "run_interrupted", in_run=True)
+        run = ActiveRun(state)
+        self._finish_run(session, run, result)
+        self._close(session, run, "interrupted")
+
+    def _unreadable(self, session: Session, record: RunRecord) -> None:
+        if session.journal is not None:
+            session.journal.run(
+                record.model_copy(
+                    update={
+                        "status": "error",
+                        "error": "its checkpoint could not be read",
+                        "ended_at": self._clock(),
+                    }
+                )
+            )
 
     # ------------------------------------------------------------ messages
 
@@ -192,19 +468,27 @@ class ChatService:
         if session.run is not None:
             raise Busy("cannot reset the session while a run is active; stop it first")
         session.history.clear()
+        if session.journal is not None:
+            session.journal.history_reset()
         session.notify.session_reset()
 
     # ------------------------------------------------------------ starting runs
 
     def _start_run(self, session: Session, message: ChatMessage) -> None:
+        if self.draining:
+            raise Busy(RESTARTING)
         if session.run is not None:
             raise Busy(
                 f"a run is already active in this session ({session.run.run_id}); "
                 "wait for response_complete or stop it"
             )
         state = self._new_state(session, message)
-        session.history.append(Message.user(message.content))
-        self._launch(session, state)
+        history = session.history if message.save_chat else History(session.history)
+        if not message.save_chat and session.journal is not None:
+            session.journal.unsaved_runs.add(state.run_id)
+        state.history_start = 0 if message.include_history else len(history)
+        history.append(Message.user(message.content))
+        self._launch(session, state, history)
 
     def resume(self, session: Session, state: RunState) -> None:
         """Continue a run from its state (a checkpoint) and the session's history.
@@ -222,10 +506,12 @@ class ChatService:
             )
         self._launch(session, state)
 
-    def _launch(self, session: Session, state: RunState) -> None:
+    def _launch(
+        self, session: Session, state: RunState, history: History | None = None
+    ) -> None:
         if self._tasks is None:
             raise RuntimeError("ChatService used outside `async with`")
-        run = ActiveRun(state)
+        run = ActiveRun(state, history=history or session.history)
         session.run = run
         run.task = self._tasks.create_task(self._drive(session, run))
 
@@ -243,6 +529,7 @@ class ChatService:
         return RunState(
             run_id=uuid.uuid4().hex,
             session_id=session.id,
+            owner=session.owner,
             strategy=strategy.name,
             request=RunRequest(
                 content=message.content,
@@ -251,6 +538,8 @@ class ChatService:
                 read_only=message.read_only,
                 model=message.model,
                 temperature=message.temperature,
+                save_chat=message.save_chat,
+                include_history=message.include_history,
             ),
             max_steps=self._budget(message, strategy.name, agent),
             max_steps_cap=self.settings.agent_max_steps_cap,
@@ -282,10 +571,21 @@ class ChatService:
         notify.begin_run(state.run_id, agent=state.request.agent)
         strategy = self.strategies.get(state.strategy)
         assert strategy is not None
-        ctx = AgentContext(state, session.history, notify.emit)
-        driver = RunDriver(strategy, ctx, run.control, checkpoint=self._checkpoint)
+        ctx = AgentContext(state, run.history, notify.emit)
+
+        async def checkpoint(_ctx: AgentContext) -> None:
+            await self._checkpoint(session, run)
+
+        driver = RunDriver(strategy, ctx, run.control, checkpoint=checkpoint)
         try:
-            self._finish_run(session, run, await driver.run())
+            result: AgentResult | None = await driver.run()
+        except RunSuspended:
+            self._park(session, run)
+            await self._save_quietly(session)
+            return
+        except asyncio.CancelledError:
+            self._detach(session)  # past the shutdown grace: left mid-phase
+            raise
         except Exception as exc:  # outermost layer: report, never kill the service
             log.exception("run %s failed", state.run_id)
             notify.error(
@@ -293,12 +593,39 @@ class ChatService:
                 "internal_error",
                 in_run=True,
             )
-        finally:
-            session.history.close_dangling_tool_calls(CANCELLED_NOTE)
-            notify.response_complete()
-            notify.end_run()
-            session.run = None
-            session.touch()
+            result = None
+        if result is not None:
+            self._finish_run(session, run, result)
+        self._close(session, run, result.reason if result else "error")
+        await self._save_quietly(session)
+
+    async def _save_quietly(self, session: Session) -> None:
+        try:
+            await self.flush(session)
+        except StoreError as exc:
+            log.error("could not save session %s: %s", session.id, exc)
+
+    def _park(self, session: Session, run: ActiveRun) -> None:
+        """A shutdown parked the run: save it as `suspended`; it goes on
+        after the restart."""
+        if session.journal is not None and run.state.request.save_chat:
+            session.journal.run(self._record(run.state, "suspended"))
+        self._detach(session)
+
+    def _detach(self, session: Session) -> None:
+        session.notify.end_run()
+        session.run = None
+        session.touch()
+
+    def _close(self, session: Session, run: ActiveRun, status: RunStatus) -> None:
+        """After the closing frames: history whole, the record final."""
+        run.history.close_dangling_tool_calls(CANCELLED_NOTE)
+        session.notify.response_complete()
+        if session.journal is not None and run.state.request.save_chat:
+            session.journal.run(self._record(run.state, status))
+        if session.journal is not None:
+            session.journal.unsaved_runs.discard(run.run_id)
+        self._detach(session)
 
     def _finish_run(
         self, session: Session, run: ActiveRun, result: AgentResult
@@ -314,16 +641,29 @@ class ChatService:
             else:
                 notify.error(result.error, "llm_error", in_run=True)
         if result.answer:
-            session.history.append(Message.assistant(result.answer))
+            run.history.append(Message.assistant(result.answer))
             notify.chat_response(result.answer)
+        elif result.reason in ("stopped", "interrupted"):
+            run.history.append(Message.assistant(_cut_short(state, result)))
         if agent:
             notify.agent_completion(
                 steps=result.steps,
                 reason=result.reason,
                 usage=result.usage,
-                duration_ms=(time.time() - state.started_at) * 1000,
+                duration_ms=(self._clock() - state.started_at) * 1000,
                 strategy=state.strategy,
             )
+
+
+def _cut_short(state: RunState, result: AgentResult) -> str:
+    """What history keeps of a run cut off before it answered, so that a
+    "continue" in the next message picks up from there."""
+    how = "stopped by the user" if result.reason == "stopped" else "interrupted"
+    done = summarize_outcomes(state.outcomes, state.step) if state.outcomes else ""
+    notes = " ".join(state.observations[-3:])
+    parts = [f"(This run was {how} at step {state.step} before it answered.)"]
+    parts += [text for text in (notes, done) if text]
+    return "\n\n".join(parts)
 
 
 def _tool_info(tool: AnyTool) -> ToolInfo:

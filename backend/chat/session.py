@@ -1,10 +1,11 @@
-"""Sessions: a conversation, its outbox of frames, and its active run.
+"""Sessions: a conversation in memory, its outbox of frames, and its run.
 
-`Outbox` is the session's `Notifier`: it serialises each frame once, keeps a
-bounded log for replay by `seq`, and fans the text out to every connected
-client's queue. A client that disconnects only unsubscribes; the session and
-its run carry on, and a reconnect with the last seen `seq` gets every frame
-it missed, in order, without duplicates.
+`Outbox` keeps the newest frames, up to a number of bytes, for replay by
+`seq`, and fans each frame's text out to every connected client's queue. A
+client that disconnects only unsubscribes; the session and its run carry on,
+and a reconnect with the last seen `seq` gets every frame it missed, in
+order, without duplicates. The session's `Journal` takes the same frames to
+the store, so a reconnect after a restart replays them too.
 """
 
 from __future__ import annotations
@@ -16,24 +17,32 @@ from dataclasses import dataclass, field
 
 from backend.agent.run_control import RunControl, UserAnswer
 from backend.agent.state import RunState
+from backend.chat.journal import Journal
 from backend.errors import NoActiveRun, NoPendingApproval, NoPendingInput
 from backend.history import History
 from backend.notifications import Frame, Notifications
 
 OVERFLOW = ""
 """Queued instead of a frame when a client fell too far behind."""
+CLOSING = "\x00closing"
+"""Queued when the server shuts down: the writer closes the socket (1012)."""
 
 
 class Subscription:
-    """One client's view of a session's frames (JSON text, in seq order)."""
+    """One client's view of a session's frames (JSON text, in seq order).
 
-    def __init__(self, limit: int) -> None:
+    Its bound counts characters, close enough to bytes for frames that are
+    mostly ASCII JSON, and cheaper than encoding each frame again.
+    """
+
+    def __init__(self, limit_bytes: int) -> None:
         self.queue: asyncio.Queue[str] = asyncio.Queue()
-        self.limit = limit
+        self.limit_bytes = limit_bytes
+        self.queued_bytes = 0
         self.overflowed = False
 
     def push(self, text: str) -> None:
-        """Queue a frame; past `limit` unsent frames, give up on this client.
+        """Queue a frame; past `limit_bytes` unsent, give up on this client.
 
         A client that does not read must not make the server hold unbounded
         memory: its queue is dropped and the writer closes the socket. The
@@ -41,46 +50,78 @@ class Subscription:
         """
         if self.overflowed:
             return
-        if self.queue.qsize() >= self.limit:
+        size = len(text)
+        if self.queued_bytes + size > self.limit_bytes and not self.queue.empty():
             self.overflowed = True
             while not self.queue.empty():
                 self.queue.get_nowait()
-            text = OVERFLOW
+            self.queued_bytes = 0
+            text, size = OVERFLOW, 0
+        self.queued_bytes += size
         self.queue.put_nowait(text)
 
+    def close(self) -> None:
+        """Tell the writer to close the socket after the frames queued so far."""
+        self.queue.put_nowait(CLOSING)
+
     async def next_frame(self) -> str:
-        """The next frame's text, or `OVERFLOW`."""
-        return await self.queue.get()
+        """The next frame's text, `OVERFLOW` or `CLOSING`."""
+        text = await self.queue.get()
+        self.queued_bytes -= len(text) if text not in (OVERFLOW, CLOSING) else 0
+        return text
 
 
 class Outbox:
-    def __init__(self, max_frames: int) -> None:
-        self._log: deque[tuple[int, str]] = deque(maxlen=max_frames)
+    """The replay log (the newest frames within `max_bytes`) and subscribers."""
+
+    def __init__(self, max_bytes: int, *, client_bytes: int | None = None) -> None:
+        self.max_bytes = max_bytes
+        self.client_bytes = client_bytes or max(max_bytes, 1 << 20)
+        """How far one client may fall behind before it is cut off."""
+        self._log: deque[tuple[int, str, int]] = deque()
+        self._bytes = 0
         self._subscribers: list[Subscription] = []
 
     def deliver(self, frame: Frame) -> None:
-        self._log.append((frame.seq, frame.text))
+        self.restore(frame.seq, frame.text)
         for subscriber in self._subscribers:
             subscriber.push(frame.text)
+
+    def restore(self, seq: int, text: str) -> None:
+        """Hold a frame for replay without sending it (a session loaded back)."""
+        size = len(text.encode())
+        self._log.append((seq, text, size))
+        self._bytes += size
+        while self._bytes > self.max_bytes and len(self._log) > 1:
+            self._bytes -= self._log.popleft()[2]
 
     @property
     def oldest_seq(self) -> int:
         """The oldest frame still held for replay (0: none)."""
         return self._log[0][0] if self._log else 0
 
+    @property
+    def held_bytes(self) -> int:
+        return self._bytes
+
     def subscribe(self, after_seq: int | None) -> Subscription:
         """A new subscriber, pre-filled with the frames after `after_seq`."""
-        subscription = Subscription(limit=max(self._log.maxlen or 0, 1000))
+        subscription = Subscription(limit_bytes=self.client_bytes)
         if after_seq is not None:
-            for seq, text in self._log:
+            for seq, text, _size in self._log:
                 if seq > after_seq:
                     subscription.queue.put_nowait(text)
+                    subscription.queued_bytes += len(text)
         self._subscribers.append(subscription)
         return subscription
 
     def unsubscribe(self, subscription: Subscription) -> None:
         if subscription in self._subscribers:
             self._subscribers.remove(subscription)
+
+    def close_all(self) -> None:
+        for subscription in self._subscribers:
+            subscription.close()
 
     @property
     def subscriber_count(self) -> int:
@@ -92,6 +133,9 @@ class ActiveRun:
     """A run in progress: its state (a value) and the user's levers on it."""
 
     state: RunState
+    history: History = field(default_factory=History)
+    """The history the run works on: the session's, or a scratch copy for a
+    run that is not saved (`save_chat: false`)."""
     control: RunControl = field(default_factory=RunControl)
     task: asyncio.Task[None] | None = None
 
@@ -101,13 +145,41 @@ class ActiveRun:
 
 
 class Session:
-    def __init__(self, session_id: str, *, max_frames: int) -> None:
+    """A conversation in memory: history, frames, its run, and its journal.
+
+    It is its `Notifications`' notifier: each frame goes to the outbox (for
+    the sockets) and to the journal (for the store), when there is one.
+    """
+
+    def __init__(
+        self,
+        session_id: str,
+        *,
+        owner: str,
+        max_frame_bytes: int,
+        history: History | None = None,
+        last_seq: int = 0,
+        journal: Journal | None = None,
+    ) -> None:
         self.id = session_id
-        self.history = History()
-        self.outbox = Outbox(max_frames)
-        self.notify = Notifications(session_id, self.outbox)
+        self.owner = owner
+        self.history = history if history is not None else History()
+        self.outbox = Outbox(max_frame_bytes)
+        self.journal = journal
+        self.notify = Notifications(session_id, self, last_seq=last_seq)
         self.run: ActiveRun | None = None
         self.last_active = time.monotonic()
+        self.flushing = asyncio.Lock()
+
+    def deliver(self, frame: Frame) -> None:
+        self.outbox.deliver(frame)
+        if self.journal is not None:
+            self.journal.frame(frame)
+
+    @property
+    def idle(self) -> bool:
+        """No socket and no run: the session may leave memory."""
+        return self.run is None and self.outbox.subscriber_count == 0
 
     def touch(self) -> None:
         self.last_active = time.monotonic()

@@ -51,6 +51,8 @@ class ToolContext:
     session_id: str
     run_id: str | None = None
     step: int = 0
+    owner: str = "local"
+    """Whose conversation the call serves (per-owner data such as notes)."""
 
 
 ToolFunction = Callable[[A, ToolContext], Awaitable[Any]]

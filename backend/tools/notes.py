@@ -1,8 +1,9 @@
 """Notes: a small demo of tools that change things.
 
 `save_note` changes data and asks the user first; `delete_note` changes data;
-`list_notes` only reads. Notes belong to the session they were saved in and
-live in server memory (they do not survive a restart).
+`list_notes` only reads. Notes belong to the conversation's owner, not to one
+session: with a database (the default) they are kept there and survive
+restarts; `MemoryNotebook` keeps them in memory for a server without one.
 """
 
 from __future__ import annotations
@@ -10,52 +11,60 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import BaseModel, Field
 
 from backend.errors import ToolError
+from backend.store.base import LimitReached, NoteRecord
 from backend.tools.base import Tool, ToolContext, ToolEffect
 from backend.tools.notes_skill import DeleteNoteSkill, ListNotesSkill, SaveNoteSkill
 
-MAX_NOTES_PER_SESSION = 200
+MAX_NOTES_PER_OWNER = 200
+
+
+class Notebook(Protocol):
+    """Where notes live (the `Store` is one)."""
+
+    async def add_note(
+        self, owner: str, text: str, saved_at: float, *, limit: int
+    ) -> NoteRecord: ...
+
+    async def notes(self, owner: str) -> list[NoteRecord]: ...
+
+    async def delete_note(self, owner: str, note_id: int) -> NoteRecord | None: ...
 
 
 @dataclass
-class _SessionNotes:
+class _OwnerNotes:
     next_id: int = 1
-    notes: dict[int, dict[str, Any]] = field(default_factory=dict)
+    notes: dict[int, NoteRecord] = field(default_factory=dict)
 
 
-class NoteStore:
-    """Notes per session, numbered from 1."""
+class MemoryNotebook:
+    """Notes per owner in server memory, numbered from 1."""
 
-    def __init__(self, clock: Callable[[], float] = time.time) -> None:
-        self._sessions: dict[str, _SessionNotes] = {}
-        self._clock = clock
+    def __init__(self) -> None:
+        self._owners: dict[str, _OwnerNotes] = {}
 
-    def add(self, session_id: str, text: str) -> dict[str, Any]:
-        book = self._sessions.setdefault(session_id, _SessionNotes())
-        if len(book.notes) >= MAX_NOTES_PER_SESSION:
-            limit = MAX_NOTES_PER_SESSION
-            raise ToolError(
-                f"this session already has {limit} notes; delete some first"
-            )
-        note = {"id": book.next_id, "text": text, "saved_at": round(self._clock(), 3)}
-        book.notes[book.next_id] = note
+    async def add_note(
+        self, owner: str, text: str, saved_at: float, *, limit: int
+    ) -> NoteRecord:
+        book = self._owners.setdefault(owner, _OwnerNotes())
+        if len(book.notes) >= limit:
+            raise LimitReached(f"{limit} notes are saved already; delete some first")
+        note = NoteRecord(id=book.next_id, text=text, saved_at=saved_at)
+        book.notes[note.id] = note
         book.next_id += 1
-        return dict(note)
+        return note
 
-    def all(self, session_id: str) -> list[dict[str, Any]]:
-        book = self._sessions.get(session_id)
-        return [dict(n) for n in book.notes.values()] if book else []
+    async def notes(self, owner: str) -> list[NoteRecord]:
+        book = self._owners.get(owner)
+        return list(book.notes.values()) if book else []
 
-    def delete(self, session_id: str, note_id: int) -> dict[str, Any]:
-        book = self._sessions.get(session_id)
-        if book is None or note_id not in book.notes:
-            ids = ", ".join(str(i) for i in (book.notes if book else ())) or "none"
-            raise ToolError(f"there is no note #{note_id}; existing notes: {ids}")
-        return book.notes.pop(note_id)
+    async def delete_note(self, owner: str, note_id: int) -> NoteRecord | None:
+        book = self._owners.get(owner)
+        return book.notes.pop(note_id, None) if book else None
 
 
 class SaveNoteArgs(BaseModel):
@@ -70,18 +79,32 @@ class DeleteNoteArgs(BaseModel):
     id: int = Field(ge=1, description="The number of the note to delete.")
 
 
-def note_tools(store: NoteStore) -> list[Tool[Any]]:
-    """`save_note`, `list_notes` and `delete_note` over `store`."""
+def note_tools(
+    notebook: Notebook, clock: Callable[[], float] = time.time
+) -> list[Tool[Any]]:
+    """`save_note`, `list_notes` and `delete_note` over `notebook`."""
 
     async def save_note(args: SaveNoteArgs, ctx: ToolContext) -> dict[str, Any]:
-        return {"saved": store.add(ctx.session_id, args.text.strip())}
+        saved_at = round(clock(), 3)
+        try:
+            note = await notebook.add_note(
+                ctx.owner, args.text.strip(), saved_at, limit=MAX_NOTES_PER_OWNER
+            )
+        except LimitReached as exc:
+            raise ToolError(str(exc)) from exc
+        return {"saved": note.model_dump()}
 
     async def list_notes(args: ListNotesArgs, ctx: ToolContext) -> dict[str, Any]:
-        notes = store.all(ctx.session_id)
+        notes = [note.model_dump() for note in await notebook.notes(ctx.owner)]
         return {"count": len(notes), "notes": notes}
 
     async def delete_note(args: DeleteNoteArgs, ctx: ToolContext) -> dict[str, Any]:
-        return {"deleted": store.delete(ctx.session_id, args.id)}
+        note = await notebook.delete_note(ctx.owner, args.id)
+        if note is None:
+            kept = await notebook.notes(ctx.owner)
+            ids = ", ".join(str(n.id) for n in kept) or "none"
+            raise ToolError(f"there is no note #{args.id}; existing notes: {ids}")
+        return {"deleted": note.model_dump()}
 
     return [
         Tool(
@@ -94,7 +117,7 @@ def note_tools(store: NoteStore) -> list[Tool[Any]]:
         ),
         Tool(
             "list_notes",
-            "List the notes saved in this conversation.",
+            "List the notes the user saved (in any conversation).",
             ListNotesArgs,
             list_notes,
             ToolEffect(read_only=True, idempotent=True),

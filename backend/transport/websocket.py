@@ -20,20 +20,23 @@ from typing import Any
 from pydantic import ValidationError
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
-from backend.chat.service import ChatService
-from backend.chat.session import OVERFLOW, Session, Subscription
-from backend.errors import InvalidMessage
+from backend.chat.service import RESTARTING, ChatService
+from backend.chat.session import CLOSING, OVERFLOW, Session, Subscription
+from backend.errors import Busy, InvalidMessage
 from backend.notifications import outside_session
 from backend.protocol import (
     CLIENT_MESSAGE_TYPES,
     ClientMessage,
     Error,
+    ErrorType,
     client_message_adapter,
 )
+from backend.store.base import StoreError
 
 log = logging.getLogger(__name__)
 
 CLOSE_POLICY_VIOLATION = 1008
+CLOSE_SERVICE_RESTART = 1012
 CLOSE_TRY_AGAIN_LATER = 1013
 CLOSE_UNAUTHORIZED = 4401
 CLOSE_FORBIDDEN_ORIGIN = 4403
@@ -45,10 +48,22 @@ async def websocket_endpoint(websocket: WebSocket) -> None:
     refusal = _refusal(websocket, settings.auth_token, settings.origins)
     await websocket.accept()
     if refusal is not None:
-        await _refuse(websocket, *refusal)
+        await _refuse(websocket, *refusal, "unauthorized")
+        return
+    if service.draining:
+        await _refuse(websocket, CLOSE_SERVICE_RESTART, RESTARTING, "server_restarting")
         return
     session_id = websocket.query_params.get("session_id") or None
-    session, resumed = service.open_session(session_id)
+    try:
+        session, resumed = await service.open_session(session_id)
+    except Busy as exc:
+        await _refuse(websocket, CLOSE_TRY_AGAIN_LATER, str(exc), "busy")
+        return
+    except StoreError as exc:
+        log.error("cannot open session %s: %s", session_id, exc)
+        reason = "the conversation store is unavailable; try again later"
+        await _refuse(websocket, CLOSE_TRY_AGAIN_LATER, reason, "store_error")
+        return
     after = _last_seq(websocket) if resumed else None
     subscription = session.outbox.subscribe(after)
     try:
@@ -80,6 +95,9 @@ async def _write(websocket: WebSocket, subscription: Subscription) -> None:
             if text == OVERFLOW:
                 reason = "client too slow; reconnect with session_id and last_seq"
                 await websocket.close(code=CLOSE_TRY_AGAIN_LATER, reason=reason)
+                return
+            if text == CLOSING:
+                await websocket.close(code=CLOSE_SERVICE_RESTART, reason=RESTARTING)
                 return
             await websocket.send_text(text)
 
@@ -185,9 +203,11 @@ def _bearer(websocket: WebSocket) -> str | None:
     return value.strip() if scheme.lower() == "bearer" and value.strip() else None
 
 
-async def _refuse(websocket: WebSocket, code: int, reason: str) -> None:
+async def _refuse(
+    websocket: WebSocket, code: int, reason: str, error_type: ErrorType
+) -> None:
     """Say why (outside any session: seq 0), then close with `code`."""
-    frame = outside_session(Error(message=reason, error_type="unauthorized"))
+    frame = outside_session(Error(message=reason, error_type=error_type))
     if websocket.application_state == WebSocketState.CONNECTED:
         await websocket.send_text(frame)
         await websocket.close(code=code, reason=reason[:120])

@@ -62,7 +62,9 @@ async def shoot(browser: Browser, url: str, out: Path) -> None:
 
 
 async def take_all(out: Path) -> None:
-    app = create_app(Settings(_env_file=None, llm_provider="offline"))
+    app = create_app(
+        Settings(_env_file=None, llm_provider="offline", database_url="sqlite://")
+    )
     async with serving(app) as server, async_playwright() as playwright:
         browser = await playwright.chromium.launch(
             executable_path=str(CHROMIUM), args=CHROMIUM_ARGS

@@ -1,0 +1,185 @@
+"""The `Store` seam: what loopwire keeps beyond one process, as plain values.
+
+A conversation is a session that outlives its sockets: its messages (the
+history every LLM call is built from), its runs (each with its `RunState`
+checkpoint and, once ended, its outcome), the frames it sent (by `seq`, for
+replay) and, per owner, the notes its tools saved.
+
+Writes arrive as one `Batch` per flush and are applied in one transaction, so
+a checkpoint never lands without the messages and frames that led to it.
+`SqlStore` (`store/sql.py`) implements it on SQLAlchemy; `ChatService` uses
+it through its `Journal`s (`chat/journal.py`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from backend.llm.base import Message, Usage
+
+RunStatus = Literal[
+    "running",
+    "waiting",
+    "suspended",
+    "finished",
+    "max_steps",
+    "stopped",
+    "rejected",
+    "timeout",
+    "error",
+    "interrupted",
+]
+"""`running` / `waiting` (for the user) while the run lives; `suspended` when
+a shutdown parked it at a phase boundary; otherwise how it ended (a
+`CompletionReason`), or `interrupted` when the process died mid-phase."""
+
+LIVE_STATUSES: tuple[RunStatus, ...] = ("running", "waiting", "suspended")
+"""Runs in these states were not ended: a starting server continues or closes
+them."""
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class ConversationRecord(_Record):
+    id: str
+    owner: str
+    title: str = ""
+    created_at: float
+    updated_at: float
+    settings: dict[str, Any] = Field(default_factory=dict)
+
+
+class RunRecord(_Record):
+    """A run as stored: its outcome so far and its latest checkpoint."""
+
+    id: str
+    conversation_id: str
+    strategy: str
+    status: RunStatus
+    request: str
+    """The user's message that started the run."""
+    steps: int = 0
+    usage: Usage = Field(default_factory=Usage)
+    started_at: float
+    ended_at: float | None = None
+    active_ms: float = 0.0
+    error: str | None = None
+    state: str
+    """The `RunState` checkpoint, as JSON (with the execution trace)."""
+
+
+class StoredFrame(_Record):
+    seq: int
+    run_id: str | None
+    text: str
+
+
+class NoteRecord(_Record):
+    id: int
+    """Numbered from 1 per owner."""
+    text: str
+    saved_at: float
+
+
+class Page(_Record):
+    """One page of conversations, newest first; `next` continues it."""
+
+    items: list[ConversationRecord]
+    next: str | None = None
+
+
+@dataclass
+class Batch:
+    """Everything one flush of one conversation writes, in one transaction."""
+
+    conversation_id: str
+    updated_at: float
+    create: ConversationRecord | None = None
+    """Insert the conversation first (its first batch)."""
+    reset_history: bool = False
+    """Delete the stored messages before adding `messages` (a session reset)."""
+    messages: list[tuple[int, Message]] = field(default_factory=list)
+    """New messages, with their position in the history."""
+    frames: list[StoredFrame] = field(default_factory=list)
+    keep_frames_from: int | None = None
+    """Delete frames with a lower `seq` (the replay window moved on)."""
+    runs: list[RunRecord] = field(default_factory=list)
+    title: str | None = None
+
+    @property
+    def empty(self) -> bool:
+        return not (
+            self.create
+            or self.reset_history
+            or self.messages
+            or self.frames
+            or self.runs
+        )
+
+
+class StoreError(Exception):
+    """The database refused or failed an operation."""
+
+
+class LimitReached(StoreError):
+    """A per-owner limit (such as the number of notes) would be exceeded."""
+
+
+class Store(Protocol):
+    """Where conversations, runs, frames and notes live."""
+
+    async def open(self) -> None:
+        """Connect and bring the schema up to date (migrations)."""
+        ...
+
+    async def close(self) -> None: ...
+
+    # conversations
+    async def create_conversation(self, record: ConversationRecord) -> None: ...
+
+    async def conversation(self, conversation_id: str) -> ConversationRecord | None: ...
+
+    async def conversations(
+        self, owner: str, *, limit: int, cursor: str | None = None
+    ) -> Page: ...
+
+    async def rename_conversation(
+        self, conversation_id: str, title: str, updated_at: float
+    ) -> bool: ...
+
+    async def delete_conversation(self, conversation_id: str) -> bool: ...
+
+    # what a conversation holds
+    async def messages(self, conversation_id: str) -> list[Message]: ...
+
+    async def runs(self, conversation_id: str) -> list[RunRecord]: ...
+
+    async def live_runs(self) -> list[RunRecord]:
+        """Runs in a `LIVE_STATUSES` state, oldest first."""
+        ...
+
+    async def frames(
+        self, conversation_id: str, *, max_bytes: int
+    ) -> list[StoredFrame]:
+        """The newest frames whose texts fit in `max_bytes`, in `seq` order."""
+        ...
+
+    async def last_seq(self, conversation_id: str) -> int: ...
+
+    async def write(self, batch: Batch) -> None:
+        """Apply one flush atomically."""
+        ...
+
+    # notes, per owner
+    async def add_note(
+        self, owner: str, text: str, saved_at: float, *, limit: int
+    ) -> NoteRecord: ...
+
+    async def notes(self, owner: str) -> list[NoteRecord]: ...
+
+    async def delete_note(self, owner: str, note_id: int) -> NoteRecord | None: ...

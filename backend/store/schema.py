@@ -1,0 +1,108 @@
+"""The tables, as SQLAlchemy Core metadata (the migrations' target).
+
+Times are epoch seconds (floats), as everywhere else in loopwire. JSON
+columns hold small structured values; a run's `RunState` checkpoint is kept
+as the JSON text it serialises to, so it is read back byte for byte.
+Changing a table here needs a new migration in `store/migrations/versions/`
+(a test compares the migrated schema with this metadata).
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    JSON,
+    Column,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+
+metadata = MetaData(
+    naming_convention={
+        "ix": "ix_%(table_name)s_%(column_0_name)s",
+        "uq": "uq_%(table_name)s_%(column_0_name)s",
+        "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+        "pk": "pk_%(table_name)s",
+    }
+)
+
+ID = String(64)
+
+conversations = Table(
+    "conversations",
+    metadata,
+    Column("id", ID, primary_key=True),
+    Column("owner", String(128), nullable=False),
+    Column("title", String(200), nullable=False, default=""),
+    Column("created_at", Float, nullable=False),
+    Column("updated_at", Float, nullable=False),
+    Column("settings", JSON, nullable=False),
+    Index("ix_conversations_owner_updated", "owner", "updated_at"),
+)
+
+
+def _conversation_id(*, key: bool) -> Column[str]:
+    """The column tying a row to its conversation (deleted with it); `key`:
+    part of the primary key, else an indexed column."""
+    target = ForeignKey("conversations.id", ondelete="CASCADE")
+    if key:
+        return Column("conversation_id", ID, target, primary_key=True)
+    return Column("conversation_id", ID, target, nullable=False, index=True)
+
+
+messages = Table(
+    "messages",
+    metadata,
+    _conversation_id(key=True),
+    Column("position", Integer, primary_key=True, autoincrement=False),
+    Column("role", String(16), nullable=False),
+    Column("content", Text, nullable=True),
+    Column("tool_calls", JSON, nullable=True),
+    Column("tool_call_id", String(128), nullable=True),
+    Column("name", String(128), nullable=True),
+    Column("status", String(16), nullable=True),
+    Column("error", Text, nullable=True),
+)
+
+runs = Table(
+    "runs",
+    metadata,
+    Column("id", ID, primary_key=True),
+    _conversation_id(key=False),
+    Column("strategy", String(64), nullable=False),
+    Column("status", String(16), nullable=False, index=True),
+    Column("request", Text, nullable=False),
+    Column("steps", Integer, nullable=False),
+    Column("usage", JSON, nullable=False),
+    Column("started_at", Float, nullable=False),
+    Column("ended_at", Float, nullable=True),
+    Column("active_ms", Float, nullable=False),
+    Column("error", Text, nullable=True),
+    Column("state", Text, nullable=False),
+)
+
+frames = Table(
+    "frames",
+    metadata,
+    _conversation_id(key=True),
+    Column("seq", Integer, primary_key=True, autoincrement=False),
+    Column("run_id", ID, nullable=True),
+    Column("text", Text, nullable=False),
+)
+
+notes = Table(
+    "notes",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("owner", String(128), nullable=False),
+    Column("number", Integer, nullable=False),
+    Column("text", Text, nullable=False),
+    Column("saved_at", Float, nullable=False),
+    UniqueConstraint("owner", "number", name="uq_notes_owner_number"),
+)

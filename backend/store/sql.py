@@ -1,0 +1,411 @@
+"""`SqlStore`: the `Store` on SQLAlchemy's asyncio engine.
+
+SQLite (through aiosqlite) is the embedded default: a file created on first
+use, in WAL mode so readers never wait for the writer. PostgreSQL (through
+asyncpg) is chosen by URL. `open()` applies the migrations.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import (
+    CursorResult,
+    Row,
+    and_,
+    delete,
+    event,
+    func,
+    insert,
+    or_,
+    select,
+    update,
+)
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, IntegrityError, SQLAlchemyError
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+from sqlalchemy.pool import StaticPool
+
+from backend.errors import ConfigError
+from backend.llm.base import Message, ToolCall, ToolResultMeta
+from backend.store import migrate
+from backend.store.base import (
+    LIVE_STATUSES,
+    Batch,
+    ConversationRecord,
+    LimitReached,
+    NoteRecord,
+    Page,
+    RunRecord,
+    StoredFrame,
+    StoreError,
+)
+from backend.store.schema import conversations, frames, messages, notes, runs
+
+DRIVERS = {"sqlite": "sqlite+aiosqlite", "postgresql": "postgresql+asyncpg"}
+ALIASES = {"postgres": "postgresql"}
+
+
+def engine_url(url: str) -> str:
+    """`url` with loopwire's async driver for its database (see DRIVERS)."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError as exc:
+        raise ConfigError(
+            f"LOOPWIRE_DATABASE_URL is not a database URL: {exc}"
+        ) from exc
+    backend = ALIASES.get(parsed.get_backend_name(), parsed.get_backend_name())
+    driver = DRIVERS.get(backend)
+    if driver is None:
+        known = ", ".join(f"{name}://" for name in DRIVERS)
+        raise ConfigError(
+            f"LOOPWIRE_DATABASE_URL: unsupported database {backend!r} (use {known})"
+        )
+    return parsed.set(drivername=driver).render_as_string(hide_password=False)
+
+
+def _in_memory(url: str) -> bool:
+    database = make_url(url).database
+    return database in (None, "", ":memory:")
+
+
+def create_engine(url: str) -> AsyncEngine:
+    """An engine for `url`; SQLite files (and their folder) are created here."""
+    full = engine_url(url)
+    if not full.startswith("sqlite"):
+        return create_async_engine(full, pool_pre_ping=True)
+    if _in_memory(full):
+        engine = create_async_engine(
+            full, poolclass=StaticPool, connect_args={"check_same_thread": False}
+        )
+    else:
+        database = make_url(full).database
+        assert database is not None
+        Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        engine = create_async_engine(full, connect_args={"timeout": 30})
+    event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
+    return engine
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.close()
+
+
+class SqlStore:
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._engine = create_engine(url)
+        self._dialect = self._engine.dialect.name
+
+    async def open(self) -> None:
+        try:
+            async with self._engine.begin() as conn:
+                await conn.run_sync(migrate.upgrade)
+        except (SQLAlchemyError, OSError) as exc:
+            raise StoreError(f"cannot open the database: {exc}") from exc
+
+    async def close(self) -> None:
+        await self._engine.dispose()
+
+    async def revision(self) -> str | None:
+        async with self._engine.connect() as conn:
+            return await conn.run_sync(migrate.current)
+
+    # ------------------------------------------------------------ conversations
+
+    async def create_conversation(self, record: ConversationRecord) -> None:
+        async with self._engine.begin() as conn:
+            await conn.execute(insert(conversations).values(**record.model_dump()))
+
+    async def conversation(self, conversation_id: str) -> ConversationRecord | None:
+        query = select(conversations).where(conversations.c.id == conversation_id)
+        async with self._engine.connect() as conn:
+            row = (await conn.execute(query)).first()
+        return _conversation(row) if row is not None else None
+
+    async def conversations(
+        self, owner: str, *, limit: int, cursor: str | None = None
+    ) -> Page:
+        c = conversations.c
+        query = select(conversations).where(c.owner == owner)
+        if cursor is not None:
+            updated_at, last_id = _decode_cursor(cursor)
+            query = query.where(
+                or_(
+                    c.updated_at < updated_at,
+                    and_(c.updated_at == updated_at, c.id < last_id),
+                )
+            )
+        query = query.order_by(c.updated_at.desc(), c.id.desc()).limit(limit + 1)
+        async with self._engine.connect() as conn:
+            rows = (await conn.execute(query)).all()
+        items = [_conversation(row) for row in rows[:limit]]
+        more = len(rows) > limit and items
+        return Page(items=items, next=_encode_cursor(items[-1]) if more else None)
+
+    async def rename_conversation(
+        self, conversation_id: str, title: str, updated_at: float
+    ) -> bool:
+        query = (
+            update(conversations)
+            .where(conversations.c.id == conversation_id)
+            .values(title=title, updated_at=updated_at)
+        )
+        async with self._engine.begin() as conn:
+            return _count(await conn.execute(query)) > 0
+
+    async def delete_conversation(self, conversation_id: str) -> bool:
+        query = delete(conversations).where(conversations.c.id == conversation_id)
+        async with self._engine.begin() as conn:
+            return _count(await conn.execute(query)) > 0
+
+    # ------------------------------------------------------------ contents
+
+    async def messages(self, conversation_id: str) -> list[Message]:
+        query = (
+            select(messages)
+            .where(messages.c.conversation_id == conversation_id)
+            .order_by(messages.c.position)
+        )
+        async with self._engine.connect() as conn:
+            rows = (await conn.execute(query)).all()
+        return [_message(row) for row in rows]
+
+    async def runs(self, conversation_id: str) -> list[RunRecord]:
+        query = (
+            select(runs)
+            .where(runs.c.conversation_id == conversation_id)
+            .order_by(runs.c.started_at, runs.c.id)
+        )
+        async with self._engine.connect() as conn:
+            rows = (await conn.execute(query)).all()
+        return [_run(row) for row in rows]
+
+    async def live_runs(self) -> list[RunRecord]:
+        query = (
+            select(runs)
+            .where(runs.c.status.in_(LIVE_STATUSES))
+            .order_by(runs.c.started_at, runs.c.id)
+        )
+        async with self._engine.connect() as conn:
+            rows = (await conn.execute(query)).all()
+        return [_run(row) for row in rows]
+
+    async def frames(
+        self, conversation_id: str, *, max_bytes: int
+    ) -> list[StoredFrame]:
+        f = frames.c
+        query = (
+            select(f.seq, f.run_id, f.text)
+            .where(f.conversation_id == conversation_id)
+            .order_by(f.seq.desc())
+        )
+        kept: list[StoredFrame] = []
+        total = 0
+        async with self._engine.connect() as conn:
+            result = await conn.stream(query)
+            async for seq, run_id, text in result:
+                total += len(text.encode())
+                if total > max_bytes:
+                    break
+                kept.append(StoredFrame(seq=seq, run_id=run_id, text=text))
+            await result.close()
+        kept.reverse()
+        return kept
+
+    async def last_seq(self, conversation_id: str) -> int:
+        query = select(func.max(frames.c.seq)).where(
+            frames.c.conversation_id == conversation_id
+        )
+        async with self._engine.connect() as conn:
+            value = (await conn.execute(query)).scalar()
+        return int(value or 0)
+
+    # ------------------------------------------------------------ writes
+
+    async def write(self, batch: Batch) -> None:
+        try:
+            async with self._engine.begin() as conn:
+                await self._write(conn, batch)
+        except SQLAlchemyError as exc:
+            raise StoreError(
+                f"cannot save conversation {batch.conversation_id}: {exc}"
+            ) from exc
+
+    async def _write(self, conn: AsyncConnection, batch: Batch) -> None:
+        cid = batch.conversation_id
+        if batch.create is not None:
+            await conn.execute(self._insert_missing(batch.create))
+        changes: dict[str, Any] = {"updated_at": batch.updated_at}
+        if batch.title is not None:
+            changes["title"] = batch.title
+        await conn.execute(
+            update(conversations).where(conversations.c.id == cid).values(**changes)
+        )
+        if batch.reset_history:
+            await conn.execute(
+                delete(messages).where(messages.c.conversation_id == cid)
+            )
+        if batch.messages:
+            rows = [_message_row(cid, pos, m) for pos, m in batch.messages]
+            await conn.execute(insert(messages), rows)
+        if batch.frames:
+            rows = [{"conversation_id": cid, **f.model_dump()} for f in batch.frames]
+            await conn.execute(insert(frames), rows)
+        if batch.keep_frames_from is not None:
+            await conn.execute(
+                delete(frames).where(
+                    frames.c.conversation_id == cid,
+                    frames.c.seq < batch.keep_frames_from,
+                )
+            )
+        for run in batch.runs:
+            await conn.execute(self._upsert_run(run))
+
+    def _insert(self, table: Any, values: dict[str, Any]) -> Any:
+        dialect = postgresql if self._dialect == "postgresql" else sqlite
+        return dialect.insert(table).values(**values)
+
+    def _insert_missing(self, record: ConversationRecord) -> Any:
+        statement = self._insert(conversations, record.model_dump())
+        return statement.on_conflict_do_nothing(index_elements=["id"])
+
+    def _upsert_run(self, run: RunRecord) -> Any:
+        values = run.model_dump()
+        values["usage"] = run.usage.model_dump()
+        statement = self._insert(runs, values)
+        changed = {k: v for k, v in values.items() if k not in ("id", "started_at")}
+        return statement.on_conflict_do_update(index_elements=["id"], set_=changed)
+
+    # ------------------------------------------------------------ notes
+
+    async def add_note(
+        self, owner: str, text: str, saved_at: float, *, limit: int
+    ) -> NoteRecord:
+        for _attempt in range(3):  # two writers may pick the same number
+            try:
+                async with self._engine.begin() as conn:
+                    return await self._add_note(conn, owner, text, saved_at, limit)
+            except IntegrityError:
+                continue
+        raise StoreError("could not number the note; try again")
+
+    async def _add_note(
+        self, conn: AsyncConnection, owner: str, text: str, saved_at: float, limit: int
+    ) -> NoteRecord:
+        n = notes.c
+        count, top = (
+            await conn.execute(
+                select(func.count(), func.max(n.number)).where(n.owner == owner)
+            )
+        ).one()
+        if count >= limit:
+            raise LimitReached(f"{limit} notes are saved already; delete some first")
+        number = int(top or 0) + 1
+        await conn.execute(
+            insert(notes).values(
+                owner=owner, number=number, text=text, saved_at=saved_at
+            )
+        )
+        return NoteRecord(id=number, text=text, saved_at=saved_at)
+
+    async def notes(self, owner: str) -> list[NoteRecord]:
+        n = notes.c
+        query = (
+            select(n.number, n.text, n.saved_at)
+            .where(n.owner == owner)
+            .order_by(n.number)
+        )
+        async with self._engine.connect() as conn:
+            rows = (await conn.execute(query)).all()
+        return [NoteRecord(id=r.number, text=r.text, saved_at=r.saved_at) for r in rows]
+
+    async def delete_note(self, owner: str, note_id: int) -> NoteRecord | None:
+        n = notes.c
+        where = and_(n.owner == owner, n.number == note_id)
+        async with self._engine.begin() as conn:
+            row = (
+                await conn.execute(select(n.number, n.text, n.saved_at).where(where))
+            ).first()
+            if row is None:
+                return None
+            await conn.execute(delete(notes).where(where))
+        return NoteRecord(id=row.number, text=row.text, saved_at=row.saved_at)
+
+    # ------------------------------------------------------------ for tests
+
+    async def run_sync(self, fn: Any) -> Any:
+        """Run `fn(sync_connection)` in a transaction (migration tests)."""
+        async with self._engine.begin() as conn:
+            return await conn.run_sync(fn)
+
+
+# ---------------------------------------------------------------- rows
+
+
+def _count(result: CursorResult[Any]) -> int:
+    return int(result.rowcount or 0)
+
+
+def _conversation(row: Row[Any]) -> ConversationRecord:
+    return ConversationRecord.model_validate(row._asdict())
+
+
+def _run(row: Row[Any]) -> RunRecord:
+    return RunRecord.model_validate(row._asdict())
+
+
+def _message_row(conversation_id: str, position: int, m: Message) -> dict[str, Any]:
+    calls = [c.model_dump() for c in m.tool_calls] if m.tool_calls else None
+    return {
+        "conversation_id": conversation_id,
+        "position": position,
+        "role": m.role,
+        "content": m.content,
+        "tool_calls": calls,
+        "tool_call_id": m.tool_call_id,
+        "name": m.name,
+        "status": m.meta.status if m.meta else None,
+        "error": m.meta.error if m.meta else None,
+    }
+
+
+def _message(row: Row[Any]) -> Message:
+    calls: Sequence[dict[str, Any]] = row.tool_calls or ()
+    meta = (
+        ToolResultMeta(status=row.status, error=row.error)
+        if row.status is not None
+        else None
+    )
+    return Message(
+        role=row.role,
+        content=row.content,
+        tool_calls=tuple(ToolCall(**c) for c in calls),
+        tool_call_id=row.tool_call_id,
+        name=row.name,
+        meta=meta,
+    )
+
+
+def _encode_cursor(record: ConversationRecord) -> str:
+    raw = json.dumps([record.updated_at, record.id]).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _decode_cursor(cursor: str) -> tuple[float, str]:
+    try:
+        padded = cursor + "=" * (-len(cursor) % 4)
+        updated_at, last_id = json.loads(base64.urlsafe_b64decode(padded))
+        return float(updated_at), str(last_id)
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"invalid cursor {cursor[:40]!r}") from exc

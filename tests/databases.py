@@ -1,0 +1,41 @@
+"""The databases store tests run on: SQLite in a file, and a real PostgreSQL.
+
+`database_url` is parametrized over both. Each PostgreSQL test gets a fresh
+database on the server the test session started (`postgres_url`, from
+`tests/pg_server.py`), dropped afterwards.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import asyncpg
+import pytest
+
+
+def _admin_dsn(url: str) -> str:
+    return url.replace("postgresql+asyncpg://", "postgresql://", 1)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+async def database_url(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> AsyncIterator[str]:
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'data' / 'loopwire.db'}"
+        return
+    server: str = request.getfixturevalue("postgres_url")
+    name = f"t_{uuid.uuid4().hex[:16]}"
+    admin = await asyncpg.connect(_admin_dsn(server))
+    try:
+        await admin.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await admin.close()
+    yield f"{server.rsplit('/', 1)[0]}/{name}"
+    admin = await asyncpg.connect(_admin_dsn(server))
+    try:
+        await admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+    finally:
+        await admin.close()

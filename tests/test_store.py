@@ -1,0 +1,289 @@
+"""`SqlStore` on SQLite and on a real PostgreSQL: migrations, every table."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+
+from backend.errors import ConfigError
+from backend.llm.base import Message, ToolCall, Usage
+from backend.store import migrate
+from backend.store.base import (
+    Batch,
+    ConversationRecord,
+    LimitReached,
+    RunRecord,
+    StoredFrame,
+)
+from backend.store.schema import metadata
+from backend.store.sql import SqlStore, engine_url
+
+
+@pytest.fixture
+async def store(database_url: str) -> AsyncIterator[SqlStore]:
+    opened = SqlStore(database_url)
+    await opened.open()
+    try:
+        yield opened
+    finally:
+        await opened.close()
+
+
+def conversation(cid: str, owner: str = "ann", at: float = 100.0) -> ConversationRecord:
+    return ConversationRecord(id=cid, owner=owner, created_at=at, updated_at=at)
+
+
+def run(rid: str, cid: str, status: Any, at: float = 100.0) -> RunRecord:
+    return RunRecord(
+        id=rid,
+        conversation_id=cid,
+        strategy="react",
+        status=status,
+        request="convert 10 miles",
+        steps=2,
+        usage=Usage(prompt_tokens=3, completion_tokens=4, total_tokens=7, llm_calls=5),
+        started_at=at,
+        active_ms=1.5,
+        state=json.dumps({"run_id": rid}),
+    )
+
+
+def frame(seq: int, text: str = "x" * 10, run_id: str | None = None) -> StoredFrame:
+    return StoredFrame(seq=seq, run_id=run_id, text=text)
+
+
+# ---------------------------------------------------------------- migrations
+
+
+async def test_open_migrates_to_the_newest_revision_and_again_changes_nothing(
+    database_url: str,
+) -> None:
+    for _ in range(2):
+        store = SqlStore(database_url)
+        await store.open()
+        assert await store.revision() == migrate.head() == "0002"
+        await store.close()
+
+
+async def test_the_migrated_schema_is_exactly_the_declared_one(store: SqlStore) -> None:
+    def differences(connection: sa.Connection) -> list[Any]:
+        context = MigrationContext.configure(connection, opts={"compare_type": True})
+        return list(compare_metadata(context, metadata))
+
+    assert await store.run_sync(differences) == []
+
+
+async def test_a_database_at_the_first_schema_is_upgraded_in_place(
+    database_url: str,
+) -> None:
+    old = SqlStore(database_url)
+
+    def first_schema(connection: sa.Connection) -> None:
+        migrate.upgrade(connection, "0001")
+        connection.execute(
+            sa.text(
+                "INSERT INTO conversations (id, owner, title, created_at, "
+                "updated_at, settings) VALUES ('c1', 'ann', 'old', 1, 2, '{}')"
+            )
+        )
+        connection.execute(
+            sa.text(
+                "INSERT INTO messages (conversation_id, position, role, content) "
+                "VALUES ('c1', 0, 'user', 'hello from 0001')"
+            )
+        )
+
+    await old.run_sync(first_schema)
+    assert await old.revision() == "0001"
+    await old.close()
+
+    upgraded = SqlStore(database_url)
+    await upgraded.open()
+    try:
+        assert await upgraded.revision() == "0002"
+        assert await upgraded.messages("c1") == [Message.user("hello from 0001")]
+        record = await upgraded.conversation("c1")
+        assert record is not None and record.title == "old"
+        note = await upgraded.add_note("ann", "kept", 5.0, limit=10)
+        assert note.id == 1
+    finally:
+        await upgraded.close()
+
+
+def test_urls_get_the_async_driver_and_unknown_databases_are_refused() -> None:
+    assert engine_url("sqlite:///data/x.db") == "sqlite+aiosqlite:///data/x.db"
+    assert engine_url("postgresql://u:p@h:5/db") == "postgresql+asyncpg://u:p@h:5/db"
+    assert engine_url("postgres://h/db") == "postgresql+asyncpg://h/db"
+    with pytest.raises(ConfigError, match="unsupported database 'mysql'"):
+        engine_url("mysql://h/db")
+    with pytest.raises(ConfigError, match="not a database URL"):
+        engine_url("not a url")
+
+
+async def test_the_sqlite_file_and_its_folder_are_created_on_first_use(
+    tmp_path: Any,
+) -> None:
+    path = tmp_path / "nested" / "deeper" / "lw.db"
+    store = SqlStore(f"sqlite:///{path}")
+    await store.open()
+    await store.close()
+    assert path.is_file()
+
+
+# ---------------------------------------------------------------- conversations
+
+
+async def test_conversations_page_newest_first_for_their_owner_only(
+    store: SqlStore,
+) -> None:
+    for i in range(5):
+        await store.create_conversation(conversation(f"c{i}", at=100.0 + i))
+    await store.create_conversation(conversation("other", owner="bob", at=500.0))
+
+    first = await store.conversations("ann", limit=2)
+    assert [c.id for c in first.items] == ["c4", "c3"]
+    assert first.next is not None
+    second = await store.conversations("ann", limit=2, cursor=first.next)
+    assert [c.id for c in second.items] == ["c2", "c1"]
+    last = await store.conversations("ann", limit=2, cursor=second.next)
+    assert [c.id for c in last.items] == ["c0"] and last.next is None
+    with pytest.raises(ValueError, match="invalid cursor"):
+        await store.conversations("ann", limit=2, cursor="garbage!")
+
+
+async def test_rename_and_delete_say_whether_the_conversation_existed(
+    store: SqlStore,
+) -> None:
+    await store.create_conversation(conversation("c1"))
+    await store.write(
+        Batch("c1", 101.0, messages=[(0, Message.user("hi"))], frames=[frame(1)])
+    )
+    assert await store.rename_conversation("c1", "Trip", 102.0)
+    renamed = await store.conversation("c1")
+    assert renamed is not None and (renamed.title, renamed.updated_at) == (
+        "Trip",
+        102.0,
+    )
+    assert not await store.rename_conversation("nope", "x", 1.0)
+    assert await store.delete_conversation("c1")
+    assert not await store.delete_conversation("c1")
+    assert await store.conversation("c1") is None
+    assert await store.messages("c1") == []  # deleted with it
+    assert await store.last_seq("c1") == 0
+
+
+# ---------------------------------------------------------------- batches
+
+
+async def test_a_batch_creates_the_conversation_and_round_trips_every_message(
+    store: SqlStore,
+) -> None:
+    call = ToolCall(id="t1", name="calculator", arguments='{"expression": "2+2"}')
+    history = [
+        Message.user("what is 2+2?"),
+        Message.assistant(None, [call]),
+        Message.tool("t1", "calculator", "Error: boom", "failed", "boom"),
+        Message.assistant("It failed."),
+    ]
+    await store.write(
+        Batch(
+            "c1",
+            150.0,
+            create=conversation("c1"),
+            messages=list(enumerate(history)),
+            title="what is 2+2?",
+        )
+    )
+    assert await store.messages("c1") == history
+    record = await store.conversation("c1")
+    assert record is not None
+    assert (record.title, record.created_at, record.updated_at) == (
+        "what is 2+2?",
+        100.0,
+        150.0,
+    )
+
+
+async def test_a_reset_replaces_the_stored_history(store: SqlStore) -> None:
+    await store.create_conversation(conversation("c1"))
+    await store.write(
+        Batch("c1", 1.0, messages=[(0, Message.user("a")), (1, Message.user("b"))])
+    )
+    await store.write(
+        Batch("c1", 2.0, reset_history=True, messages=[(0, Message.user("c"))])
+    )
+    assert await store.messages("c1") == [Message.user("c")]
+
+
+async def test_frames_come_back_newest_within_a_byte_budget_and_can_be_pruned(
+    store: SqlStore,
+) -> None:
+    await store.create_conversation(conversation("c1"))
+    await store.write(Batch("c1", 1.0, frames=[frame(s) for s in range(1, 11)]))
+    window = await store.frames("c1", max_bytes=35)
+    assert [f.seq for f in window] == [8, 9, 10]
+    assert await store.last_seq("c1") == 10
+    await store.write(Batch("c1", 2.0, frames=[frame(11)], keep_frames_from=9))
+    assert [f.seq for f in await store.frames("c1", max_bytes=10_000)] == [9, 10, 11]
+
+
+async def test_runs_are_upserted_and_live_ones_listed_oldest_first(
+    store: SqlStore,
+) -> None:
+    await store.create_conversation(conversation("c1"))
+    await store.write(
+        Batch(
+            "c1",
+            1.0,
+            runs=[run("r2", "c1", "waiting", at=20), run("r1", "c1", "running", at=10)],
+        )
+    )
+    assert [r.id for r in await store.live_runs()] == ["r1", "r2"]
+    done = run("r1", "c1", "finished", at=99).model_copy(
+        update={"ended_at": 30.0, "steps": 4, "state": '{"done": true}'}
+    )
+    await store.write(Batch("c1", 2.0, runs=[done]))
+    assert [r.id for r in await store.live_runs()] == ["r2"]
+    stored = {r.id: r for r in await store.runs("c1")}
+    assert stored["r1"] == done.model_copy(update={"started_at": 10.0})
+    assert stored["r2"].usage == Usage(
+        prompt_tokens=3, completion_tokens=4, total_tokens=7, llm_calls=5
+    )
+
+
+async def test_a_failed_batch_writes_nothing(store: SqlStore) -> None:
+    await store.create_conversation(conversation("c1"))
+    await store.write(Batch("c1", 1.0, frames=[frame(1)]))
+    from backend.store.base import StoreError
+
+    with pytest.raises(StoreError, match="cannot save conversation c1"):
+        # a duplicate seq: the whole batch is rolled back, messages included
+        await store.write(
+            Batch("c1", 2.0, messages=[(0, Message.user("lost?"))], frames=[frame(1)])
+        )
+    assert await store.messages("c1") == []
+
+
+# ---------------------------------------------------------------- notes
+
+
+async def test_notes_are_numbered_per_owner_bounded_and_deleted(
+    store: SqlStore,
+) -> None:
+    first = await store.add_note("ann", "buy milk", 1.0, limit=2)
+    await store.add_note("ann", "call mom", 2.0, limit=2)
+    bob = await store.add_note("bob", "his own", 3.0, limit=2)
+    assert (first.id, bob.id) == (1, 1)
+    with pytest.raises(LimitReached, match="2 notes are saved already"):
+        await store.add_note("ann", "one too many", 4.0, limit=2)
+    deleted = await store.delete_note("ann", 1)
+    assert deleted is not None and deleted.text == "buy milk"
+    assert await store.delete_note("ann", 1) is None
+    assert [(n.id, n.text) for n in await store.notes("ann")] == [(2, "call mom")]
+    assert [n.text for n in await store.notes("bob")] == ["his own"]
