@@ -403,9 +403,10 @@ class ChatService:
         ctx = AgentContext(state, session.history, notify.emit)
         result = RunDriver(strategy, ctx, RunControl()).interrupted()
         notify.error(INTERRUPTED, "run_interrupted", in_run=True)
-        run = ActiveRun(state)
+        run = ActiveRun(state, history=session.history)
         self._finish_run(session, run, result)
-        self._close(session, run, "interrupted")
+        self._record_end(session, run, "interrupted")
+        self._close(session, run)
 
     def _unreadable(self, session: Session, record: RunRecord) -> None:
         if session.journal is not None:
@@ -586,6 +587,14 @@ class ChatService:
         except asyncio.CancelledError:
             self._detach(session)  # past the shutdown grace: left mid-phase
             raise
+        except StoreError as exc:
+            log.error("run %s: checkpoint failed: %s", state.run_id, exc)
+            notify.error(
+                f"the run was ended because it could not be saved: {exc}",
+                "store_error",
+                in_run=True,
+            )
+            result = None
         except Exception as exc:  # outermost layer: report, never kill the service
             log.exception("run %s failed", state.run_id)
             notify.error(
@@ -596,8 +605,9 @@ class ChatService:
             result = None
         if result is not None:
             self._finish_run(session, run, result)
-        self._close(session, run, result.reason if result else "error")
-        await self._save_quietly(session)
+        self._record_end(session, run, result.reason if result else "error")
+        await self._save_quietly(session)  # the outcome is stored before it is
+        self._close(session, run)  # announced complete
 
     async def _save_quietly(self, session: Session) -> None:
         try:
@@ -617,12 +627,14 @@ class ChatService:
         session.run = None
         session.touch()
 
-    def _close(self, session: Session, run: ActiveRun, status: RunStatus) -> None:
+    def _record_end(self, session: Session, run: ActiveRun, status: RunStatus) -> None:
         """After the closing frames: history whole, the record final."""
         run.history.close_dangling_tool_calls(CANCELLED_NOTE)
-        session.notify.response_complete()
         if session.journal is not None and run.state.request.save_chat:
             session.journal.run(self._record(run.state, status))
+
+    def _close(self, session: Session, run: ActiveRun) -> None:
+        session.notify.response_complete()
         if session.journal is not None:
             session.journal.unsaved_runs.discard(run.run_id)
         self._detach(session)

@@ -7,9 +7,11 @@ asyncpg) is chosen by URL. `open()` applies the migrations.
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import contextlib
 import json
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -106,10 +108,31 @@ class SqlStore:
         self.url = url
         self._engine = create_engine(url)
         self._dialect = self._engine.dialect.name
+        sqlite_db = self._dialect == "sqlite"
+        self._one_connection = sqlite_db and _in_memory(engine_url(url))
+        self._write_lock = asyncio.Lock() if sqlite_db else None
+        """SQLite has one writer at a time: writers queue here instead of in
+        its busy handler. An in-memory database is one shared connection, so
+        reads queue too."""
+
+    @contextlib.asynccontextmanager
+    async def _begin(self) -> AsyncIterator[AsyncConnection]:
+        """A connection in a transaction (committed on success)."""
+        async with contextlib.AsyncExitStack() as stack:
+            if self._write_lock is not None:
+                await stack.enter_async_context(self._write_lock)
+            yield await stack.enter_async_context(self._engine.begin())
+
+    @contextlib.asynccontextmanager
+    async def _connect(self) -> AsyncIterator[AsyncConnection]:
+        async with contextlib.AsyncExitStack() as stack:
+            if self._one_connection and self._write_lock is not None:
+                await stack.enter_async_context(self._write_lock)
+            yield await stack.enter_async_context(self._engine.connect())
 
     async def open(self) -> None:
         try:
-            async with self._engine.begin() as conn:
+            async with self._begin() as conn:
                 await conn.run_sync(migrate.upgrade)
         except (SQLAlchemyError, OSError) as exc:
             raise StoreError(f"cannot open the database: {exc}") from exc
@@ -118,18 +141,18 @@ class SqlStore:
         await self._engine.dispose()
 
     async def revision(self) -> str | None:
-        async with self._engine.connect() as conn:
+        async with self._connect() as conn:
             return await conn.run_sync(migrate.current)
 
     # ------------------------------------------------------------ conversations
 
     async def create_conversation(self, record: ConversationRecord) -> None:
-        async with self._engine.begin() as conn:
+        async with self._begin() as conn:
             await conn.execute(insert(conversations).values(**record.model_dump()))
 
     async def conversation(self, conversation_id: str) -> ConversationRecord | None:
         query = select(conversations).where(conversations.c.id == conversation_id)
-        async with self._engine.connect() as conn:
+        async with self._connect() as conn:
             row = (await conn.execute(query)).first()
         return _conversation(row) if row is not None else None
 
@@ -147,7 +170,7 @@ class SqlStore:
                 )
             )
         query = query.order_by(c.updated_at.desc(), c.id.desc()).limit(limit + 1)
-        async with self._engine.connect() as conn:
+        async with self._connect() as conn:
             rows = (await conn.execute(query)).all()
         items = [_conversation(row) for row in rows[:limit]]
         more = len(rows) > limit and items
@@ -161,12 +184,12 @@ class SqlStore:
             .where(conversations.c.id == conversation_id)
             .values(title=title, updated_at=updated_at)
         )
-        async with self._engine.begin() as conn:
+        async with self._begin() as conn:
             return _count(await conn.execute(query)) > 0
 
     async def delete_conversation(self, conversation_id: str) -> bool:
         query = delete(conversations).where(conversations.c.id == conversation_id)
-        async with self._engine.begin() as conn:
+        async with self._begin() as conn:
             return _count(await conn.execute(query)) > 0
 
     # ------------------------------------------------------------ contents
@@ -177,7 +200,7 @@ class SqlStore:
             .where(messages.c.conversation_id == conversation_id)
             .order_by(messages.c.position)
         )
-        async with self._engine.connect() as conn:
+        async with self._connect() as conn:
             rows = (await conn.execute(query)).all()
         return [_message(row) for row in rows]
 
@@ -187,7 +210,7 @@ class SqlStore:
             .where(runs.c.conversation_id == conversation_id)
             .order_by(runs.c.started_at, runs.c.id)
         )
-        async with self._engine.connect() as conn:
+        async with self._connect() as conn:
             rows = (await conn.execute(query)).all()
         return [_run(row) for row in rows]
 
@@ -197,7 +220,7 @@ class SqlStore:
             .where(runs.c.status.in_(LIVE_STATUSES))
             .order_by(runs.c.started_at, runs.c.id)
         )
-        async with self._engine.connect() as conn:
+        async with self._connect() as conn:
             rows = (await conn.execute(query)).all()
         return [_run(row) for row in rows]
 
@@ -212,7 +235,7 @@ class SqlStore:
         )
         kept: list[StoredFrame] = []
         total = 0
-        async with self._engine.connect() as conn:
+        async with self._connect() as conn:
             result = await conn.stream(query)
             async for seq, run_id, text in result:
                 total += len(text.encode())
@@ -227,7 +250,7 @@ class SqlStore:
         query = select(func.max(frames.c.seq)).where(
             frames.c.conversation_id == conversation_id
         )
-        async with self._engine.connect() as conn:
+        async with self._connect() as conn:
             value = (await conn.execute(query)).scalar()
         return int(value or 0)
 
@@ -235,7 +258,7 @@ class SqlStore:
 
     async def write(self, batch: Batch) -> None:
         try:
-            async with self._engine.begin() as conn:
+            async with self._begin() as conn:
                 await self._write(conn, batch)
         except SQLAlchemyError as exc:
             raise StoreError(
@@ -294,7 +317,7 @@ class SqlStore:
     ) -> NoteRecord:
         for _attempt in range(3):  # two writers may pick the same number
             try:
-                async with self._engine.begin() as conn:
+                async with self._begin() as conn:
                     return await self._add_note(conn, owner, text, saved_at, limit)
             except IntegrityError:
                 continue
@@ -326,14 +349,14 @@ class SqlStore:
             .where(n.owner == owner)
             .order_by(n.number)
         )
-        async with self._engine.connect() as conn:
+        async with self._connect() as conn:
             rows = (await conn.execute(query)).all()
         return [NoteRecord(id=r.number, text=r.text, saved_at=r.saved_at) for r in rows]
 
     async def delete_note(self, owner: str, note_id: int) -> NoteRecord | None:
         n = notes.c
         where = and_(n.owner == owner, n.number == note_id)
-        async with self._engine.begin() as conn:
+        async with self._begin() as conn:
             row = (
                 await conn.execute(select(n.number, n.text, n.saved_at).where(where))
             ).first()
@@ -346,7 +369,7 @@ class SqlStore:
 
     async def run_sync(self, fn: Any) -> Any:
         """Run `fn(sync_connection)` in a transaction (migration tests)."""
-        async with self._engine.begin() as conn:
+        async with self._begin() as conn:
             return await conn.run_sync(fn)
 
 
