@@ -68,6 +68,8 @@ class ModelCalls:
             tools=[ToolLine(s.name, s.description) for s in listed]
         )
         window = ctx.history.window(self.config.history_window_messages)
+        before = len(ctx.history) - len(window)  # the window is the history's end
+        window = window[max(0, ctx.state.history_start - before) :]
         tail = (Message.system(prompt),) if prompt else ()
         request = ctx.state.request
         return LLMRequest(
