@@ -27,7 +27,7 @@ from backend.tools.builtin import builtin_tools
 from backend.tools.executor import ExecutorConfig, ToolExecutor
 from backend.tools.mcp import MCPManager, load_mcp_config
 from backend.tools.notes import MemoryNotebook, Notebook, note_tools
-from backend.transport import api, http
+from backend.transport import api, conversations, http
 from backend.transport.websocket import websocket_endpoint
 
 log = logging.getLogger("loopwire")
@@ -163,6 +163,7 @@ def create_app(
         routes=[
             *http.routes(),
             *api.routes(),
+            *conversations.routes(),
             WebSocketRoute("/ws", websocket_endpoint),
         ],
         lifespan=lifespan,

@@ -323,6 +323,27 @@ class ChatService:
                 raise
             journal.written(batch)
 
+    async def flush_session(self, session_id: str) -> None:
+        """Save what a session in memory has pending (before reading the store)."""
+        session = self.sessions.get(session_id)
+        if session is not None:
+            await self.flush(session)
+
+    def forget(self, session_id: str) -> bool:
+        """Drop a session from memory (its conversation is being deleted);
+        False while it has an active run."""
+        session = self.sessions.get(session_id)
+        if session is None:
+            return True
+        if session.run is not None:
+            return False
+        session.journal = None  # a client still on it chats on, unsaved
+        self._evict(session)
+        return True
+
+    def now(self) -> float:
+        return self._clock()
+
     async def flush_all(self) -> None:
         for session in list(self.sessions.values()):
             try:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hmac
 import json
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.requests import Request
@@ -30,13 +30,13 @@ class ApprovalBody(BaseModel):
     reason: Annotated[str, Field(max_length=2000)] | None = None
 
 
-def _error(status: int, error_type: str, message: str) -> JSONResponse:
+def error(status: int, error_type: str, message: str) -> JSONResponse:
     return JSONResponse(
         {"error_type": error_type, "message": message}, status_code=status
     )
 
 
-def _authorized(request: Request, token: str | None) -> bool:
+def authorized(request: Request, token: str | None) -> bool:
     if token is None:
         return True
     scheme, _, value = request.headers.get("authorization", "").partition(" ")
@@ -44,30 +44,45 @@ def _authorized(request: Request, token: str | None) -> bool:
     return hmac.compare_digest(offered.encode(), token.encode())
 
 
-async def _read_body(request: Request) -> ApprovalBody | JSONResponse:
-    raw = await request.body()
-    if len(raw) > MAX_BODY_BYTES:
-        return _error(
-            413,
-            "invalid_message",
-            f"body is {len(raw)} bytes; the limit is {MAX_BODY_BYTES}",
+async def read_json(request: Request, limit: int) -> Any:
+    """The body as JSON, read no further than `limit` bytes; or an error
+    response (413 past the limit, 400 for JSON that does not parse)."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        return error(
+            413, "invalid_message", f"body is {declared} bytes; the limit is {limit}"
         )
+    raw = bytearray()
+    async for chunk in request.stream():
+        raw += chunk
+        if len(raw) > limit:
+            return error(
+                413, "invalid_message", f"body is over {limit} bytes, the limit"
+            )
     try:
-        return ApprovalBody.model_validate(json.loads(raw or b"null"))
-    except json.JSONDecodeError as exc:
-        return _error(400, "invalid_message", f"invalid JSON: {exc}")
+        return json.loads(raw or b"null")
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        return error(400, "invalid_message", f"invalid JSON: {exc}")
+
+
+async def _read_body(request: Request) -> ApprovalBody | JSONResponse:
+    data = await read_json(request, MAX_BODY_BYTES)
+    if isinstance(data, JSONResponse):
+        return data
+    try:
+        return ApprovalBody.model_validate(data)
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in e['loc']) or 'body'}: {e['msg']}"
             for e in exc.errors()
         )
-        return _error(422, "invalid_message", f"invalid approval: {problems}")
+        return error(422, "invalid_message", f"invalid approval: {problems}")
 
 
 async def resolve_approval(request: Request) -> Response:
     service: ChatService = request.app.state.chat
-    if not _authorized(request, service.settings.auth_token):
-        return _error(
+    if not authorized(request, service.settings.auth_token):
+        return error(
             401, "unauthorized", "a valid token is required (Authorization: Bearer …)"
         )
     body = await _read_body(request)
@@ -75,12 +90,12 @@ async def resolve_approval(request: Request) -> Response:
         return body
     session = service.sessions.get(request.path_params["session_id"])
     if session is None:
-        return _error(404, "not_found", "no such session")
+        return error(404, "not_found", "no such session")
     tool_call_id = request.path_params["tool_call_id"]
     try:
         session.resolve_approval(tool_call_id, body.approved, body.reason)
     except ProtocolError as exc:
-        return _error(409, exc.error_type, str(exc))
+        return error(409, exc.error_type, str(exc))
     status = "approved" if body.approved else "rejected"
     return JSONResponse({"tool_call_id": tool_call_id, "status": status})
 

@@ -1,0 +1,177 @@
+"""The conversations API: what the store keeps, for scripts and the UI.
+
+- `GET /api/conversations?limit=20&cursor=…` — the caller's conversations,
+  newest first; `next` is the cursor of the following page (null: no more).
+- `GET /api/conversations/{id}` — one conversation: its messages (the whole
+  history, as stored) and its runs (status, steps, usage, timings, trace).
+- `PATCH /api/conversations/{id}` with `{"title": "…"}` — rename it.
+- `DELETE /api/conversations/{id}` — delete it, with its runs and frames
+  (refused while a run is active in it).
+
+Errors are JSON `{"error_type": ..., "message": ...}` with a fitting status.
+A session id is a conversation id: reconnecting with it continues it.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from backend.agent.state import RunState
+from backend.chat.service import LOCAL_OWNER, ChatService
+from backend.store.base import ConversationRecord, RunRecord, Store
+from backend.transport.api import MAX_BODY_BYTES, authorized, error, read_json
+
+DEFAULT_PAGE = 20
+MAX_PAGE = 100
+
+
+class Rename(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    title: Annotated[str, Field(min_length=1, max_length=200)]
+
+
+def _summary(record: ConversationRecord) -> dict[str, Any]:
+    return record.model_dump(include={"id", "title", "created_at", "updated_at"})
+
+
+def _run(record: RunRecord) -> dict[str, Any]:
+    body = record.model_dump(mode="json", exclude={"state", "conversation_id"})
+    try:
+        trace = RunState.from_json(record.state).trace
+        body["trace"] = [
+            {
+                "step": t.step,
+                "phase": t.phase,
+                "started_at": t.started_at,
+                "duration_ms": t.duration_ms,
+                "llm_calls": t.llm_calls,
+                "tool_calls": t.tool_calls,
+            }
+            for t in trace
+        ]
+    except ValidationError:
+        body["trace"] = None
+    return body
+
+
+def _limit(request: Request) -> int | JSONResponse:
+    raw = request.query_params.get("limit", str(DEFAULT_PAGE))
+    if not raw.isdigit() or not 1 <= int(raw) <= MAX_PAGE:
+        return error(
+            400, "invalid_message", f"limit must be a whole number from 1 to {MAX_PAGE}"
+        )
+    return int(raw)
+
+
+def _context(request: Request) -> tuple[ChatService, Store] | JSONResponse:
+    service: ChatService = request.app.state.chat
+    if not authorized(request, service.settings.auth_token):
+        return error(
+            401, "unauthorized", "a valid token is required (Authorization: Bearer …)"
+        )
+    if service.store is None:
+        return error(404, "not_found", "this server does not keep conversations")
+    return service, service.store
+
+
+async def _owned(store: Store, conversation_id: str) -> ConversationRecord | None:
+    record = await store.conversation(conversation_id)
+    return record if record is not None and record.owner == LOCAL_OWNER else None
+
+
+def _missing(conversation_id: str) -> JSONResponse:
+    return error(404, "not_found", f"no conversation {conversation_id!r}")
+
+
+async def list_conversations(request: Request) -> Response:
+    context = _context(request)
+    if isinstance(context, JSONResponse):
+        return context
+    _, store = context
+    limit = _limit(request)
+    if isinstance(limit, JSONResponse):
+        return limit
+    try:
+        page = await store.conversations(
+            LOCAL_OWNER, limit=limit, cursor=request.query_params.get("cursor")
+        )
+    except ValueError as exc:
+        return error(400, "invalid_message", str(exc))
+    items = [_summary(record) for record in page.items]
+    return JSONResponse({"items": items, "next": page.next})
+
+
+async def get_conversation(request: Request) -> Response:
+    context = _context(request)
+    if isinstance(context, JSONResponse):
+        return context
+    service, store = context
+    conversation_id = request.path_params["conversation_id"]
+    record = await _owned(store, conversation_id)
+    if record is None:
+        return _missing(conversation_id)
+    await service.flush_session(conversation_id)
+    messages = await store.messages(conversation_id)
+    runs = await store.runs(conversation_id)
+    return JSONResponse(
+        {
+            **_summary(record),
+            "messages": [m.model_dump(mode="json") for m in messages],
+            "runs": [_run(run) for run in runs],
+        }
+    )
+
+
+async def rename_conversation(request: Request) -> Response:
+    context = _context(request)
+    if isinstance(context, JSONResponse):
+        return context
+    service, store = context
+    conversation_id = request.path_params["conversation_id"]
+    body = await read_json(request, MAX_BODY_BYTES)
+    if isinstance(body, JSONResponse):
+        return body
+    try:
+        rename = Rename.model_validate(body)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'body'}: {e['msg']}"
+            for e in exc.errors()
+        )
+        return error(422, "invalid_message", f"invalid rename: {problems}")
+    if await _owned(store, conversation_id) is None:
+        return _missing(conversation_id)
+    await store.rename_conversation(conversation_id, rename.title, service.now())
+    record = await store.conversation(conversation_id)
+    assert record is not None
+    return JSONResponse(_summary(record))
+
+
+async def delete_conversation(request: Request) -> Response:
+    context = _context(request)
+    if isinstance(context, JSONResponse):
+        return context
+    service, store = context
+    conversation_id = request.path_params["conversation_id"]
+    if await _owned(store, conversation_id) is None:
+        return _missing(conversation_id)
+    if not service.forget(conversation_id):
+        return error(409, "busy", "a run is active in this conversation; stop it first")
+    await store.delete_conversation(conversation_id)
+    return Response(status_code=204)
+
+
+def routes() -> list[Route]:
+    one = "/api/conversations/{conversation_id}"
+    return [
+        Route("/api/conversations", list_conversations, methods=["GET"]),
+        Route(one, get_conversation, methods=["GET"]),
+        Route(one, rename_conversation, methods=["PATCH"]),
+        Route(one, delete_conversation, methods=["DELETE"]),
+    ]
