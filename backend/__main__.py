@@ -22,6 +22,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _serve(args)
     if command == "schema":
         return _schema(args)
+    if command == "conversations":
+        from backend.cli import conversations_command
+
+        return conversations_command(args)
     from backend.cli import chat_command
 
     return chat_command(args)
@@ -49,6 +53,15 @@ def _parser() -> argparse.ArgumentParser:
         choices=("yes", "no"),
         help="answer to tool approval requests (default: ask in the terminal)",
     )
+    chat.add_argument(
+        "--session", help="continue this conversation (its id, as printed after a run)"
+    )
+    conversations = sub.add_parser(
+        "conversations", help="list a running server's conversations, newest first"
+    )
+    conversations.add_argument("--url", default="http://127.0.0.1:8000")
+    conversations.add_argument("--limit", type=int, default=20)
+    conversations.add_argument("--token", default=None)
     chat.add_argument(
         "--answer",
         action="append",

@@ -11,7 +11,11 @@ import argparse
 import asyncio
 import json
 import sys
+import time
+import urllib.error
+import urllib.request
 from typing import Any, TextIO
+from urllib.parse import quote
 
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import WebSocketException
@@ -30,11 +34,16 @@ def chat_command(args: argparse.Namespace) -> int:
 
 
 async def _chat(args: argparse.Namespace, out: TextIO) -> int:
-    url = args.url + (f"?token={args.token}" if args.token else "")
-    async with connect(url) as ws:
+    session = getattr(args, "session", None)
+    query = {"token": args.token, "session_id": session}
+    params = "&".join(f"{k}={quote(v)}" for k, v in query.items() if v)
+    async with connect(args.url + (f"?{params}" if params else "")) as ws:
         ready = json.loads(await ws.recv())
         if ready.get("type") != "session_ready":
             print(describe(ready), file=out)
+            return 1
+        if session and not ready["resumed"]:
+            print(f"loopwire: no conversation {session} on this server", file=out)
             return 1
         request: Frame = {
             "type": "chat",
@@ -45,7 +54,13 @@ async def _chat(args: argparse.Namespace, out: TextIO) -> int:
             request["agent_max_steps"] = args.max_steps
         await ws.send(json.dumps(request))
         answers = list(args.answer or ())
-        return await _follow(ws, args.json, answers, out, args.approve)
+        after = ready["last_seq"]  # what a resumed session replays is old news
+        status = await _follow(ws, args.json, answers, out, args.approve, after)
+        if not args.json:
+            print(
+                f"(conversation {ready['session_id']}: --session to continue)", file=out
+            )
+        return status
 
 
 async def _follow(
@@ -54,10 +69,13 @@ async def _follow(
     answers: list[str],
     out: TextIO,
     approve: str | None = None,
+    after_seq: int = 0,
 ) -> int:
     status, streamed = 0, False
     while True:
         frame: Frame = json.loads(await ws.recv())
+        if frame.get("seq", 0) <= after_seq:
+            continue
         line = json.dumps(frame) if raw else describe(frame)
         if frame["type"] == "chat_response" and streamed and not raw:
             line = ""  # already printed token by token
@@ -164,3 +182,32 @@ def _describe_update(frame: Frame) -> str:
     if update in ("agent_stopped", "agent_max_steps_reached", "agent_error"):
         return f"  ({update.removeprefix('agent_').replace('_', ' ')})"
     return ""
+
+
+def conversations_command(args: argparse.Namespace) -> int:
+    """`loopwire conversations`: the server's stored conversations, newest first."""
+    url = f"{args.url.rstrip('/')}/api/conversations?limit={args.limit}"
+    request = urllib.request.Request(url)
+    if args.token:
+        request.add_header("Authorization", f"Bearer {args.token}")
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            page = json.load(response)
+    except urllib.error.HTTPError as exc:
+        detail = exc.read().decode(errors="replace")
+        print(f"loopwire: {url}: {exc.code} {detail}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"loopwire: cannot talk to {url}: {exc}", file=sys.stderr)
+        return 2
+    print(format_conversations(page["items"]), end="")
+    return 0
+
+
+def format_conversations(items: list[Frame]) -> str:
+    """One line per conversation: id, last activity (local time), title."""
+    lines = []
+    for item in items:
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(item["updated_at"]))
+        lines.append(f"{item['id']}  {when}  {item['title'] or '(untitled)'}\n")
+    return "".join(lines) or "(no conversations)\n"
