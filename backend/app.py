@@ -83,7 +83,8 @@ def make_service(
     )
     config = LoopConfig(
         tool_result_max_chars=settings.tool_result_max_chars,
-        history_window_messages=settings.history_window_messages,
+        history_window_tokens=settings.history_window_tokens,
+        history_tool_output_chars=settings.history_tool_output_chars,
         max_parse_failures=settings.agent_max_parse_failures,
         request_input_timeout_s=settings.request_input_timeout_s,
         approval_timeout_s=settings.approval_timeout_s,

@@ -5,19 +5,55 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 
 from backend.llm.base import Message
+from backend.llm.tokens import estimate_message_tokens
+
+STARTS = ("user", "assistant")
+"""The roles a window may start with: not a tool result, and not a system
+note (a side effect's, which would lose the result it is about)."""
 
 
 class History:
-    """Ordered messages: user, assistant (with tool calls), tool results."""
+    """Ordered messages: user, assistant (with tool calls), tool results, and
+    system notes (a tool's side effects).
+
+    Alongside the messages it keeps, computed once on append, what `window`
+    needs on every LLM call: each message's estimated token cost and, for a
+    tool result, where the assistant message that asked for it is.
+    """
 
     def __init__(self, messages: Iterable[Message] = ()) -> None:
-        self._messages: list[Message] = list(messages)
+        self._messages: list[Message] = []
+        self._tokens: list[int] = []
+        """Each message's `estimate_message_tokens`."""
+        self._owners: list[int] = []
+        """Per message, the index a window must reach back to so as to hold
+        it: a tool result's assistant call; any other message's own index (a
+        tool result whose call is not in the history, too)."""
+        self._calls: dict[str, int] = {}
+        """Tool call id → the index of the assistant message that made it
+        (the latest, should ids repeat across runs)."""
+        self._compacted: dict[tuple[int, int], tuple[Message, int]] = {}
+        """(index, kept chars) → a long tool result's compacted copy, its cost."""
+        for message in messages:
+            self.append(message)
 
     def append(self, message: Message) -> None:
+        index = len(self._messages)
         self._messages.append(message)
+        self._tokens.append(estimate_message_tokens(message))
+        owner = index
+        if message.role == "tool" and message.tool_call_id is not None:
+            owner = self._calls.get(message.tool_call_id, index)
+        self._owners.append(owner)
+        for call in message.tool_calls:
+            self._calls[call.id] = index
 
     def clear(self) -> None:
         self._messages.clear()
+        self._tokens.clear()
+        self._owners.clear()
+        self._calls.clear()
+        self._compacted.clear()
 
     def __len__(self) -> int:
         return len(self._messages)
@@ -32,25 +68,78 @@ class History:
     def messages(self) -> tuple[Message, ...]:
         return tuple(self._messages)
 
-    def window(self, max_messages: int) -> list[Message]:
-        """The most recent messages, starting at a user message.
+    # ------------------------------------------------------------ the window
 
-        Cutting elsewhere could orphan tool results from the assistant message
-        that requested them, which providers reject. The latest user message
-        is always kept, even when its run alone is longer than the window.
+    def window(
+        self, budget_tokens: int, *, tool_output_chars: int, since: int = 0
+    ) -> list[Message]:
+        """The newest messages (from `since` on) that fit `budget_tokens`.
+
+        The budget bounds these messages only, as `backend.llm.tokens`
+        estimates them; the system prompt, the tools offered and the phase
+        prompt a request adds come on top of it.
+
+        - The current request — the last user message and everything after it
+          — is always kept, even when it alone is over budget. (An answer to
+          a question a strategy asked in words is a user message, so it
+          starts the current request; answers to `request_input` are tool
+          results and do not.)
+        - The window is a suffix of the history that starts at a user or
+          assistant message and holds every tool result's assistant call: a
+          tool call is never separated from its results (a cut inside a call
+          group, or at a tool result, would orphan results, which providers
+          reject). It need not start at a user message.
+        - Older tool results (before the current request) longer than
+          `tool_output_chars` are sent as their head and a note of how much
+          was omitted; the current request's are sent whole.
+
+        The history itself is never changed: compacted messages are copies.
+        Costs were estimated on append, so a call looks at the messages it
+        returns and the few before them (up to the one that did not fit), not
+        the whole history.
         """
-        start = max(0, len(self._messages) - max_messages)
-        for i in range(start, len(self._messages)):
-            if self._messages[i].role == "user":
-                return self._messages[i:]
-        last_user = self._last_user_index()
-        return self._messages[last_user:] if last_user is not None else []
+        chars = tool_output_chars
+        since = min(max(since, 0), len(self._messages))
+        current = self._last_user_index(since)
+        start = self._window_start(budget_tokens, chars, since, current)
+        shown = range(start, len(self._messages))
+        return [self._shown(i, current, chars)[0] for i in shown]
 
-    def _last_user_index(self) -> int | None:
-        for i in range(len(self._messages) - 1, -1, -1):
+    def _window_start(self, budget: int, chars: int, since: int, current: int) -> int:
+        """Walk back from the end, adding costs, and take the earliest safe
+        start whose suffix fits (the latest safe one at or before `current`
+        when even that does not fit)."""
+        start, total, reach = len(self._messages), 0, len(self._messages)
+        for i in range(len(self._messages) - 1, since - 1, -1):
+            total += self._shown(i, current, chars)[1]
+            reach = min(reach, self._owners[i])
+            if start <= current and total > budget:
+                break
+            if i <= current and reach == i and self._messages[i].role in STARTS:
+                start = i
+        # Only a history that is malformed already (a tool result before its
+        # call, or its call before `since`) has no safe start at all.
+        return min(start, current)
+
+    def _shown(self, index: int, current: int, chars: int) -> tuple[Message, int]:
+        """The message as the model gets it in a window, and its cost."""
+        message = self._messages[index]
+        content = message.content or ""
+        if index >= current or message.role != "tool" or len(content) <= chars:
+            return message, self._tokens[index]
+        key = (index, chars)
+        if key not in self._compacted:
+            note = f"\n… [{len(content) - chars} chars omitted]"
+            short = message.model_copy(update={"content": content[:chars] + note})
+            self._compacted[key] = (short, estimate_message_tokens(short))
+        return self._compacted[key]
+
+    def _last_user_index(self, since: int) -> int:
+        """The last user message at or after `since`; the end if none."""
+        for i in range(len(self._messages) - 1, since - 1, -1):
             if self._messages[i].role == "user":
                 return i
-        return None
+        return len(self._messages)
 
     def close_dangling_tool_calls(self, note: str) -> list[str]:
         """Give every unanswered tool call a result (`note`); return their ids.
@@ -65,6 +154,6 @@ class History:
                 if call.id not in answered:
                     reason = note.split(": ", 1)[-1].rstrip(".")
                     cut = Message.tool(call.id, call.name, note, "cancelled", reason)
-                    self._messages.append(cut)
+                    self.append(cut)
                     closed.append(call.id)
         return closed

@@ -59,7 +59,10 @@ class Settings(BaseSettings):
     agent_max_replans: int = Field(default=2, ge=0)
     tool_mode_max_rounds: int = Field(default=4, ge=1)
     tool_result_max_chars: int = Field(default=4000, ge=200)
-    history_window_messages: int = Field(default=40, ge=2)
+    history_window_tokens: int = Field(default=8000, ge=256)
+    """Estimated tokens of history sent per LLM call (`History.window`)."""
+    history_tool_output_chars: int = Field(default=2000, ge=100)
+    """Characters of each older tool result kept in the window."""
 
     max_message_bytes: int = Field(default=65536, ge=256)
     frame_log_bytes: int = Field(default=2 * 1024 * 1024, ge=4096)

@@ -1,11 +1,12 @@
 """`ModelCalls`: how every strategy talks to the model.
 
-A request is `[system prompt, history window, phase prompt]`; `complete` and
-`stream` add the reply's usage to the run state, and `stream` reports the
-text as `token_stream` frames while keeping it in `state.streamed`, so a stop
-in mid-stream keeps what the user already saw. `final_answer` is the one
-final-answer call every strategy shares: the final prompt, tools off,
-streamed.
+A request is `[system prompt, history window, phase prompt]`, the window being
+the newest history that fits `history_window_tokens` (`History.window`; the
+budget bounds the history part only). `complete` and `stream` add the reply's
+usage to the run state, and `stream` reports the text as `token_stream`
+frames while keeping it in `state.streamed`, so a stop in mid-stream keeps
+what the user already saw. `final_answer` is the one final-answer call every
+strategy shares: the final prompt, tools off, streamed.
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ class LoopConfig:
     """Settings every strategy shares (from `Settings`, wired in `app.py`)."""
 
     tool_result_max_chars: int = 4000
-    history_window_messages: int = 40
+    history_window_tokens: int = 8000
+    history_tool_output_chars: int = 2000
     max_parse_failures: int = 3
     request_input_timeout_s: float = 300.0
     approval_timeout_s: float = 300.0
@@ -67,9 +69,11 @@ class ModelCalls:
         system = self.prompts.system_prompt(
             tools=[ToolLine(s.name, s.description) for s in listed]
         )
-        window = ctx.history.window(self.config.history_window_messages)
-        before = len(ctx.history) - len(window)  # the window is the history's end
-        window = window[max(0, ctx.state.history_start - before) :]
+        window = ctx.history.window(
+            self.config.history_window_tokens,
+            tool_output_chars=self.config.history_tool_output_chars,
+            since=ctx.state.history_start,
+        )
         tail = (Message.system(prompt),) if prompt else ()
         request = ctx.state.request
         return LLMRequest(
