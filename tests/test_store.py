@@ -13,13 +13,13 @@ from alembic.runtime.migration import MigrationContext
 
 from backend.errors import ConfigError
 from backend.llm.base import Message, ToolCall, Usage
+from backend.notifications import Frame
 from backend.store import migrate
 from backend.store.base import (
     Batch,
     ConversationRecord,
     LimitReached,
     RunRecord,
-    StoredFrame,
 )
 from backend.store.schema import metadata
 from backend.store.sql import SqlStore, engine_url
@@ -54,8 +54,8 @@ def run(rid: str, cid: str, status: Any, at: float = 100.0) -> RunRecord:
     )
 
 
-def frame(seq: int, text: str = "x" * 10, run_id: str | None = None) -> StoredFrame:
-    return StoredFrame(seq=seq, run_id=run_id, text=text)
+def frame(seq: int, text: str = "x" * 10, run_id: str | None = None) -> Frame:
+    return Frame(seq, run_id, text)
 
 
 # ---------------------------------------------------------------- migrations

@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 from backend.history import History
 from backend.notifications import Frame
-from backend.store.base import Batch, ConversationRecord, RunRecord, StoredFrame
+from backend.store.base import Batch, ConversationRecord, RunRecord
 
 TITLE_CHARS = 80
 
@@ -37,7 +37,7 @@ class Journal:
         self.saved_messages = saved_messages
         """How many history messages are already stored."""
         self.reset = False
-        self.frames: list[StoredFrame] = []
+        self.frames: list[Frame] = []
         self.runs: dict[str, RunRecord] = {}
         self.unsaved_runs: set[str] = set()
         self.kept_from = 0
@@ -50,14 +50,10 @@ class Journal:
     def frame(self, frame: Frame) -> None:
         if frame.run_id is not None and frame.run_id in self.unsaved_runs:
             return
-        self.frames.append(
-            StoredFrame(seq=frame.seq, run_id=frame.run_id, text=frame.text)
-        )
+        self.frames.append(frame)
         self.on_change()
 
     def run(self, record: RunRecord) -> None:
-        if record.id in self.unsaved_runs:
-            return
         self.runs[record.id] = record
         self.on_change()
 

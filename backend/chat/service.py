@@ -20,7 +20,6 @@ a dying process cut off mid-phase as interrupted (`Lifecycle` below).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 import uuid
@@ -36,8 +35,8 @@ from backend.agent.registry import StrategyRegistry
 from backend.agent.run_control import RunControl
 from backend.agent.state import RunRequest, RunState
 from backend.agent.summary import summarize_outcomes
-from backend.chat.journal import Journal
 from backend.chat.session import ActiveRun, Session
+from backend.chat.sessions import SessionTable
 from backend.errors import Busy, ConfigError, InvalidMessage, ProtocolError
 from backend.history import History
 from backend.llm.base import LLMClient, Message
@@ -57,7 +56,6 @@ from backend.protocol import (
 )
 from backend.settings import Settings
 from backend.store.base import (
-    ConversationRecord,
     RunRecord,
     RunStatus,
     Store,
@@ -103,21 +101,25 @@ class ChatService:
         self.strategies = strategies
         self.settings = settings
         self.store = store
-        self._forget_session = forget_session
         self._clock = clock
-        self.sessions: dict[str, Session] = {}
+        self.table = SessionTable(
+            settings, store, forget_session=forget_session, clock=clock
+        )
         self.draining = False
         self._tasks: asyncio.TaskGroup | None = None
-        self._dirty: set[Session] = set()
-        self._wake = asyncio.Event()
         self._writer: asyncio.Task[None] | None = None
+
+    @property
+    def sessions(self) -> dict[str, Session]:
+        """The sessions in memory, by id."""
+        return self.table.by_id
 
     # ------------------------------------------------------------ lifecycle
 
     async def __aenter__(self) -> ChatService:
         self._tasks = asyncio.TaskGroup()
         await self._tasks.__aenter__()
-        self._writer = self._tasks.create_task(self._write_behind())
+        self._writer = self._tasks.create_task(self.table.write_behind())
         if self.store is not None:
             await self._recover()
         return self
@@ -170,112 +172,22 @@ class ChatService:
     ) -> tuple[Session, bool]:
         """The session to attach to: the named one if it exists (in memory or
         in the store) and belongs to `owner`, else a new one."""
-        if session_id:
-            session = self.sessions.get(session_id) or await self._load(session_id)
-            if session is not None and session.owner == owner:
-                session.touch()
-                return session, True
-        self._make_room()
-        session = self._new_session(uuid.uuid4().hex, owner)
-        return session, False
+        return await self.table.open(session_id, owner=owner)
 
-    def _new_session(self, session_id: str, owner: str) -> Session:
-        now = self._clock()
-        record = ConversationRecord(
-            id=session_id, owner=owner, created_at=now, updated_at=now
-        )
-        session = Session(
-            session_id,
-            owner=owner,
-            max_frame_bytes=self.settings.frame_log_bytes,
-            journal=self._journal(record, stored=False) if self.store else None,
-        )
-        self.sessions[session.id] = session
-        return session
+    async def flush(self, session: Session) -> None:
+        await self.table.flush(session)
 
-    def _journal(
-        self, record: ConversationRecord, *, stored: bool, saved: int = 0
-    ) -> Journal:
-        journal = Journal(record, stored=stored, saved_messages=saved)
-        session_id = record.id
+    async def flush_session(self, session_id: str) -> None:
+        await self.table.flush_session(session_id)
 
-        def changed() -> None:
-            session = self.sessions.get(session_id)
-            if session is not None and session.journal is journal:
-                self._dirty.add(session)
-                self._wake.set()
+    async def flush_all(self) -> None:
+        await self.table.flush_all()
 
-        journal.on_change = changed
-        return journal
+    def forget(self, session_id: str) -> bool:
+        return self.table.forget(session_id)
 
-    async def _load(self, session_id: str) -> Session | None:
-        """A stored conversation, back in memory (None: no such conversation)."""
-        if self.store is None:
-            return None
-        record = await self.store.conversation(session_id)
-        if record is None:
-            return None
-        messages = await self.store.messages(session_id)
-        frames = await self.store.frames(
-            session_id, max_bytes=self.settings.frame_log_bytes
-        )
-        last_seq = await self.store.last_seq(session_id)
-        if session_id in self.sessions:  # loaded meanwhile by another caller
-            return self.sessions[session_id]
-        self._make_room()
-        session = Session(
-            session_id,
-            owner=record.owner,
-            max_frame_bytes=self.settings.frame_log_bytes,
-            history=History(messages),
-            last_seq=last_seq,
-            journal=self._journal(record, stored=True, saved=len(messages)),
-        )
-        for frame in frames:
-            session.outbox.restore(frame.seq, frame.text)
-        assert session.journal is not None
-        session.journal.kept_from = frames[0].seq if frames else 0
-        self.sessions[session_id] = session
-        return session
-
-    def _make_room(self) -> None:
-        """Keep at most `max_sessions` in memory: the longest idle go first
-        (they are in the store); if every one is busy, refuse."""
-        excess = len(self.sessions) + 1 - self.settings.max_sessions
-        if excess <= 0:
-            return
-        idle = sorted(
-            (s for s in self.sessions.values() if s.idle and self._evictable(s)),
-            key=lambda s: s.last_active,
-        )
-        for session in idle[:excess]:
-            self._evict(session)
-        if len(self.sessions) >= self.settings.max_sessions:
-            raise Busy(
-                f"the server holds {len(self.sessions)} active sessions, its "
-                "limit; try again later"
-            )
-
-    def _evictable(self, session: Session) -> bool:
-        journal = session.journal
-        return journal is None or not journal.pending(session.history)
-
-    def _evict(self, session: Session) -> None:
-        self.sessions.pop(session.id, None)
-        self._dirty.discard(session)
-        self._forget_session(session.id)
-
-    def evict_idle(self) -> int:
-        """Drop sessions idle past the grace period; return how many."""
-        cutoff = time.monotonic() - self.settings.session_grace_s
-        idle = [
-            s
-            for s in self.sessions.values()
-            if s.idle and s.last_active < cutoff and self._evictable(s)
-        ]
-        for session in idle:
-            self._evict(session)
-        return len(idle)
+    def now(self) -> float:
+        return self._clock()
 
     def server_info(self) -> ServerInfo:
         settings = self.settings
@@ -302,77 +214,18 @@ class ChatService:
 
     # ------------------------------------------------------------ the store
 
-    async def flush(self, session: Session) -> None:
-        """Write what the session's journal holds (one transaction)."""
-        journal = session.journal
-        if self.store is None or journal is None:
-            return
-        async with session.flushing:
-            if not journal.pending(session.history):
-                return
-            batch = journal.take(
-                session.history,
-                now=self._clock(),
-                keep_frames_from=session.outbox.oldest_seq,
-            )
-            try:
-                await self.store.write(batch)
-            except StoreError:
-                journal.give_back(batch)
-                self._dirty.add(session)
-                raise
-            journal.written(batch)
-
-    async def flush_session(self, session_id: str) -> None:
-        """Save what a session in memory has pending (before reading the store)."""
-        session = self.sessions.get(session_id)
-        if session is not None:
-            await self.flush(session)
-
-    def forget(self, session_id: str) -> bool:
-        """Drop a session from memory (its conversation is being deleted);
-        False while it has an active run."""
-        session = self.sessions.get(session_id)
-        if session is None:
-            return True
-        if session.run is not None:
-            return False
-        session.journal = None  # a client still on it chats on, unsaved
-        self._evict(session)
-        return True
-
-    def now(self) -> float:
-        return self._clock()
-
-    async def flush_all(self) -> None:
-        for session in list(self.sessions.values()):
-            try:
-                await self.flush(session)
-            except StoreError as exc:
-                log.error("could not save session %s: %s", session.id, exc)
-
-    async def _write_behind(self) -> None:
-        """Save frames sent outside runs, and let idle sessions go."""
-        sweep_s = max(min(self.settings.session_grace_s / 2, 30.0), 0.01)
-        while True:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout=sweep_s)
-            self._wake.clear()
-            dirty, self._dirty = self._dirty, set()
-            for session in dirty:
-                try:
-                    await self.flush(session)
-                except StoreError as exc:
-                    log.error("could not save session %s: %s", session.id, exc)
-            self.evict_idle()
-
     async def _checkpoint(self, session: Session, run: ActiveRun) -> None:
         """After every phase: the run's state, with what led to it, saved."""
-        if session.journal is None or not run.state.request.save_chat:
-            return
         status: RunStatus = "waiting" if run.state.waiting else "running"
-        session.journal.run(self._record(run.state, status))
-        await self.flush(session)
+        if self._keep(session, run.state, status):
+            await self.flush(session)
+
+    def _keep(self, session: Session, state: RunState, status: RunStatus) -> bool:
+        """Journal the run's record; False when the run is not saved."""
+        if session.journal is None or not state.request.save_chat:
+            return False
+        session.journal.run(self._record(state, status))
+        return True
 
     def _record(
         self, state: RunState, status: RunStatus, error: str | None = None
@@ -400,9 +253,9 @@ class ChatService:
         on; runs it was in the middle of are reported interrupted."""
         assert self.store is not None
         for record in await self.store.live_runs():
-            session = self.sessions.get(record.conversation_id) or await self._load(
+            session = self.sessions.get(
                 record.conversation_id
-            )
+            ) or await self.table.load(record.conversation_id)
             if session is None or session.run is not None:
                 continue
             try:
@@ -603,7 +456,7 @@ class ChatService:
             result: AgentResult | None = await driver.run()
         except RunSuspended:
             self._park(session, run)
-            await self._save_quietly(session)
+            await self.table.flush_quietly(session)
             return
         except asyncio.CancelledError:
             self._detach(session)  # past the shutdown grace: left mid-phase
@@ -627,20 +480,13 @@ class ChatService:
         if result is not None:
             self._finish_run(session, run, result)
         self._record_end(session, run, result.reason if result else "error")
-        await self._save_quietly(session)  # the outcome is stored before it is
+        await self.table.flush_quietly(session)  # the outcome is stored before it is
         self._close(session, run)  # announced complete
-
-    async def _save_quietly(self, session: Session) -> None:
-        try:
-            await self.flush(session)
-        except StoreError as exc:
-            log.error("could not save session %s: %s", session.id, exc)
 
     def _park(self, session: Session, run: ActiveRun) -> None:
         """A shutdown parked the run: save it as `suspended`; it goes on
         after the restart."""
-        if session.journal is not None and run.state.request.save_chat:
-            session.journal.run(self._record(run.state, "suspended"))
+        self._keep(session, run.state, "suspended")
         self._detach(session)
 
     def _detach(self, session: Session) -> None:
@@ -651,8 +497,7 @@ class ChatService:
     def _record_end(self, session: Session, run: ActiveRun, status: RunStatus) -> None:
         """After the closing frames: history whole, the record final."""
         run.history.close_dangling_tool_calls(CANCELLED_NOTE)
-        if session.journal is not None and run.state.request.save_chat:
-            session.journal.run(self._record(run.state, status))
+        self._keep(session, run.state, status)
 
     def _close(self, session: Session, run: ActiveRun) -> None:
         session.notify.response_complete()

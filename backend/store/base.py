@@ -19,6 +19,7 @@ from typing import Any, Literal, Protocol
 from pydantic import BaseModel, ConfigDict, Field
 
 from backend.llm.base import Message, Usage
+from backend.notifications import Frame
 
 RunStatus = Literal[
     "running",
@@ -73,12 +74,6 @@ class RunRecord(_Record):
     """The `RunState` checkpoint, as JSON (with the execution trace)."""
 
 
-class StoredFrame(_Record):
-    seq: int
-    run_id: str | None
-    text: str
-
-
 class NoteRecord(_Record):
     id: int
     """Numbered from 1 per owner."""
@@ -105,7 +100,8 @@ class Batch:
     """Delete the stored messages before adding `messages` (a session reset)."""
     messages: list[tuple[int, Message]] = field(default_factory=list)
     """New messages, with their position in the history."""
-    frames: list[StoredFrame] = field(default_factory=list)
+    frames: list[Frame] = field(default_factory=list)
+    """Frames as `Notifications` stamped them (their text is stored as is)."""
     keep_frames_from: int | None = None
     """Delete frames with a lower `seq` (the replay window moved on)."""
     runs: list[RunRecord] = field(default_factory=list)
@@ -163,9 +159,7 @@ class Store(Protocol):
         """Runs in a `LIVE_STATUSES` state, oldest first."""
         ...
 
-    async def frames(
-        self, conversation_id: str, *, max_bytes: int
-    ) -> list[StoredFrame]:
+    async def frames(self, conversation_id: str, *, max_bytes: int) -> list[Frame]:
         """The newest frames whose texts fit in `max_bytes`, in `seq` order."""
         ...
 

@@ -35,6 +35,7 @@ from sqlalchemy.pool import StaticPool
 
 from backend.errors import ConfigError
 from backend.llm.base import Message, ToolCall, ToolResultMeta
+from backend.notifications import Frame
 from backend.store import migrate
 from backend.store.base import (
     LIVE_STATUSES,
@@ -44,7 +45,6 @@ from backend.store.base import (
     NoteRecord,
     Page,
     RunRecord,
-    StoredFrame,
     StoreError,
 )
 from backend.store.schema import conversations, frames, messages, notes, runs
@@ -224,16 +224,14 @@ class SqlStore:
             rows = (await conn.execute(query)).all()
         return [_run(row) for row in rows]
 
-    async def frames(
-        self, conversation_id: str, *, max_bytes: int
-    ) -> list[StoredFrame]:
+    async def frames(self, conversation_id: str, *, max_bytes: int) -> list[Frame]:
         f = frames.c
         query = (
             select(f.seq, f.run_id, f.text)
             .where(f.conversation_id == conversation_id)
             .order_by(f.seq.desc())
         )
-        kept: list[StoredFrame] = []
+        kept: list[Frame] = []
         total = 0
         async with self._connect() as conn:
             result = await conn.stream(query)
@@ -241,7 +239,7 @@ class SqlStore:
                 total += len(text.encode())
                 if total > max_bytes:
                     break
-                kept.append(StoredFrame(seq=seq, run_id=run_id, text=text))
+                kept.append(Frame(seq, run_id, text))
             await result.close()
         kept.reverse()
         return kept
@@ -283,7 +281,15 @@ class SqlStore:
             rows = [_message_row(cid, pos, m) for pos, m in batch.messages]
             await conn.execute(insert(messages), rows)
         if batch.frames:
-            rows = [{"conversation_id": cid, **f.model_dump()} for f in batch.frames]
+            rows = [
+                {
+                    "conversation_id": cid,
+                    "seq": f.seq,
+                    "run_id": f.run_id,
+                    "text": f.text,
+                }
+                for f in batch.frames
+            ]
             await conn.execute(insert(frames), rows)
         if batch.keep_frames_from is not None:
             await conn.execute(

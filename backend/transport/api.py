@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hmac
 import json
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.requests import Request
@@ -21,6 +21,7 @@ from backend.chat.service import ChatService
 from backend.errors import ProtocolError
 
 MAX_BODY_BYTES = 16 * 1024
+Body = TypeVar("Body", bound=BaseModel)
 
 
 class ApprovalBody(BaseModel):
@@ -65,18 +66,21 @@ async def read_json(request: Request, limit: int) -> Any:
         return error(400, "invalid_message", f"invalid JSON: {exc}")
 
 
-async def _read_body(request: Request) -> ApprovalBody | JSONResponse:
+async def read_model(
+    request: Request, model: type[Body], what: str
+) -> Body | JSONResponse:
+    """The body, validated as `model`, or the error response saying why not."""
     data = await read_json(request, MAX_BODY_BYTES)
     if isinstance(data, JSONResponse):
         return data
     try:
-        return ApprovalBody.model_validate(data)
+        return model.model_validate(data)
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in e['loc']) or 'body'}: {e['msg']}"
             for e in exc.errors()
         )
-        return error(422, "invalid_message", f"invalid approval: {problems}")
+        return error(422, "invalid_message", f"invalid {what}: {problems}")
 
 
 async def resolve_approval(request: Request) -> Response:
@@ -85,7 +89,7 @@ async def resolve_approval(request: Request) -> Response:
         return error(
             401, "unauthorized", "a valid token is required (Authorization: Bearer …)"
         )
-    body = await _read_body(request)
+    body = await read_model(request, ApprovalBody, "approval")
     if isinstance(body, JSONResponse):
         return body
     session = service.sessions.get(request.path_params["session_id"])

@@ -24,7 +24,7 @@ from starlette.routing import Route
 from backend.agent.state import RunState
 from backend.chat.service import LOCAL_OWNER, ChatService
 from backend.store.base import ConversationRecord, RunRecord, Store
-from backend.transport.api import MAX_BODY_BYTES, authorized, error, read_json
+from backend.transport.api import authorized, error, read_model
 
 DEFAULT_PAGE = 20
 MAX_PAGE = 100
@@ -80,13 +80,19 @@ def _context(request: Request) -> tuple[ChatService, Store] | JSONResponse:
     return service, service.store
 
 
-async def _owned(store: Store, conversation_id: str) -> ConversationRecord | None:
+async def _found(
+    request: Request,
+) -> tuple[ChatService, Store, ConversationRecord] | JSONResponse:
+    """The conversation the path names, if the caller may see it."""
+    context = _context(request)
+    if isinstance(context, JSONResponse):
+        return context
+    service, store = context
+    conversation_id = request.path_params["conversation_id"]
     record = await store.conversation(conversation_id)
-    return record if record is not None and record.owner == LOCAL_OWNER else None
-
-
-def _missing(conversation_id: str) -> JSONResponse:
-    return error(404, "not_found", f"no conversation {conversation_id!r}")
+    if record is None or record.owner != LOCAL_OWNER:
+        return error(404, "not_found", f"no conversation {conversation_id!r}")
+    return service, store, record
 
 
 async def list_conversations(request: Request) -> Response:
@@ -108,17 +114,13 @@ async def list_conversations(request: Request) -> Response:
 
 
 async def get_conversation(request: Request) -> Response:
-    context = _context(request)
-    if isinstance(context, JSONResponse):
-        return context
-    service, store = context
-    conversation_id = request.path_params["conversation_id"]
-    record = await _owned(store, conversation_id)
-    if record is None:
-        return _missing(conversation_id)
-    await service.flush_session(conversation_id)
-    messages = await store.messages(conversation_id)
-    runs = await store.runs(conversation_id)
+    found = await _found(request)
+    if isinstance(found, JSONResponse):
+        return found
+    service, store, record = found
+    await service.flush_session(record.id)
+    messages = await store.messages(record.id)
+    runs = await store.runs(record.id)
     return JSONResponse(
         {
             **_summary(record),
@@ -129,41 +131,29 @@ async def get_conversation(request: Request) -> Response:
 
 
 async def rename_conversation(request: Request) -> Response:
-    context = _context(request)
-    if isinstance(context, JSONResponse):
-        return context
-    service, store = context
-    conversation_id = request.path_params["conversation_id"]
-    body = await read_json(request, MAX_BODY_BYTES)
-    if isinstance(body, JSONResponse):
-        return body
-    try:
-        rename = Rename.model_validate(body)
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or 'body'}: {e['msg']}"
-            for e in exc.errors()
-        )
-        return error(422, "invalid_message", f"invalid rename: {problems}")
-    if await _owned(store, conversation_id) is None:
-        return _missing(conversation_id)
-    await store.rename_conversation(conversation_id, rename.title, service.now())
-    record = await store.conversation(conversation_id)
-    assert record is not None
-    return JSONResponse(_summary(record))
+    found = await _found(request)
+    if isinstance(found, JSONResponse):
+        return found
+    service, store, record = found
+    rename = await read_model(request, Rename, "rename")
+    if isinstance(rename, JSONResponse):
+        return rename
+    now = service.now()
+    if not await store.rename_conversation(record.id, rename.title, now):
+        return error(404, "not_found", f"no conversation {record.id!r}")
+    return JSONResponse(
+        _summary(record.model_copy(update={"title": rename.title, "updated_at": now}))
+    )
 
 
 async def delete_conversation(request: Request) -> Response:
-    context = _context(request)
-    if isinstance(context, JSONResponse):
-        return context
-    service, store = context
-    conversation_id = request.path_params["conversation_id"]
-    if await _owned(store, conversation_id) is None:
-        return _missing(conversation_id)
-    if not service.forget(conversation_id):
+    found = await _found(request)
+    if isinstance(found, JSONResponse):
+        return found
+    service, store, record = found
+    if not service.forget(record.id):
         return error(409, "busy", "a run is active in this conversation; stop it first")
-    await store.delete_conversation(conversation_id)
+    await store.delete_conversation(record.id)
     return Response(status_code=204)
 
 
