@@ -98,6 +98,12 @@ class Notifications:
     def last_seq(self) -> int:
         return self._seq
 
+    def skip(self, count: int) -> None:
+        """Leave `count` seqs unused: frames a crashed process sent but never
+        stored may have used them, and a client that saw them must still get
+        what comes next (it asks for what follows its last seq)."""
+        self._seq += count
+
     def begin_run(self, run_id: str, *, agent: bool) -> None:
         """Frames from now on belong to `run_id`; `agent` False hides updates."""
         self.run_id = run_id

@@ -9,8 +9,9 @@ service's TaskGroup (never detached). `_finish_run` is the one place that
 writes the answer to history and sends a run's closing frames.
 
 With a `Store`, conversations last: each session's `Journal` collects its
-frames, messages and run records, written after every phase (the run's
-checkpoint) and, for frames outside runs, by the write-behind task. A
+frames, messages and run records, written at the run's durable checkpoints
+(before a tool runs, before a wait, at the end) and, for frames outside
+runs, by the write-behind task. A
 session with no socket and no run leaves memory after a grace period and is
 loaded again when someone reconnects. A starting service continues the runs
 that were waiting for the user or parked by a shutdown, and reports the ones
@@ -72,6 +73,9 @@ TOOL_MODE = "act"
 LOCAL_OWNER = "local"
 """The owner of every conversation when the server has no auth token."""
 RESTARTING = "the server is restarting; reconnect with your session_id to continue"
+CRASH_SEQ_GAP = 1_000_000
+"""Seqs left unused after a crash: a run's frames are stored at its durable
+checkpoints, so the dead process may have sent frames the store never got."""
 INTERRUPTED = (
     "the server stopped while this run was working, so it was ended here; "
     "what it had done is kept in the conversation"
@@ -215,9 +219,17 @@ class ChatService:
     # ------------------------------------------------------------ the store
 
     async def _checkpoint(self, session: Session, run: ActiveRun) -> None:
-        """After every phase: the run's state, with what led to it, saved."""
-        status: RunStatus = "waiting" if run.state.waiting else "running"
-        if self._keep(session, run.state, status):
+        """After every phase. The state is written, with what led to it,
+        before what must outlive the process: a tool about to run (so a crash
+        reports it as one that may have run) and a wait for the user; the
+        run's end and a shutdown's parking write it too. In between, a crash
+        leaves the run `interrupted` whatever was written, so those phases
+        are not worth a transaction each."""
+        state = run.state
+        if state.in_flight is None and not state.waiting:
+            return
+        status: RunStatus = "waiting" if state.waiting else "running"
+        if self._keep(session, state, status):
             await self.flush(session)
 
     def _keep(self, session: Session, state: RunState, status: RunStatus) -> bool:
@@ -273,6 +285,7 @@ class ChatService:
     def _interrupt(self, session: Session, state: RunState) -> None:
         strategy = self.strategies.get(state.strategy) or next(iter(self.strategies))
         notify = session.notify
+        notify.skip(CRASH_SEQ_GAP)
         notify.begin_run(state.run_id, agent=state.request.agent)
         ctx = AgentContext(state, session.history, notify.emit)
         result = RunDriver(strategy, ctx, RunControl()).interrupted()
@@ -453,6 +466,8 @@ class ChatService:
 
         driver = RunDriver(strategy, ctx, run.control, checkpoint=checkpoint)
         try:
+            if self._keep(session, state, "waiting" if state.waiting else "running"):
+                await self.flush(session)  # known from its start: a crash reports it
             result: AgentResult | None = await driver.run()
         except RunSuspended:
             self._park(session, run)
@@ -504,6 +519,7 @@ class ChatService:
         if session.journal is not None:
             session.journal.unsaved_runs.discard(run.run_id)
         self._detach(session)
+        self.table.mark(session)  # response_complete, for the write-behind task
 
     def _finish_run(
         self, session: Session, run: ActiveRun, result: AgentResult

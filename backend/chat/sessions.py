@@ -80,11 +80,18 @@ class SessionTable:
         def changed() -> None:
             session = self.by_id.get(session_id)
             if session is not None and session.journal is journal:
-                self._dirty.add(session)
-                self._wake.set()
+                self.mark(session)
 
         journal.on_change = changed
         return journal
+
+    def mark(self, session: Session) -> None:
+        """The session has something unsaved: the write-behind task takes it,
+        unless a run is active (the run's own checkpoints save what it sends;
+        the service marks the session again when the run ends)."""
+        if session.run is None and session not in self._dirty:
+            self._dirty.add(session)
+            self._wake.set()
 
     async def load(self, session_id: str) -> Session | None:
         """A stored conversation, back in memory (None: no such conversation)."""

@@ -89,7 +89,11 @@ def create_engine(url: str) -> AsyncEngine:
         database = make_url(full).database
         assert database is not None
         Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
-        engine = create_async_engine(full, connect_args={"timeout": 30})
+        # every use ends its transaction, so the pool's reset on return (one
+        # more trip to the database thread each time) buys nothing
+        engine = create_async_engine(
+            full, connect_args={"timeout": 30}, pool_reset_on_return=None
+        )
     event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
     return engine
 
@@ -267,12 +271,13 @@ class SqlStore:
         cid = batch.conversation_id
         if batch.create is not None:
             await conn.execute(self._insert_missing(batch.create))
-        changes: dict[str, Any] = {"updated_at": batch.updated_at}
-        if batch.title is not None:
-            changes["title"] = batch.title
-        await conn.execute(
-            update(conversations).where(conversations.c.id == cid).values(**changes)
-        )
+        if batch.messages or batch.reset_history or batch.title is not None:
+            changes: dict[str, Any] = {"updated_at": batch.updated_at}
+            if batch.title is not None:
+                changes["title"] = batch.title
+            await conn.execute(
+                update(conversations).where(conversations.c.id == cid).values(**changes)
+            )
         if batch.reset_history:
             await conn.execute(
                 delete(messages).where(messages.c.conversation_id == cid)
