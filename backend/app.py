@@ -92,6 +92,7 @@ def make_service(
         max_duplicate_calls=settings.agent_max_duplicate_calls,
         on_reject=settings.approval_on_reject,
         max_replans=settings.agent_max_replans,
+        max_tool_calls_per_step=settings.agent_max_tool_calls_per_step,
     )
     kit = LoopKit.build(llm, registry, executor, prompts, config)
     return ChatService(

@@ -57,6 +57,7 @@ class Settings(BaseSettings):
     tool_max_consecutive_failures: int = Field(default=3, ge=1)
     agent_max_duplicate_calls: int = Field(default=2, ge=1)
     agent_max_replans: int = Field(default=2, ge=0)
+    agent_max_tool_calls_per_step: int = Field(default=10, ge=1, le=100)
     tool_mode_max_rounds: int = Field(default=4, ge=1)
     tool_result_max_chars: int = Field(default=4000, ge=200)
     history_window_tokens: int = Field(default=8000, ge=256)

@@ -19,6 +19,7 @@ from backend.protocol import (
     TokenStream,
     ToolComplete,
     ToolError,
+    ToolStart,
 )
 from backend.tools.base import Tool, ToolRegistry
 from backend.tools.executor import ExecutorConfig, ToolExecutor
@@ -645,3 +646,24 @@ async def test_read_only_run_hides_and_blocks_mutating_tools() -> None:
         "Error (blocked): slow changes data and this session is read-only; "
         "answer without it or ask the user to turn read-only off"
     )
+
+
+async def test_tool_calls_past_the_per_step_limit_are_dropped_from_the_reply() -> None:
+    many = calls(*[("add", {"expression": f"{n}+1"}) for n in range(12)])
+    llm = ScriptedLLM(
+        reason("Add them all.", tools=["add"]),
+        many,
+        observe("Done.", should_continue=False, final="Three sums."),
+    )
+    run = Run(make_loop(llm, max_tool_calls_per_step=3))
+    result = await run.go()
+
+    started = [event.arguments for event in run.of(ToolStart)]
+    assert started == [{"expression": f"{n}+1"} for n in range(3)]
+    (asked,) = [m for m in run.history.messages if m.tool_calls]
+    assert [call.id for call in asked.tool_calls] == [
+        call.id for call in many.tool_calls[:3]
+    ]
+    results = [m.tool_call_id for m in run.history.messages if m.role == "tool"]
+    assert results == [call.id for call in many.tool_calls[:3]]
+    assert result.answer == "Three sums."

@@ -45,6 +45,7 @@ class LoopConfig:
     max_duplicate_calls: int = 2
     on_reject: OnReject = "stop"
     max_replans: int = 2
+    max_tool_calls_per_step: int = 10
 
 
 class ModelCalls:

@@ -20,6 +20,7 @@ cuts off is closed by `cutoffs.close_queue`.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 
@@ -52,6 +53,8 @@ from backend.tools.executor import (
 )
 from backend.tools.policy import ApprovalDecision
 from backend.tools.results import to_json_text
+
+log = logging.getLogger(__name__)
 
 
 class ToolCalls:
@@ -91,8 +94,22 @@ class ToolCalls:
         """Queue the reply's tool calls (recorded in history); False if none."""
         if not reply.tool_calls:
             return False
-        ctx.history.append(Message.assistant(reply.content or None, reply.tool_calls))
-        ctx.state.queue = list(reply.tool_calls)
+        limit = self.config.max_tool_calls_per_step
+        requested = reply.tool_calls
+        if len(requested) > limit:
+            # A run's history stays bounded: the rest are dropped from the
+            # reply itself, so every call the model sees has its result.
+            log.warning(
+                "run %s step %d: the model asked for %d tool calls; only the "
+                "first %d run (LOOPWIRE_AGENT_MAX_TOOL_CALLS_PER_STEP)",
+                ctx.state.run_id,
+                ctx.state.step,
+                len(requested),
+                limit,
+            )
+            requested = requested[:limit]
+        ctx.history.append(Message.assistant(reply.content or None, requested))
+        ctx.state.queue = list(requested)
         ctx.state.record.results = []
         return True
 

@@ -23,7 +23,7 @@ from backend.chat.session import Session
 from backend.errors import Busy
 from backend.history import History
 from backend.settings import Settings
-from backend.store.base import ConversationRecord, Store, StoreError
+from backend.store.base import Batch, ConversationRecord, Store, StoreError
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +44,7 @@ class SessionTable:
         self.by_id: dict[str, Session] = {}
         self._dirty: set[Session] = set()
         self._wake = asyncio.Event()
+        self._swept = asyncio.Condition()
 
     async def open(self, session_id: str | None, *, owner: str) -> tuple[Session, bool]:
         """The session to attach to: the named one if it exists (in memory or
@@ -220,6 +221,48 @@ class SessionTable:
                 await asyncio.wait_for(self._wake.wait(), timeout=sweep_s)
             self._wake.clear()
             dirty, self._dirty = self._dirty, set()
-            for session in dirty:
-                await self.flush_quietly(session)
+            await self._flush_together(dirty)
+            del dirty  # hold no session past its eviction
             self.evict_idle()
+            async with self._swept:
+                self._swept.notify_all()
+
+    async def _flush_together(self, sessions: set[Session]) -> None:
+        """Flush many sessions in one transaction; if it fails, one by one
+        (so one conversation the store refuses holds up no other)."""
+        if self.store is None:
+            return
+        taken: list[tuple[Session, Journal, Batch]] = []
+        async with contextlib.AsyncExitStack() as held:
+            for session in sessions:
+                journal = session.journal
+                if journal is None or not journal.pending(session.history):
+                    continue
+                if session.flushing.locked():  # a run's checkpoint is writing
+                    self._dirty.add(session)
+                    continue
+                await held.enter_async_context(session.flushing)
+                batch = journal.take(
+                    session.history,
+                    now=self._clock(),
+                    keep_frames_from=session.outbox.oldest_seq,
+                )
+                taken.append((session, journal, batch))
+            if not taken:
+                return
+            try:
+                await self.store.write_all([batch for _, _, batch in taken])
+            except StoreError:
+                for _session, journal, batch in taken:
+                    journal.give_back(batch)
+            else:
+                for _session, journal, batch in taken:
+                    journal.written(batch)
+                return
+        for session, _journal, _batch in taken:
+            await self.flush_quietly(session)
+
+    async def next_sweep(self) -> None:
+        """Wait for the write-behind task's next pass to finish."""
+        async with self._swept:
+            await self._swept.wait()

@@ -13,6 +13,7 @@ it through its `Journal`s (`chat/journal.py`).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -167,6 +168,11 @@ class Store(Protocol):
 
     async def write(self, batch: Batch) -> None:
         """Apply one flush atomically."""
+        ...
+
+    async def write_all(self, batches: Sequence[Batch]) -> None:
+        """Apply flushes of several conversations in one transaction (each
+        conversation at most once)."""
         ...
 
     # notes, per owner

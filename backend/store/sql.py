@@ -19,6 +19,7 @@ from sqlalchemy import (
     CursorResult,
     Row,
     and_,
+    bindparam,
     delete,
     event,
     func,
@@ -71,6 +72,16 @@ def engine_url(url: str) -> str:
     return parsed.set(drivername=driver).render_as_string(hide_password=False)
 
 
+SQLITE_CONNECTIONS = 4
+"""Connections to a SQLite file: one writer at a time, a few readers."""
+
+
+def _run_row(run: RunRecord) -> dict[str, Any]:
+    values = run.model_dump()
+    values["usage"] = run.usage.model_dump()
+    return values
+
+
 def _in_memory(url: str) -> bool:
     database = make_url(url).database
     return database in (None, "", ":memory:")
@@ -89,10 +100,16 @@ def create_engine(url: str) -> AsyncEngine:
         database = make_url(full).database
         assert database is not None
         Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
-        # every use ends its transaction, so the pool's reset on return (one
-        # more trip to the database thread each time) buys nothing
+        # Every use ends its transaction, so the pool's reset on return (one
+        # more trip to the database thread each time) buys nothing. Writes
+        # take turns anyway; a few connections (each a thread and its own
+        # page cache) serve the reads, and no more are opened under load.
         engine = create_async_engine(
-            full, connect_args={"timeout": 30}, pool_reset_on_return=None
+            full,
+            connect_args={"timeout": 30},
+            pool_reset_on_return=None,
+            pool_size=SQLITE_CONNECTIONS,
+            max_overflow=0,
         )
     event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
     return engine
@@ -107,6 +124,39 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor.close()
 
 
+class _Writes:
+    """The statements a flush runs, built once (each is executed with a
+    list of rows: one round trip for any number of conversations)."""
+
+    def __init__(self, dialect_name: str) -> None:
+        dialect = postgresql if dialect_name == "postgresql" else sqlite
+        c, f = conversations.c, frames.c
+        self.create = dialect.insert(conversations).on_conflict_do_nothing(
+            index_elements=["id"]
+        )
+        self.touch = (
+            update(conversations)
+            .where(c.id == bindparam("cid"))
+            .values(
+                updated_at=bindparam("at"),
+                title=func.coalesce(bindparam("title"), c.title),
+            )
+        )
+        self.window = delete(frames).where(
+            f.conversation_id == bindparam("cid"), f.seq < bindparam("below")
+        )
+        upsert = dialect.insert(runs)
+        kept = ("id", "started_at")
+        self.save_run = upsert.on_conflict_do_update(
+            index_elements=["id"],
+            set_={
+                column.name: upsert.excluded[column.name]
+                for column in runs.c
+                if column.name not in kept
+            },
+        )
+
+
 class SqlStore:
     def __init__(self, url: str) -> None:
         self.url = url
@@ -114,6 +164,7 @@ class SqlStore:
         self._dialect = self._engine.dialect.name
         sqlite_db = self._dialect == "sqlite"
         self._one_connection = sqlite_db and _in_memory(engine_url(url))
+        self._statements = _Writes(self._dialect)
         self._write_lock = asyncio.Lock() if sqlite_db else None
         """SQLite has one writer at a time: writers queue here instead of in
         its busy handler. An in-memory database is one shared connection, so
@@ -259,67 +310,66 @@ class SqlStore:
     # ------------------------------------------------------------ writes
 
     async def write(self, batch: Batch) -> None:
+        await self.write_all([batch])
+
+    async def write_all(self, batches: Sequence[Batch]) -> None:
+        if not batches:
+            return
         try:
             async with self._begin() as conn:
-                await self._write(conn, batch)
+                await self._write(conn, batches)
         except SQLAlchemyError as exc:
-            raise StoreError(
-                f"cannot save conversation {batch.conversation_id}: {exc}"
-            ) from exc
+            names = ", ".join(b.conversation_id for b in batches[:3])
+            more = f" and {len(batches) - 3} more" if len(batches) > 3 else ""
+            raise StoreError(f"cannot save conversation {names}{more}: {exc}") from exc
 
-    async def _write(self, conn: AsyncConnection, batch: Batch) -> None:
-        cid = batch.conversation_id
-        if batch.create is not None:
-            await conn.execute(self._insert_missing(batch.create))
-        if batch.messages or batch.reset_history or batch.title is not None:
-            changes: dict[str, Any] = {"updated_at": batch.updated_at}
-            if batch.title is not None:
-                changes["title"] = batch.title
+    async def _write(self, conn: AsyncConnection, batches: Sequence[Batch]) -> None:
+        """Each kind of change as one statement for all the batches (one
+        round trip each, however many conversations the batches touch)."""
+        created = [b.create.model_dump() for b in batches if b.create is not None]
+        if created:
+            await conn.execute(self._statements.create, created)
+        touched = [
+            {"cid": b.conversation_id, "at": b.updated_at, "title": b.title}
+            for b in batches
+            if b.messages or b.reset_history or b.title is not None
+        ]
+        if touched:
+            await conn.execute(self._statements.touch, touched)
+        reset = [b.conversation_id for b in batches if b.reset_history]
+        if reset:
             await conn.execute(
-                update(conversations).where(conversations.c.id == cid).values(**changes)
+                delete(messages).where(messages.c.conversation_id.in_(reset))
             )
-        if batch.reset_history:
-            await conn.execute(
-                delete(messages).where(messages.c.conversation_id == cid)
-            )
-        if batch.messages:
-            rows = [_message_row(cid, pos, m) for pos, m in batch.messages]
-            await conn.execute(insert(messages), rows)
-        if batch.frames:
-            rows = [
-                {
-                    "conversation_id": cid,
-                    "seq": f.seq,
-                    "run_id": f.run_id,
-                    "text": f.text,
-                }
-                for f in batch.frames
-            ]
-            await conn.execute(insert(frames), rows)
-        if batch.keep_frames_from is not None:
-            await conn.execute(
-                delete(frames).where(
-                    frames.c.conversation_id == cid,
-                    frames.c.seq < batch.keep_frames_from,
-                )
-            )
-        for run in batch.runs:
-            await conn.execute(self._upsert_run(run))
-
-    def _insert(self, table: Any, values: dict[str, Any]) -> Any:
-        dialect = postgresql if self._dialect == "postgresql" else sqlite
-        return dialect.insert(table).values(**values)
-
-    def _insert_missing(self, record: ConversationRecord) -> Any:
-        statement = self._insert(conversations, record.model_dump())
-        return statement.on_conflict_do_nothing(index_elements=["id"])
-
-    def _upsert_run(self, run: RunRecord) -> Any:
-        values = run.model_dump()
-        values["usage"] = run.usage.model_dump()
-        statement = self._insert(runs, values)
-        changed = {k: v for k, v in values.items() if k not in ("id", "started_at")}
-        return statement.on_conflict_do_update(index_elements=["id"], set_=changed)
+        message_rows = [
+            _message_row(b.conversation_id, pos, m)
+            for b in batches
+            for pos, m in b.messages
+        ]
+        if message_rows:
+            await conn.execute(insert(messages), message_rows)
+        frame_rows = [
+            {
+                "conversation_id": b.conversation_id,
+                "seq": f.seq,
+                "run_id": f.run_id,
+                "text": f.text,
+            }
+            for b in batches
+            for f in b.frames
+        ]
+        if frame_rows:
+            await conn.execute(insert(frames), frame_rows)
+        windows = [
+            {"cid": b.conversation_id, "below": b.keep_frames_from}
+            for b in batches
+            if b.keep_frames_from is not None
+        ]
+        if windows:
+            await conn.execute(self._statements.window, windows)
+        run_rows = [_run_row(run) for b in batches for run in b.runs]
+        if run_rows:
+            await conn.execute(self._statements.save_run, run_rows)
 
     # ------------------------------------------------------------ notes
 

@@ -157,6 +157,11 @@ class ToolExecutor:
     def forget_session(self, session_id: str) -> None:
         self._limiter.forget(session_id)
 
+    @property
+    def sessions_tracked(self) -> int:
+        """How many sessions it holds per-session state (rate limits) for."""
+        return self._limiter.tracked
+
     # ------------------------------------------------------------ 1-4: check
 
     def check(

@@ -47,3 +47,8 @@ class RateLimiter:
 
     def forget(self, key: str) -> None:
         self._calls.pop(key, None)
+
+    @property
+    def tracked(self) -> int:
+        """How many keys it holds state for."""
+        return len(self._calls)
