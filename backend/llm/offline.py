@@ -21,11 +21,13 @@ token counts.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from collections.abc import AsyncIterator, Callable, Collection
 from typing import Any
 
+from backend.errors import LLMError
 from backend.llm.base import (
     Completion,
     LLMRequest,
@@ -42,6 +44,10 @@ from backend.llm.offline_words import Words, not_run, still_missing, unavailable
 
 MODEL = "loopwire-offline"
 PROVIDER = "offline"
+
+INLINE_CHARS = 512
+"""Requests whose user messages are longer are answered in a worker thread."""
+THREAD_TIMEOUT_S = 5.0
 
 PhaseOutput = tuple[str, tuple[ToolCall, ...]]
 
@@ -61,16 +67,34 @@ class OfflineLLM:
         return PROVIDER
 
     async def complete(self, request: LLMRequest) -> Completion:
-        return respond(request, self.skills)
+        return await self._respond(request)
 
     async def stream(self, request: LLMRequest) -> AsyncIterator[StreamEvent]:
-        completion = respond(request, self.skills)
+        completion = await self._respond(request)
         for piece in split_words(completion.content):
             yield TextDelta(text=piece)
         yield completion
 
     async def aclose(self) -> None:
         return None
+
+    async def _respond(self, request: LLMRequest) -> Completion:
+        """A short request is answered at once (microseconds); a long one in
+        a worker thread, so the event loop serves other sessions meanwhile,
+        within `THREAD_TIMEOUT_S`."""
+        if _text_size(request) <= INLINE_CHARS:
+            return respond(request, self.skills)
+        try:
+            async with asyncio.timeout(THREAD_TIMEOUT_S):
+                return await asyncio.to_thread(respond, request, self.skills)
+        except TimeoutError:
+            raise LLMError(
+                f"the offline model gave up on this request after {THREAD_TIMEOUT_S:g}s"
+            ) from None
+
+
+def _text_size(request: LLMRequest) -> int:
+    return sum(len(m.content or "") for m in request.messages if m.role == "user")
 
 
 class _Turn:

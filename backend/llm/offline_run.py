@@ -69,6 +69,11 @@ class Conversation:
         return last.text
 
 
+READ_CHARS = 2000
+"""How much of a user's message the offline model reads: its rules are for
+requests people type, and a bound keeps every pattern's cost bounded too."""
+
+
 def read(messages: Sequence[Message]) -> Conversation:
     users = [i for i, m in enumerate(messages) if m.role == "user"]
     run = messages[users[-1] + 1 :] if users else messages
@@ -79,7 +84,7 @@ def read(messages: Sequence[Message]) -> Conversation:
     previous = _open_previous(messages, users)
     last = next((m for m in reversed(messages) if m.role != "system"), None)
     return Conversation(
-        request=(messages[users[-1]].content or "") if users else "",
+        request=(messages[users[-1]].content or "")[:READ_CHARS] if users else "",
         previous=previous,
         results=results,
         calls_so_far=sum(len(m.tool_calls) for m in messages),
@@ -93,7 +98,7 @@ def _open_previous(messages: Sequence[Message], users: list[int]) -> str | None:
     between = messages[users[-2] + 1 : users[-1]]
     if any(m.tool_calls or m.role == "tool" for m in between):
         return None
-    return messages[users[-2]].content or ""
+    return (messages[users[-2]].content or "")[:READ_CHARS]
 
 
 def _result(message: Message, call: ToolCall | None) -> ToolResult:

@@ -59,7 +59,7 @@ def _time_sentence(data: dict[str, Any]) -> str | None:
 _TIME = re.compile(r"\b(?:time|clock|date)\b|\bwhat\s+day\b", re.IGNORECASE)
 _IANA = re.compile(r"\b[A-Za-z]+(?:_[A-Za-z]+)*/[A-Za-z_]+(?:/[A-Za-z_]+)?\b")
 _PLACE = re.compile(
-    r"\b(?:in|at|for)\s+(?:the\s+)?(?=(?P<place>[^?!.,;]+))", re.IGNORECASE
+    r"\b(?:in|at|for)\s+(?:the\s+)?(?=(?P<place>[^?!.,;]{1,60}))", re.IGNORECASE
 )
 _NOT_PLACES = frozenset({"moment", "the moment", "now", "here", "present", "all"})
 

@@ -139,6 +139,7 @@ _HOW_MANY = re.compile(
 )
 _CONVERT_ONLY = re.compile(rf"\bconvert\s+{_NUMBER}\s*(?P<source>.+)$", re.IGNORECASE)
 _NUMBER_START = re.compile(_NUMBER, re.IGNORECASE)
+_PHRASE = 200
 
 
 def detect_conversion(text: str) -> Conversion | None:
@@ -159,7 +160,9 @@ def _how_many(text: str) -> Conversion | None:
 
 def _convert_to(text: str) -> Conversion | None:
     for start in _NUMBER_START.finditer(text):
-        match = _CONVERT_TO.match(text, start.start())
+        # a conversion is a short phrase: each try reads a bounded window,
+        # so many numbers in a long text cost linear time, not quadratic
+        match = _CONVERT_TO.match(text[start.start() : start.start() + _PHRASE])
         if match is None or lookup_unit(match["source"]) is None:
             continue
         target = _leading_unit(match["target"]) or match["target"].strip()
