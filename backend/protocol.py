@@ -30,6 +30,15 @@ class _Frame(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
 
+Id = Annotated[str, Field(min_length=1, max_length=256, pattern=r"^[!-~]+$")]
+"""A question or tool call id: short printable ASCII, no spaces (ids come
+from the model's provider, so no narrower alphabet is assumed)."""
+Name = Annotated[str, Field(min_length=1, max_length=128)]
+"""A tool, strategy or model name."""
+STEPS_LIMIT = 10_000
+"""No step count a client sends may exceed this (the server's cap is lower)."""
+
+
 # ---------------------------------------------------------------- client → server
 
 
@@ -39,11 +48,11 @@ class ChatMessage(_Frame):
     type: Literal["chat"]
     content: Annotated[str, Field(min_length=1)]
     agent_mode: bool = False
-    agent_max_steps: Annotated[int, Field(ge=1)] | None = None
-    selected_tools: list[str] | None = None
-    loop_strategy: str | None = None
+    agent_max_steps: Annotated[int, Field(ge=1, le=STEPS_LIMIT)] | None = None
+    selected_tools: Annotated[list[Name], Field(max_length=256)] | None = None
+    loop_strategy: Name | None = None
     read_only: bool = False
-    model: Annotated[str, Field(min_length=1)] | None = None
+    model: Name | None = None
     temperature: Annotated[float, Field(ge=0, le=2)] | None = None
     save_chat: bool = True
     """False: nothing of this run is stored, and it leaves no trace in the
@@ -63,7 +72,7 @@ class AgentControlMessage(_Frame):
 
     type: Literal["agent_control"]
     action: Literal["stop", "stop_after_step", "grant_steps"]
-    steps: Annotated[int, Field(ge=1)] | None = None
+    steps: Annotated[int, Field(ge=1, le=STEPS_LIMIT)] | None = None
 
     @model_validator(mode="after")
     def _steps_with_grant(self) -> AgentControlMessage:
@@ -79,14 +88,14 @@ class AgentUserInputMessage(_Frame):
 
     type: Literal["agent_user_input"]
     content: str
-    question_id: str | None = None
+    question_id: Id | None = None
 
 
 class ToolApprovalResponseMessage(_Frame):
     type: Literal["tool_approval_response"]
-    tool_call_id: str
+    tool_call_id: Id
     approved: bool
-    reason: str | None = None
+    reason: Annotated[str, Field(max_length=2000)] | None = None
 
 
 class ResetSessionMessage(_Frame):

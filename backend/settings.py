@@ -66,6 +66,8 @@ class Settings(BaseSettings):
     """Characters of each older tool result kept in the window."""
 
     max_message_bytes: int = Field(default=65536, ge=256)
+    ws_messages_per_s: float = Field(default=20.0, gt=0)
+    ws_message_burst: int = Field(default=60, ge=1)
     frame_log_bytes: int = Field(default=2 * 1024 * 1024, ge=4096)
     """Frames each session holds for replay (newest first), in bytes."""
     max_sessions: int = Field(default=10_000, ge=1)

@@ -545,8 +545,9 @@ async def test_unknown_session_id_starts_a_new_session(
     start_server: StartServer,
 ) -> None:
     harness = await start_server(ScriptedLLM(), test_registry())
-    _, ready = await harness.ready_client("session_id=does-not-exist")
-    assert ready["resumed"] is False and ready["session_id"] != "does-not-exist"
+    unknown = "0" * 32
+    _, ready = await harness.ready_client(f"session_id={unknown}")
+    assert ready["resumed"] is False and ready["session_id"] != unknown
 
 
 async def test_reset_session_clears_history(start_server: StartServer) -> None:

@@ -166,7 +166,7 @@ class ChatService:
         for session in list(self.sessions.values()):
             if session.outbox.subscriber_count:
                 session.notify.error(RESTARTING, "server_restarting")
-            session.outbox.close_all()
+            session.outbox.close_all(reason=RESTARTING)
         await self.flush_all()
 
     # ------------------------------------------------------------ sessions

@@ -25,7 +25,9 @@ from backend.notifications import Frame, Notifications
 OVERFLOW = ""
 """Queued instead of a frame when a client fell too far behind."""
 CLOSING = "\x00closing"
-"""Queued when the server shuts down: the writer closes the socket (1012)."""
+"""Queued to close the socket after the frames before it (`Subscription.closing`
+says with what code and reason)."""
+SERVICE_RESTART = 1012
 
 
 class Subscription:
@@ -40,6 +42,7 @@ class Subscription:
         self.limit_bytes = limit_bytes
         self.queued_bytes = 0
         self.overflowed = False
+        self.closing: tuple[int, str] = (SERVICE_RESTART, "")
 
     def push(self, text: str) -> None:
         """Queue a frame; past `limit_bytes` unsent, give up on this client.
@@ -60,8 +63,9 @@ class Subscription:
         self.queued_bytes += size
         self.queue.put_nowait(text)
 
-    def close(self) -> None:
+    def close(self, code: int = SERVICE_RESTART, reason: str = "") -> None:
         """Tell the writer to close the socket after the frames queued so far."""
+        self.closing = (code, reason)
         self.queue.put_nowait(CLOSING)
 
     async def next_frame(self) -> str:
@@ -119,9 +123,9 @@ class Outbox:
         if subscription in self._subscribers:
             self._subscribers.remove(subscription)
 
-    def close_all(self) -> None:
+    def close_all(self, code: int = SERVICE_RESTART, reason: str = "") -> None:
         for subscription in self._subscribers:
-            subscription.close()
+            subscription.close(code, reason)
 
     @property
     def subscriber_count(self) -> int:

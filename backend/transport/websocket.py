@@ -14,7 +14,9 @@ import contextlib
 import hmac
 import json
 import logging
-from collections.abc import Mapping
+import re
+import time
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from pydantic import ValidationError
@@ -36,6 +38,10 @@ from backend.store.base import StoreError
 log = logging.getLogger(__name__)
 
 CLOSE_POLICY_VIOLATION = 1008
+CLOSE_INTERNAL_ERROR = 1011
+FLOODING = "too many messages; slow down and reconnect"
+CLOSE_TIMEOUT_S = 5.0
+"""How long the writer may take to flush what is queued before a close."""
 CLOSE_SERVICE_RESTART = 1012
 CLOSE_TRY_AGAIN_LATER = 1013
 CLOSE_UNAUTHORIZED = 4401
@@ -54,6 +60,11 @@ async def websocket_endpoint(websocket: WebSocket) -> None:
         await _refuse(websocket, CLOSE_SERVICE_RESTART, RESTARTING, "server_restarting")
         return
     session_id = websocket.query_params.get("session_id") or None
+    last_seq = websocket.query_params.get("last_seq")
+    problem = _bad_resume(session_id, last_seq)
+    if problem is not None:
+        await _refuse(websocket, CLOSE_POLICY_VIOLATION, problem, "invalid_message")
+        return
     try:
         session, resumed = await service.open_session(session_id)
     except Busy as exc:
@@ -64,7 +75,7 @@ async def websocket_endpoint(websocket: WebSocket) -> None:
         reason = "the conversation store is unavailable; try again later"
         await _refuse(websocket, CLOSE_TRY_AGAIN_LATER, reason, "store_error")
         return
-    after = _last_seq(websocket) if resumed else None
+    after = (int(last_seq) if last_seq else 0) if resumed else None
     subscription = session.outbox.subscribe(after)
     try:
         await websocket.send_text(service.ready_frame(session, resumed=resumed))
@@ -83,7 +94,12 @@ async def _serve(
     async with asyncio.TaskGroup() as tasks:
         writer = tasks.create_task(_write(websocket, subscription))
         try:
-            await _read(websocket, service, session)
+            closing = await _read(websocket, service, session)
+            if closing is not None:  # the writer closes after what is queued
+                subscription.close(*closing)
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(CLOSE_TIMEOUT_S):
+                        await asyncio.shield(writer)
         finally:
             writer.cancel()
 
@@ -97,26 +113,75 @@ async def _write(websocket: WebSocket, subscription: Subscription) -> None:
                 await websocket.close(code=CLOSE_TRY_AGAIN_LATER, reason=reason)
                 return
             if text == CLOSING:
-                await websocket.close(code=CLOSE_SERVICE_RESTART, reason=RESTARTING)
+                code, reason = subscription.closing
+                await websocket.close(code=code, reason=reason[:120])
                 return
             await websocket.send_text(text)
 
 
-async def _read(websocket: WebSocket, service: ChatService, session: Session) -> None:
-    limit = service.settings.max_message_bytes
+async def _read(
+    websocket: WebSocket, service: ChatService, session: Session
+) -> tuple[int, str] | None:
+    """Receive until the client leaves (None) or must be closed: then the
+    code and reason, for the writer to close with after the queued frames."""
+    settings = service.settings
+    limit = settings.max_message_bytes
+    bucket = TokenBucket(settings.ws_messages_per_s, settings.ws_message_burst)
     while True:
         try:
             event = await websocket.receive()
         except (WebSocketDisconnect, RuntimeError):
-            return
+            return None
         if event["type"] == "websocket.disconnect":
-            return
+            return None
+        if not bucket.take():
+            if bucket.refused > settings.ws_message_burst:
+                return CLOSE_POLICY_VIOLATION, FLOODING
+            if bucket.refused == 1:  # one error per burst, not one per frame
+                session.notify.error(
+                    f"too many messages: at most {settings.ws_messages_per_s:g} "
+                    "per second; this one and the next ones are dropped until "
+                    "the rate falls",
+                    "rate_limited",
+                )
+            continue
         try:
             message = decode(event, limit)
         except InvalidMessage as exc:
             session.notify.error(str(exc), "invalid_message")
             continue
-        service.handle(session, message)
+        try:
+            service.handle(session, message)
+        except Exception:  # never a silent drop: log it, tell the client
+            log.exception("session %s: handling %s failed", session.id, message.type)
+            return CLOSE_INTERNAL_ERROR, "internal error"
+        await asyncio.sleep(0)  # a busy socket lets the others have a turn
+
+
+class TokenBucket:
+    """`rate` messages per second on average, bursts of `burst`."""
+
+    def __init__(
+        self, rate: float, burst: int, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.rate = rate
+        self.burst = burst
+        self._clock = clock
+        self._tokens = float(burst)
+        self._at = clock()
+        self.refused = 0
+        """Messages refused since the last one let through."""
+
+    def take(self) -> bool:
+        now = self._clock()
+        self._tokens = min(self.burst, self._tokens + (now - self._at) * self.rate)
+        self._at = now
+        if self._tokens >= 1:
+            self._tokens -= 1
+            self.refused = 0
+            return True
+        self.refused += 1
+        return False
 
 
 def decode(event: Mapping[str, Any], limit: int) -> ClientMessage:
@@ -127,11 +192,75 @@ def decode(event: Mapping[str, Any], limit: int) -> ClientMessage:
     size = len(text.encode("utf-8"))
     if size > limit:
         raise InvalidMessage(f"frame is {size} bytes; the limit is {limit} bytes")
+    return parse_message(load_json(text))
+
+
+MAX_DEPTH = 32
+"""How deeply a client's JSON may nest (client messages need 3 levels)."""
+MAX_DIGITS = 30
+"""The longest number a client may send (int() of 4,300 digits raises)."""
+
+
+def load_json(text: str) -> Any:
+    """Parse a client's JSON within bounds; anything else is `InvalidMessage`."""
+    if text.count("[") + text.count("{") > MAX_DEPTH:
+        _check_depth(text)
     try:
-        data = json.loads(text)
+        return json.loads(
+            text,
+            parse_int=_bounded_int,
+            parse_float=_bounded_float,
+            parse_constant=_no_constant,
+        )
     except json.JSONDecodeError as exc:
         raise InvalidMessage(f"invalid JSON: {exc}") from exc
-    return parse_message(data)
+    except RecursionError:  # pragma: no cover - `_check_depth` stops it first
+        raise InvalidMessage(f"JSON nested deeper than {MAX_DEPTH}") from None
+
+
+def _check_depth(text: str) -> None:
+    """Refuse JSON nested deeper than `MAX_DEPTH` (brackets inside strings
+    do not count); a linear scan, run only when there are many brackets."""
+    depth = 0
+    in_string = escaped = False
+    for char in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise InvalidMessage(f"JSON nested deeper than {MAX_DEPTH} levels")
+        elif char in "]}":
+            depth -= 1
+
+
+def _bounded_int(digits: str) -> int:
+    if len(digits) > MAX_DIGITS:
+        raise InvalidMessage(f"a number has more than {MAX_DIGITS} digits")
+    return int(digits)
+
+
+def _bounded_float(digits: str) -> float:
+    if len(digits) > MAX_DIGITS + 10:
+        raise InvalidMessage(f"a number has more than {MAX_DIGITS} digits")
+    return float(digits)
+
+
+def _no_constant(name: str) -> Any:
+    raise InvalidMessage(f"{name} is not valid JSON")
+
+
+def preview(value: object, limit: int = 40) -> str:
+    """`value` as a short repr, for error messages that quote the client."""
+    shown = repr(value)
+    return shown if len(shown) <= limit else shown[: limit - 1] + "…"
 
 
 def parse_message(data: Any) -> ClientMessage:
@@ -145,7 +274,9 @@ def parse_message(data: Any) -> ClientMessage:
         raise InvalidMessage("the frame has no 'type' field")
     if kind not in CLIENT_MESSAGE_TYPES:
         known = ", ".join(CLIENT_MESSAGE_TYPES)
-        raise InvalidMessage(f"unknown message type {kind!r}; expected one of: {known}")
+        raise InvalidMessage(
+            f"unknown message type {preview(kind)}; expected one of: {known}"
+        )
     try:
         return client_message_adapter.validate_python(data)
     except ValidationError as exc:
@@ -165,11 +296,17 @@ def describe(exc: ValidationError) -> str:
     return "; ".join(problems)
 
 
-def _last_seq(websocket: WebSocket) -> int | None:
-    raw = websocket.query_params.get("last_seq")
-    if raw is None or not raw.isdigit():
-        return 0 if raw is None else None
-    return int(raw)
+SESSION_ID = re.compile(r"[0-9a-f]{32}")
+SEQ = re.compile(r"[0-9]{1,18}")
+
+
+def _bad_resume(session_id: str | None, last_seq: str | None) -> str | None:
+    """What is wrong with the resume parameters, if anything."""
+    if session_id is not None and not SESSION_ID.fullmatch(session_id):
+        return "session_id must be the 32 hex digits the server gave"
+    if last_seq and not SEQ.fullmatch(last_seq):
+        return "last_seq must be a whole number (the last seq the client saw)"
+    return None
 
 
 def _refusal(
