@@ -7,6 +7,7 @@ import logging
 from collections.abc import AsyncIterator, Callable
 
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.routing import WebSocketRoute
 
 from backend.agent.kit import LoopKit
@@ -28,6 +29,7 @@ from backend.tools.executor import ExecutorConfig, ToolExecutor
 from backend.tools.mcp import MCPManager, load_mcp_config
 from backend.tools.notes import MemoryNotebook, Notebook, note_tools
 from backend.transport import api, conversations, http
+from backend.transport.guard import Guard
 from backend.transport.websocket import websocket_endpoint
 
 log = logging.getLogger("loopwire")
@@ -169,6 +171,7 @@ def create_app(
             WebSocketRoute("/ws", websocket_endpoint),
         ],
         lifespan=lifespan,
+        middleware=[Middleware(Guard, settings=settings)],
     )
     app.state.chat = service
     app.state.settings = settings

@@ -41,6 +41,12 @@ class Settings(BaseSettings):
     """SQLite by default (a file under ./data/); postgresql://… for PostgreSQL."""
     auth_token: str | None = None
     allowed_origins: str = ""
+    """Browser origins (comma-separated) besides loopback ones and the public URL's."""
+    allowed_hosts: str = ""
+    """Host names (comma-separated) besides loopback ones and the public URL's."""
+    public_url: str | None = None
+    """Where people reach the server (e.g. https://chat.example.com), when
+    that is not a loopback address: its host and origin are allowed."""
 
     agent_max_steps: int = Field(default=10, ge=1)
     agent_max_steps_cap: int = Field(default=50, ge=1)
@@ -101,6 +107,10 @@ class Settings(BaseSettings):
     @property
     def origins(self) -> tuple[str, ...]:
         return tuple(o.strip() for o in self.allowed_origins.split(",") if o.strip())
+
+    @property
+    def hosts(self) -> tuple[str, ...]:
+        return tuple(h.strip() for h in self.allowed_hosts.split(",") if h.strip())
 
     def clamp_steps(self, requested: int | None) -> int:
         """The budget a run gets: the client's ask, capped by the server."""

@@ -159,7 +159,9 @@ async def test_http_refusals_change_nothing(start_server: StartServer) -> None:
             json={"approved": "yes"},
         )
         garbage = await http.post(
-            f"{base}/{ready['session_id']}/approvals/{call_id}", content=b"{oops"
+            f"{base}/{ready['session_id']}/approvals/{call_id}",
+            content=b"{oops",
+            headers={"Content-Type": "application/json"},
         )
     assert (other.status_code, other.json()["error_type"]) == (404, "not_found")
     assert (unknown.status_code, unknown.json()["error_type"]) == (

@@ -7,6 +7,8 @@ import httpx
 from tests.conftest import StartServer
 from tests.fakes import ScriptedLLM
 
+JSON = {"Content-Type": "application/json"}
+
 
 async def test_list_read_rename_and_delete_conversations(
     start_server: StartServer, database_url: str
@@ -48,7 +50,9 @@ async def test_list_read_rename_and_delete_conversations(
         bad = await http.patch(f"{base}/{ids[0]}", json={"title": ""})
         assert bad.status_code == 422
         assert bad.json()["error_type"] == "invalid_message"
-        huge = await http.patch(f"{base}/{ids[0]}", content=b"x" * 100_000)
+        huge = await http.patch(
+            f"{base}/{ids[0]}", content=b"x" * 100_000, headers=JSON
+        )
         assert huge.status_code == 413
 
         assert (await http.delete(f"{base}/{ids[0]}")).status_code == 204

@@ -5,6 +5,9 @@ from __future__ import annotations
 import asyncio
 import json
 
+import pytest
+from websockets.exceptions import InvalidStatus
+
 from backend.llm.base import Completion
 from tests.conftest import StartServer
 from tests.fakes import (
@@ -571,10 +574,18 @@ async def test_auth_token_is_required_when_set(start_server: StartServer) -> Non
 
 
 async def test_foreign_origin_is_refused(start_server: StartServer) -> None:
-    harness = await start_server(ScriptedLLM(), test_registry())
-    refused = await harness.connect(Origin="http://evil.example")
-    error = await refused.recv()
-    assert error["message"] == "origin http://evil.example is not allowed"
+    llm = ScriptedLLM()
+    harness = await start_server(llm, test_registry())
+    with pytest.raises(InvalidStatus) as refused:
+        await harness.connect(Origin="http://evil.example")
+    response = refused.value.response
+    assert response.status_code == 403
+    assert json.loads(response.body or b"") == {
+        "error_type": "forbidden",
+        "message": "origin http://evil.example is not allowed "
+        "(LOOPWIRE_ALLOWED_ORIGINS lists the ones that are)",
+    }
+    assert llm.requests == []
 
 
 async def test_shutdown_stops_active_runs_and_leaves_no_tasks(

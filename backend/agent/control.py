@@ -55,7 +55,7 @@ def _find_object(text: str) -> tuple[dict[str, Any], tuple[int, int]] | None:
 def _loads_object(candidate: str) -> dict[str, Any] | None:
     try:
         value = json.loads(candidate.strip())
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):  # malformed, too deep, huge numbers
         return None
     return value if isinstance(value, dict) else None
 

@@ -124,7 +124,7 @@ def parse_arguments(raw: str) -> ToolArguments:
     """The call's arguments as an object, or the raw text if they are not one."""
     try:
         value = json.loads(raw) if raw.strip() else {}
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):  # malformed, too deep, huge numbers
         return raw
     return value if isinstance(value, dict) else raw
 

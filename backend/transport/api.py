@@ -9,7 +9,6 @@
 from __future__ import annotations
 
 import hmac
-import json
 from typing import Annotated, Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -17,8 +16,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from backend.bounded_json import load_json
 from backend.chat.service import ChatService
-from backend.errors import ProtocolError
+from backend.errors import InvalidMessage, ProtocolError
 
 MAX_BODY_BYTES = 16 * 1024
 Body = TypeVar("Body", bound=BaseModel)
@@ -48,6 +48,13 @@ def authorized(request: Request, token: str | None) -> bool:
 async def read_json(request: Request, limit: int) -> Any:
     """The body as JSON, read no further than `limit` bytes; or an error
     response (413 past the limit, 400 for JSON that does not parse)."""
+    kind = request.headers.get("content-type", "").partition(";")[0].strip().lower()
+    if kind != "application/json":
+        return error(
+            415,
+            "invalid_message",
+            "send the body as JSON (Content-Type: application/json)",
+        )
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limit:
         return error(
@@ -61,9 +68,9 @@ async def read_json(request: Request, limit: int) -> Any:
                 413, "invalid_message", f"body is over {limit} bytes, the limit"
             )
     try:
-        return json.loads(raw or b"null")
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        return error(400, "invalid_message", f"invalid JSON: {exc}")
+        return load_json(bytes(raw) or b"null")
+    except InvalidMessage as exc:
+        return error(400, "invalid_message", str(exc))
 
 
 async def read_model(

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hmac
-import json
 import logging
 import re
 import time
@@ -22,6 +21,7 @@ from typing import Any
 from pydantic import ValidationError
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
+from backend.bounded_json import load_json
 from backend.chat.service import RESTARTING, ChatService
 from backend.chat.session import CLOSING, OVERFLOW, Session, Subscription
 from backend.errors import Busy, InvalidMessage
@@ -45,13 +45,12 @@ CLOSE_TIMEOUT_S = 5.0
 CLOSE_SERVICE_RESTART = 1012
 CLOSE_TRY_AGAIN_LATER = 1013
 CLOSE_UNAUTHORIZED = 4401
-CLOSE_FORBIDDEN_ORIGIN = 4403
 
 
 async def websocket_endpoint(websocket: WebSocket) -> None:
     service: ChatService = websocket.app.state.chat
     settings = service.settings
-    refusal = _refusal(websocket, settings.auth_token, settings.origins)
+    refusal = _refusal(websocket, settings.auth_token)
     await websocket.accept()
     if refusal is not None:
         await _refuse(websocket, *refusal, "unauthorized")
@@ -195,68 +194,6 @@ def decode(event: Mapping[str, Any], limit: int) -> ClientMessage:
     return parse_message(load_json(text))
 
 
-MAX_DEPTH = 32
-"""How deeply a client's JSON may nest (client messages need 3 levels)."""
-MAX_DIGITS = 30
-"""The longest number a client may send (int() of 4,300 digits raises)."""
-
-
-def load_json(text: str) -> Any:
-    """Parse a client's JSON within bounds; anything else is `InvalidMessage`."""
-    if text.count("[") + text.count("{") > MAX_DEPTH:
-        _check_depth(text)
-    try:
-        return json.loads(
-            text,
-            parse_int=_bounded_int,
-            parse_float=_bounded_float,
-            parse_constant=_no_constant,
-        )
-    except json.JSONDecodeError as exc:
-        raise InvalidMessage(f"invalid JSON: {exc}") from exc
-    except RecursionError:  # pragma: no cover - `_check_depth` stops it first
-        raise InvalidMessage(f"JSON nested deeper than {MAX_DEPTH}") from None
-
-
-def _check_depth(text: str) -> None:
-    """Refuse JSON nested deeper than `MAX_DEPTH` (brackets inside strings
-    do not count); a linear scan, run only when there are many brackets."""
-    depth = 0
-    in_string = escaped = False
-    for char in text:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif char == "\\":
-                escaped = True
-            elif char == '"':
-                in_string = False
-        elif char == '"':
-            in_string = True
-        elif char in "[{":
-            depth += 1
-            if depth > MAX_DEPTH:
-                raise InvalidMessage(f"JSON nested deeper than {MAX_DEPTH} levels")
-        elif char in "]}":
-            depth -= 1
-
-
-def _bounded_int(digits: str) -> int:
-    if len(digits) > MAX_DIGITS:
-        raise InvalidMessage(f"a number has more than {MAX_DIGITS} digits")
-    return int(digits)
-
-
-def _bounded_float(digits: str) -> float:
-    if len(digits) > MAX_DIGITS + 10:
-        raise InvalidMessage(f"a number has more than {MAX_DIGITS} digits")
-    return float(digits)
-
-
-def _no_constant(name: str) -> Any:
-    raise InvalidMessage(f"{name} is not valid JSON")
-
-
 def preview(value: object, limit: int = 40) -> str:
     """`value` as a short repr, for error messages that quote the client."""
     shown = repr(value)
@@ -309,14 +246,8 @@ def _bad_resume(session_id: str | None, last_seq: str | None) -> str | None:
     return None
 
 
-def _refusal(
-    websocket: WebSocket, token: str | None, origins: tuple[str, ...]
-) -> tuple[int, str] | None:
-    origin = websocket.headers.get("origin")
-    if origin and not _origin_allowed(
-        origin, websocket.headers.get("host", ""), origins
-    ):
-        return CLOSE_FORBIDDEN_ORIGIN, f"origin {origin} is not allowed"
+def _refusal(websocket: WebSocket, token: str | None) -> tuple[int, str] | None:
+    """Origins and hosts are checked before this (`transport/guard.py`)."""
     if token is None:
         return None
     offered = websocket.query_params.get("token") or _bearer(websocket)
@@ -326,12 +257,6 @@ def _refusal(
             "a valid token is required (?token=… or Authorization: Bearer …)",
         )
     return None
-
-
-def _origin_allowed(origin: str, host: str, allowed: tuple[str, ...]) -> bool:
-    if "*" in allowed or origin in allowed:
-        return True
-    return origin.split("://", 1)[-1] == host
 
 
 def _bearer(websocket: WebSocket) -> str | None:

@@ -1,0 +1,80 @@
+"""JSON from clients, parsed within bounds.
+
+`json.loads` alone raises `RecursionError` on deep nesting and `ValueError`
+on integers over 4,300 digits, neither a `JSONDecodeError`; a caller that
+catches only that drops the connection. `load_json` bounds depth and number
+size first and raises `InvalidMessage` for every problem.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from backend.errors import InvalidMessage
+
+MAX_DEPTH = 32
+"""How deeply a client's JSON may nest (client messages need 3 levels)."""
+MAX_DIGITS = 30
+"""The longest number a client may send (int() of 4,300 digits raises)."""
+
+
+def load_json(text: str | bytes) -> Any:
+    """Parse a client's JSON within bounds; anything else is `InvalidMessage`."""
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InvalidMessage(f"invalid UTF-8: {exc}") from exc
+    if text.count("[") + text.count("{") > MAX_DEPTH:
+        _check_depth(text)
+    try:
+        return json.loads(
+            text,
+            parse_int=_bounded_int,
+            parse_float=_bounded_float,
+            parse_constant=_no_constant,
+        )
+    except json.JSONDecodeError as exc:
+        raise InvalidMessage(f"invalid JSON: {exc}") from exc
+    except RecursionError:  # pragma: no cover - `_check_depth` stops it first
+        raise InvalidMessage(f"JSON nested deeper than {MAX_DEPTH}") from None
+
+
+def _check_depth(text: str) -> None:
+    """Refuse JSON nested deeper than `MAX_DEPTH` (brackets inside strings
+    do not count); a linear scan, run only when there are many brackets."""
+    depth = 0
+    in_string = escaped = False
+    for char in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise InvalidMessage(f"JSON nested deeper than {MAX_DEPTH} levels")
+        elif char in "]}":
+            depth -= 1
+
+
+def _bounded_int(digits: str) -> int:
+    if len(digits) > MAX_DIGITS:
+        raise InvalidMessage(f"a number has more than {MAX_DIGITS} digits")
+    return int(digits)
+
+
+def _bounded_float(digits: str) -> float:
+    if len(digits) > MAX_DIGITS + 10:
+        raise InvalidMessage(f"a number has more than {MAX_DIGITS} digits")
+    return float(digits)
+
+
+def _no_constant(name: str) -> Any:
+    raise InvalidMessage(f"{name} is not valid JSON")

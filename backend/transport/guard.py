@@ -1,0 +1,167 @@
+"""`Guard`: the ASGI middleware every request passes first.
+
+- **Host**: only the names the server is meant to be reached by — the
+  loopback names, the host of `LOOPWIRE_PUBLIC_URL`, and
+  `LOOPWIRE_ALLOWED_HOSTS` — so a page on another site cannot reach it
+  through DNS rebinding (its requests carry the attacker's host name).
+- **Origin**: a WebSocket handshake or a state-changing HTTP request from a
+  browser must come from an allowed origin: a loopback origin, the public
+  URL's, or one in `LOOPWIRE_ALLOWED_ORIGINS`. It is never compared with the
+  Host header, which the attacker controls.
+- Refusals happen before anything else: an HTTP error, or for a WebSocket
+  a refused handshake (HTTP 403 with a JSON reason where the server allows
+  one), so no socket is accepted and no model is called.
+- Every HTTP response gets `nosniff`, a no-framing policy and
+  `Referrer-Policy: no-referrer`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from urllib.parse import urlsplit
+
+from starlette.datastructures import Headers
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from backend.settings import Settings
+
+LOOPBACK = frozenset({"localhost", "127.0.0.1", "::1"})
+LOOPBACK_ORIGIN = re.compile(
+    r"https?://(?:localhost|127\.0\.0\.1|\[::1\])(?::\d{1,5})?"
+)
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+SECURITY_HEADERS = [
+    (b"x-content-type-options", b"nosniff"),
+    (b"x-frame-options", b"DENY"),
+    (b"content-security-policy", b"frame-ancestors 'none'"),
+    (b"referrer-policy", b"no-referrer"),
+]
+
+
+def hostname(host: str) -> str:
+    """`example.com:8000` → `example.com`; `[::1]:8000` → `::1`."""
+    host = host.strip().lower()
+    if host.startswith("["):
+        return host[1 : host.find("]")] if "]" in host else host
+    name, _, port = host.rpartition(":")
+    return name if name and port.isdigit() else host
+
+
+class Policy:
+    """Which hosts and origins the settings allow."""
+
+    def __init__(self, settings: Settings) -> None:
+        public = urlsplit(settings.public_url) if settings.public_url else None
+        self.hosts = {hostname(h) for h in settings.hosts}
+        self.origins = {o.rstrip("/").lower() for o in settings.origins}
+        if public is not None and public.hostname:
+            self.hosts.add(public.hostname.lower())
+            self.origins.add(f"{public.scheme}://{public.netloc}".lower())
+
+    def host_allowed(self, host: str) -> bool:
+        name = hostname(host)
+        return "*" in self.hosts or name in LOOPBACK or name in self.hosts
+
+    def origin_allowed(self, origin: str) -> bool:
+        origin = origin.rstrip("/").lower()
+        if "*" in self.origins or origin in self.origins:
+            return True
+        return LOOPBACK_ORIGIN.fullmatch(origin) is not None
+
+
+class Guard:
+    def __init__(self, app: ASGIApp, settings: Settings) -> None:
+        self.app = app
+        self.policy = Policy(settings)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        kind = scope["type"]
+        if kind not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        headers = Headers(scope=scope)
+        problem = self._problem(scope, headers)
+        if problem is not None:
+            status, error_type, message = problem
+            if kind == "http":
+                await _http_refusal(send, status, error_type, message)
+            else:
+                await _handshake_refusal(scope, receive, send, status, message)
+            return
+        if kind == "websocket":
+            await self.app(scope, receive, send)
+            return
+
+        async def secured(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", []))
+                present = {name.lower() for name, _ in headers}
+                headers += [h for h in SECURITY_HEADERS if h[0] not in present]
+                message["headers"] = headers
+            await send(message)
+
+        await self.app(scope, receive, secured)
+
+    def _problem(self, scope: Scope, headers: Headers) -> tuple[int, str, str] | None:
+        host = headers.get("host", "")
+        if not self.policy.host_allowed(host):
+            return (
+                400,
+                "forbidden_host",
+                f"host {_short(host)} is not served here (LOOPWIRE_PUBLIC_URL or "
+                "LOOPWIRE_ALLOWED_HOSTS name the hosts this server answers to)",
+            )
+        origin = headers.get("origin")
+        changes = scope["type"] == "websocket" or scope["method"] not in SAFE_METHODS
+        if origin and changes and not self.policy.origin_allowed(origin):
+            return (
+                403,
+                "forbidden_origin",
+                f"origin {_short(origin)} is not allowed "
+                "(LOOPWIRE_ALLOWED_ORIGINS lists the ones that are)",
+            )
+        return None
+
+
+def _short(value: str, limit: int = 80) -> str:
+    return value if len(value) <= limit else value[: limit - 1] + "…"
+
+
+def _body(error_type: str, message: str) -> bytes:
+    return json.dumps({"error_type": error_type, "message": message}).encode()
+
+
+async def _http_refusal(send: Send, status: int, error_type: str, message: str) -> None:
+    body = _body(error_type, message)
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                *SECURITY_HEADERS,
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+async def _handshake_refusal(
+    scope: Scope, receive: Receive, send: Send, status: int, message: str
+) -> None:
+    """Refuse the handshake: no socket is accepted."""
+    await receive()  # websocket.connect
+    if "websocket.http.response" in scope.get("extensions", {}):
+        body = _body("forbidden", message)
+        await send(
+            {
+                "type": "websocket.http.response.start",
+                "status": status,
+                "headers": [(b"content-type", b"application/json")],
+            }
+        )
+        await send({"type": "websocket.http.response.body", "body": body})
+        return
+    await send({"type": "websocket.close", "code": 1008})  # an HTTP 403
