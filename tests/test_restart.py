@@ -9,7 +9,8 @@ same database and reconnects with the session id.
 from __future__ import annotations
 
 import asyncio
-from contextlib import AsyncExitStack
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
 
 import pytest
 from websockets.asyncio.client import connect
@@ -46,10 +47,15 @@ async def restarted(client: Client, server: ServerProcess) -> tuple[list[Frame],
     return frames, status
 
 
-async def stored(url: str) -> SqlStore:
+@asynccontextmanager
+async def stored(url: str) -> AsyncIterator[SqlStore]:
+    """The database the servers used, opened from the test's side."""
     store = SqlStore(url)
     await store.open()
-    return store
+    try:
+        yield store
+    finally:
+        await store.close()
 
 
 def calls_of(frames: list[Frame], tool: str) -> int:
@@ -80,13 +86,10 @@ async def test_history_and_replay_survive_a_restart(database_url: str) -> None:
         more = await client.chat("and 2+2?")
         assert more[0]["seq"] == seen[-1]["seq"] + 1
 
-    store = await stored(database_url)
-    try:
+    async with stored(database_url) as store:
         history = await store.messages(session)
         users = [m.content for m in history if m.role == "user"]
         assert users == ["what is 3*7?", "and 2+2?"]
-    finally:
-        await store.close()
 
 
 async def test_a_question_survives_a_sigterm_and_the_run_goes_on(
@@ -121,14 +124,11 @@ async def test_a_question_survives_a_sigterm_and_the_run_goes_on(
     answer = next(f for f in after if f["type"] == "chat_response")["message"]
     assert "21" in answer and "16.0934" in answer
     assert calls_of([*before, *after], "calculator") == 1  # not run again
-    store = await stored(database_url)
-    try:
+    async with stored(database_url) as store:
         history = await store.messages(session)
         assert [m.name for m in history if m.role == "tool"].count("calculator") == 1
         (record,) = await store.runs(session)
         assert (record.status, record.steps) == ("finished", 3)
-    finally:
-        await store.close()
 
 
 async def test_an_approval_survives_a_sigterm_and_the_tool_runs_once(
@@ -155,11 +155,8 @@ async def test_an_approval_survives_a_sigterm_and_the_tool_runs_once(
 
     assert labels(after)[0] == "tool_complete:save_note"
     assert calls_of([*before, *after], "save_note") == 1
-    store = await stored(database_url)
-    try:
+    async with stored(database_url) as store:
         assert [n.text for n in await store.notes("local")] == ["buy milk"]
-    finally:
-        await store.close()
 
 
 async def test_a_tool_the_shutdown_could_not_wait_for_is_reported_may_have_run(
@@ -203,8 +200,7 @@ async def test_a_tool_the_shutdown_could_not_wait_for_is_reported_may_have_run(
     assert after[2]["reason"] == "interrupted"
     assert again.requests == []
 
-    store = await stored(database_url)
-    try:
+    async with stored(database_url) as store:
         (record,) = await store.runs(session)
         assert record.status == "interrupted"
         history = await store.messages(session)
@@ -213,8 +209,6 @@ async def test_a_tool_the_shutdown_could_not_wait_for_is_reported_may_have_run(
         assert history[3].content == (
             "(This run was interrupted at step 1 before it answered.)"
         )
-    finally:
-        await store.close()
 
 
 async def test_a_crash_mid_phase_is_reported_interrupted_after_the_restart(
