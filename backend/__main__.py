@@ -74,25 +74,52 @@ def _serve(args: argparse.Namespace) -> int:
     import logging
 
     import uvicorn
+    from pydantic import ValidationError
 
     from backend.app import create_app
-    from backend.server import Server
+    from backend.errors import ConfigError
+    from backend.server import (
+        Server,
+        WebSocketProtocol,
+        exposure_problem,
+        redact_request_logs,
+    )
 
-    settings = Settings()
+    try:
+        settings = Settings()
+    except ValidationError as exc:
+        problems = "; ".join(
+            ": ".join(filter(None, [".".join(map(str, e["loc"])), e["msg"]])).replace(
+                "Value error, ", ""
+            )
+            for e in exc.errors(include_url=False)
+        )
+        print(f"loopwire: invalid settings: {problems}", file=sys.stderr)
+        return 2
     host = args.host or settings.host
     port = args.port if args.port is not None else settings.port
     logging.basicConfig(
         level=settings.log_level.upper(), format="%(levelname)s %(message)s"
     )
-    app = create_app(settings)
+    try:
+        app = create_app(settings)
+    except ConfigError as exc:
+        print(f"loopwire: {exc}", file=sys.stderr)
+        return 2
+    problem = exposure_problem(host, settings, app.state.users)
+    if problem is not None:
+        print(f"loopwire: {problem}", file=sys.stderr)
+        return 2
     print(f"loopwire: open http://{host}:{port}/ (model: {app.state.chat.llm.model})")
     config = uvicorn.Config(
         app,
         host=host,
         port=port,
         log_level=settings.log_level,
+        ws=WebSocketProtocol,
         ws_max_size=max(4 * settings.max_message_bytes, 1 << 20),
     )
+    redact_request_logs()
     Server(config, app.state.chat).run()
     return 0
 

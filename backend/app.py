@@ -29,8 +29,12 @@ from backend.tools.executor import ExecutorConfig, ToolExecutor
 from backend.tools.mcp import MCPManager, load_mcp_config
 from backend.tools.notes import MemoryNotebook, Notebook, note_tools
 from backend.transport import api, conversations, http
+from backend.transport.auth import Authenticate
 from backend.transport.guard import Guard
+from backend.transport.limits import UserLimits
+from backend.transport.login import Login
 from backend.transport.websocket import websocket_endpoint
+from backend.users import Users
 
 log = logging.getLogger("loopwire")
 
@@ -139,6 +143,11 @@ def create_app(
     `store` defaults to the database `LOOPWIRE_DATABASE_URL` names.
     """
     settings = settings or Settings()
+    users = Users.configured(
+        settings.auth_token,
+        settings.auth_tokens_file,
+        cookie_ttl_s=settings.auth_cookie_ttl_s,
+    )
     prompts = prompts or PromptProvider()
     prompts.check()
     chosen_store = store if store is not None else SqlStore(settings.database_url)
@@ -166,14 +175,20 @@ def create_app(
     app = Starlette(
         routes=[
             *http.routes(),
+            *Login(users, settings).routes(),
             *api.routes(),
             *conversations.routes(),
             WebSocketRoute("/ws", websocket_endpoint),
         ],
         lifespan=lifespan,
-        middleware=[Middleware(Guard, settings=settings)],
+        middleware=[
+            Middleware(Guard, settings=settings),
+            Middleware(Authenticate, users=users),
+        ],
     )
     app.state.chat = service
     app.state.settings = settings
+    app.state.users = users
+    app.state.user_limits = UserLimits(settings)
     app.state.store = chosen_store
     return app

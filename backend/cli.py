@@ -35,9 +35,9 @@ def chat_command(args: argparse.Namespace) -> int:
 
 async def _chat(args: argparse.Namespace, out: TextIO) -> int:
     session = getattr(args, "session", None)
-    query = {"token": args.token, "session_id": session}
-    params = "&".join(f"{k}={quote(v)}" for k, v in query.items() if v)
-    async with connect(args.url + (f"?{params}" if params else "")) as ws:
+    params = f"?session_id={quote(session)}" if session else ""
+    headers = {"Authorization": f"Bearer {args.token}"} if args.token else {}
+    async with connect(args.url + params, additional_headers=headers) as ws:
         ready = json.loads(await ws.recv())
         if ready.get("type") != "session_ready":
             print(describe(ready), file=out)

@@ -171,6 +171,8 @@ class ServerInfo(BaseModel):
     protocol: Literal[1] = 1
     limits: Limits
     model: str
+    models: list[str]
+    """What a `chat` may name as `model` (the first is the default)."""
     provider: str
     tools: list[ToolInfo]
     strategies: list[str]
@@ -190,6 +192,7 @@ class SessionReady(_Payload):
     )
     limits: Limits
     model: str
+    models: list[str]
     provider: str
     tools: list[ToolInfo]
     strategies: list[str]

@@ -11,12 +11,19 @@ uvicorn's own: stop now.
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import logging
 from types import FrameType
+from typing import Any
 
 import uvicorn
+from uvicorn.protocols.websockets.websockets_sansio_impl import (
+    WebSocketsSansIOProtocol,
+)
 
 from backend.chat.service import ChatService
+from backend.settings import Settings
+from backend.users import Users
 
 log = logging.getLogger("loopwire")
 
@@ -54,3 +61,63 @@ class Server(uvicorn.Server):
         except Exception:  # still stop: a failed drain must not keep it up
             log.exception("loopwire: the shutdown drain failed")
         self.should_exit = True
+
+
+def exposure_problem(host: str, settings: Settings, users: Users) -> str | None:
+    """Why serving `host` as configured is refused, if it is: an address
+    other machines can reach, with no authentication."""
+    if users.enabled or settings.allow_insecure or _loopback(host):
+        return None
+    return (
+        f"refusing to serve {host} without authentication: anyone who can "
+        "reach it could use the agent and its tools. Set LOOPWIRE_AUTH_TOKEN "
+        "or LOOPWIRE_AUTH_TOKENS_FILE, bind 127.0.0.1, or set "
+        "LOOPWIRE_ALLOW_INSECURE=1 to serve it open anyway."
+    )
+
+
+def _loopback(host: str) -> bool:
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+class RedactQuery(logging.Filter):
+    """Query strings out of uvicorn's request lines: they can carry session
+    ids (and, from old clients, tokens), which logs must not keep."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple):
+            record.args = tuple(_redacted(arg) for arg in record.args)
+        return True
+
+
+def _redacted(arg: object) -> object:
+    if isinstance(arg, str) and arg.startswith("/") and "?" in arg:
+        return arg.partition("?")[0] + "?[redacted]"
+    return arg
+
+
+def redact_request_logs() -> None:
+    """Install `RedactQuery` on uvicorn's loggers (after uvicorn set them up)."""
+    for name in ("uvicorn.access", "uvicorn.error"):
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, RedactQuery) for f in logger.filters):
+            logger.addFilter(RedactQuery())
+
+
+class WebSocketProtocol(WebSocketsSansIOProtocol):
+    """uvicorn's WebSocket protocol (websockets, sans-I/O), with the handshake
+    marked complete once a denial response is sent. Without it every refused
+    handshake (401, 403, 429) also logs "ASGI callable returned without
+    completing handshake" at ERROR (upstream: Kludex/uvicorn#3138)."""
+
+    async def send(self, message: Any) -> None:
+        await super().send(message)
+        if message["type"] == "websocket.http.response.body" and not message.get(
+            "more_body", False
+        ):
+            self.handshake_complete = True

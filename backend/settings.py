@@ -33,6 +33,8 @@ class Settings(BaseSettings):
         validation_alias=AliasChoices("LOOPWIRE_LLM_API_KEY", "OPENAI_API_KEY"),
     )
     llm_model: str = "gpt-4o-mini"
+    llm_models: str = ""
+    """Models (comma-separated) a client may name; default: `llm_model` only."""
     llm_timeout_s: float = Field(default=60.0, gt=0)
     llm_max_retries: int = Field(default=2, ge=0, le=10)
     llm_temperature: float | None = Field(default=None, ge=0, le=2)
@@ -40,6 +42,18 @@ class Settings(BaseSettings):
     database_url: str = "sqlite:///data/loopwire.db"
     """SQLite by default (a file under ./data/); postgresql://… for PostgreSQL."""
     auth_token: str | None = None
+    """One token for the whole server; its user is `local`."""
+    auth_tokens_file: Path | None = None
+    """A file of `user: token` lines, one per user (see docs/security.md)."""
+    auth_cookie_ttl_s: float = Field(default=7 * 24 * 3600.0, gt=0)
+    """How long a browser stays signed in."""
+    allow_insecure: bool = False
+    """Serve a non-loopback address without authentication (not advised)."""
+    max_connections_per_user: int = Field(default=32, ge=1)
+    """Open WebSockets per user at once (when authentication is on)."""
+    user_messages_per_s: float = Field(default=50.0, gt=0)
+    user_message_burst: int = Field(default=150, ge=1)
+    """A user's frames per second over all their sockets, and the burst."""
     allowed_origins: str = ""
     """Browser origins (comma-separated) besides loopback ones and the public URL's."""
     allowed_hosts: str = ""
@@ -97,6 +111,14 @@ class Settings(BaseSettings):
             )
         return self
 
+    @model_validator(mode="after")
+    def _real_token(self) -> Settings:
+        if self.auth_token is not None and not self.auth_token.strip():
+            raise ValueError(
+                "LOOPWIRE_AUTH_TOKEN is set but empty; give it a token or unset it"
+            )
+        return self
+
     @property
     def provider(self) -> ProviderName:
         """The provider in force: explicit, else openai when configured."""
@@ -107,6 +129,12 @@ class Settings(BaseSettings):
     @property
     def origins(self) -> tuple[str, ...]:
         return tuple(o.strip() for o in self.allowed_origins.split(",") if o.strip())
+
+    @property
+    def models(self) -> tuple[str, ...]:
+        """The models a client may ask for, the configured one first."""
+        listed = [m.strip() for m in self.llm_models.split(",") if m.strip()]
+        return tuple(dict.fromkeys([self.llm_model, *listed]))
 
     @property
     def hosts(self) -> tuple[str, ...]:

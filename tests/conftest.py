@@ -53,8 +53,10 @@ class Harness:
         )
         return Client(connection)
 
-    async def ready_client(self, query: str = "") -> tuple[Client, dict[str, Any]]:
-        client = await self.connect(query)
+    async def ready_client(
+        self, query: str = "", **headers: str
+    ) -> tuple[Client, dict[str, Any]]:
+        client = await self.connect(query, **headers)
         ready = await client.recv()
         assert ready["type"] == "session_ready"
         return client, ready

@@ -9,6 +9,8 @@ from typing import Any, Literal
 
 import uvicorn
 
+from backend.server import WebSocketProtocol
+
 
 class _NotifyingServer(uvicorn.Server):
     """A uvicorn server that sets `ready` once it listens (no polling)."""
@@ -31,6 +33,7 @@ class LiveServer:
             port=0,
             log_level="warning",
             lifespan=lifespan,
+            ws=WebSocketProtocol,
             ws_max_size=1 << 20,
         )
         self._server: _NotifyingServer | None = None

@@ -89,6 +89,7 @@ def test_session_ready_reports_the_replay_window() -> None:
     info = ServerInfo(
         limits=Limits(max_steps_cap=5, default_max_steps=2, max_message_bytes=1000),
         model="m",
+        models=["m"],
         provider="p",
         tools=[],
         strategies=["react"],

@@ -566,10 +566,10 @@ async def test_reset_session_clears_history(start_server: StartServer) -> None:
 
 async def test_auth_token_is_required_when_set(start_server: StartServer) -> None:
     harness = await start_server(ScriptedLLM(), test_registry(), auth_token="s3cret")
-    refused = await harness.connect()
-    error = await refused.recv()
-    assert (error["type"], error["error_type"]) == ("error", "unauthorized")
-    _, ready = await harness.ready_client("token=s3cret")
+    with pytest.raises(InvalidStatus) as refused:
+        await harness.connect("token=s3cret")  # never in the URL
+    assert refused.value.response.status_code == 401
+    _, ready = await harness.ready_client(Authorization="Bearer s3cret")
     assert ready["type"] == "session_ready"
 
 
@@ -581,7 +581,7 @@ async def test_foreign_origin_is_refused(start_server: StartServer) -> None:
     response = refused.value.response
     assert response.status_code == 403
     assert json.loads(response.body or b"") == {
-        "error_type": "forbidden",
+        "error_type": "forbidden_origin",
         "message": "origin http://evil.example is not allowed "
         "(LOOPWIRE_ALLOWED_ORIGINS lists the ones that are)",
     }

@@ -63,6 +63,7 @@ from backend.store.base import (
     StoreError,
 )
 from backend.tools.base import AnyTool, ToolRegistry
+from backend.users import LOCAL_USER
 
 log = logging.getLogger(__name__)
 
@@ -70,8 +71,6 @@ PLAIN = "llm_only"
 """The strategy of a plain chat (no agent mode, no tools): one streamed reply."""
 TOOL_MODE = "act"
 """The strategy of a chat with tools selected but no agent mode."""
-LOCAL_OWNER = "local"
-"""The owner of every conversation when the server has no auth token."""
 RESTARTING = "the server is restarting; reconnect with your session_id to continue"
 CRASH_SEQ_GAP = 1_000_000
 """Seqs left unused after a crash: a run's frames are stored at its durable
@@ -172,7 +171,7 @@ class ChatService:
     # ------------------------------------------------------------ sessions
 
     async def open_session(
-        self, session_id: str | None = None, *, owner: str = LOCAL_OWNER
+        self, session_id: str | None = None, *, owner: str = LOCAL_USER
     ) -> tuple[Session, bool]:
         """The session to attach to: the named one if it exists (in memory or
         in the store) and belongs to `owner`, else a new one."""
@@ -193,6 +192,12 @@ class ChatService:
     def now(self) -> float:
         return self._clock()
 
+    @property
+    def models(self) -> tuple[str, ...]:
+        """What a client may name as `model`: `LOOPWIRE_LLM_MODELS`, and the
+        model in use."""
+        return tuple(dict.fromkeys([self.llm.model, *self.settings.models]))
+
     def server_info(self) -> ServerInfo:
         settings = self.settings
         limits = Limits(
@@ -203,6 +208,7 @@ class ChatService:
         return ServerInfo(
             limits=limits,
             model=self.llm.model,
+            models=list(self.models),
             provider=self.llm.provider,
             tools=[_tool_info(tool) for tool in self.registry],
             strategies=list(self.strategies.names),
@@ -411,6 +417,11 @@ class ChatService:
             names = ", ".join(unknown)
             raise InvalidMessage(
                 f"unknown tool(s) in selected_tools: {names}; available: {known}"
+            )
+        if message.model is not None and message.model not in self.models:
+            raise InvalidMessage(
+                f"model {message.model!r} is not offered here; "
+                f"choose one of: {', '.join(self.models)}"
             )
         agent = message.agent_mode or message.loop_strategy is not None
         selected = message.selected_tools

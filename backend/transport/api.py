@@ -2,13 +2,13 @@
 
 `POST /api/sessions/{session_id}/approvals/{tool_call_id}` with
 `{"approved": bool, "reason": str?}` resolves a pending approval exactly like a
-`tool_approval_response` frame would. Errors are JSON
+`tool_approval_response` frame would, for the session's own user only
+(another user's session is "not found"). Errors are JSON
 `{"error_type": ..., "message": ...}` with a fitting status code.
 """
 
 from __future__ import annotations
 
-import hmac
 from typing import Annotated, Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -19,6 +19,7 @@ from starlette.routing import Route
 from backend.bounded_json import load_json
 from backend.chat.service import ChatService
 from backend.errors import InvalidMessage, ProtocolError
+from backend.transport.auth import user_of
 
 MAX_BODY_BYTES = 16 * 1024
 Body = TypeVar("Body", bound=BaseModel)
@@ -35,14 +36,6 @@ def error(status: int, error_type: str, message: str) -> JSONResponse:
     return JSONResponse(
         {"error_type": error_type, "message": message}, status_code=status
     )
-
-
-def authorized(request: Request, token: str | None) -> bool:
-    if token is None:
-        return True
-    scheme, _, value = request.headers.get("authorization", "").partition(" ")
-    offered = value.strip() if scheme.lower() == "bearer" else ""
-    return hmac.compare_digest(offered.encode(), token.encode())
 
 
 async def read_json(request: Request, limit: int) -> Any:
@@ -92,15 +85,11 @@ async def read_model(
 
 async def resolve_approval(request: Request) -> Response:
     service: ChatService = request.app.state.chat
-    if not authorized(request, service.settings.auth_token):
-        return error(
-            401, "unauthorized", "a valid token is required (Authorization: Bearer …)"
-        )
     body = await read_model(request, ApprovalBody, "approval")
     if isinstance(body, JSONResponse):
         return body
     session = service.sessions.get(request.path_params["session_id"])
-    if session is None:
+    if session is None or session.owner != user_of(request):
         return error(404, "not_found", "no such session")
     tool_call_id = request.path_params["tool_call_id"]
     try:

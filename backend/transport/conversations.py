@@ -22,9 +22,10 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from backend.agent.state import RunState
-from backend.chat.service import LOCAL_OWNER, ChatService
+from backend.chat.service import ChatService
 from backend.store.base import ConversationRecord, RunRecord, Store
-from backend.transport.api import authorized, error, read_model
+from backend.transport.api import error, read_model
+from backend.transport.auth import user_of
 
 DEFAULT_PAGE = 20
 MAX_PAGE = 100
@@ -71,10 +72,6 @@ def _limit(request: Request) -> int | JSONResponse:
 
 def _context(request: Request) -> tuple[ChatService, Store] | JSONResponse:
     service: ChatService = request.app.state.chat
-    if not authorized(request, service.settings.auth_token):
-        return error(
-            401, "unauthorized", "a valid token is required (Authorization: Bearer …)"
-        )
     if service.store is None:
         return error(404, "not_found", "this server does not keep conversations")
     return service, service.store
@@ -90,7 +87,7 @@ async def _found(
     service, store = context
     conversation_id = request.path_params["conversation_id"]
     record = await store.conversation(conversation_id)
-    if record is None or record.owner != LOCAL_OWNER:
+    if record is None or record.owner != user_of(request):
         return error(404, "not_found", f"no conversation {conversation_id!r}")
     return service, store, record
 
@@ -105,7 +102,7 @@ async def list_conversations(request: Request) -> Response:
         return limit
     try:
         page = await store.conversations(
-            LOCAL_OWNER, limit=limit, cursor=request.query_params.get("cursor")
+            user_of(request), limit=limit, cursor=request.query_params.get("cursor")
         )
     except ValueError as exc:
         return error(400, "invalid_message", str(exc))

@@ -12,12 +12,12 @@
   a refused handshake (HTTP 403 with a JSON reason where the server allows
   one), so no socket is accepted and no model is called.
 - Every HTTP response gets `nosniff`, a no-framing policy and
-  `Referrer-Policy: no-referrer`.
+  `Referrer-Policy: same-origin` (a browser sends `Origin: null` on a
+  form post under `no-referrer`, and nothing leaves for other sites either way).
 """
 
 from __future__ import annotations
 
-import json
 import re
 from urllib.parse import urlsplit
 
@@ -25,18 +25,17 @@ from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from backend.settings import Settings
+from backend.transport.refusal import (
+    SECURITY_HEADERS,
+    handshake_refusal,
+    http_refusal,
+)
 
 LOOPBACK = frozenset({"localhost", "127.0.0.1", "::1"})
 LOOPBACK_ORIGIN = re.compile(
     r"https?://(?:localhost|127\.0\.0\.1|\[::1\])(?::\d{1,5})?"
 )
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
-SECURITY_HEADERS = [
-    (b"x-content-type-options", b"nosniff"),
-    (b"x-frame-options", b"DENY"),
-    (b"content-security-policy", b"frame-ancestors 'none'"),
-    (b"referrer-policy", b"no-referrer"),
-]
 
 
 def hostname(host: str) -> str:
@@ -85,9 +84,11 @@ class Guard:
         if problem is not None:
             status, error_type, message = problem
             if kind == "http":
-                await _http_refusal(send, status, error_type, message)
+                await http_refusal(send, status, error_type, message)
             else:
-                await _handshake_refusal(scope, receive, send, status, message)
+                await handshake_refusal(
+                    scope, receive, send, status, error_type, message
+                )
             return
         if kind == "websocket":
             await self.app(scope, receive, send)
@@ -126,42 +127,3 @@ class Guard:
 
 def _short(value: str, limit: int = 80) -> str:
     return value if len(value) <= limit else value[: limit - 1] + "…"
-
-
-def _body(error_type: str, message: str) -> bytes:
-    return json.dumps({"error_type": error_type, "message": message}).encode()
-
-
-async def _http_refusal(send: Send, status: int, error_type: str, message: str) -> None:
-    body = _body(error_type, message)
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-                *SECURITY_HEADERS,
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})
-
-
-async def _handshake_refusal(
-    scope: Scope, receive: Receive, send: Send, status: int, message: str
-) -> None:
-    """Refuse the handshake: no socket is accepted."""
-    await receive()  # websocket.connect
-    if "websocket.http.response" in scope.get("extensions", {}):
-        body = _body("forbidden", message)
-        await send(
-            {
-                "type": "websocket.http.response.start",
-                "status": status,
-                "headers": [(b"content-type", b"application/json")],
-            }
-        )
-        await send({"type": "websocket.http.response.body", "body": body})
-        return
-    await send({"type": "websocket.close", "code": 1008})  # an HTTP 403

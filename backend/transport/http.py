@@ -18,6 +18,8 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 from backend.chat.service import ChatService
+from backend.transport.auth import user_of
+from backend.users import Users
 
 FRONTEND_DIR = Path(__file__).resolve().parent.parent.parent / "frontend"
 CONTENT_SECURITY_POLICY = "; ".join(
@@ -40,7 +42,7 @@ CONTENT_SECURITY_POLICY = "; ".join(
 PAGE_HEADERS = {
     "Content-Security-Policy": CONTENT_SECURITY_POLICY,
     "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer",
+    "Referrer-Policy": "same-origin",
     "Cache-Control": "no-store",
 }
 
@@ -57,6 +59,7 @@ def page_config(service: ChatService) -> dict[str, Any]:
 
 async def index(request: Request) -> Response:
     service: ChatService = request.app.state.chat
+    users: Users = request.app.state.users
     response = templates.TemplateResponse(
         request,
         "index.html",
@@ -64,6 +67,7 @@ async def index(request: Request) -> Response:
             "model": service.llm.model,
             "provider": service.llm.provider,
             "config": page_config(service),
+            "signed_in_as": user_of(request) if users.enabled else None,
         },
     )
     response.headers.update(PAGE_HEADERS)
@@ -71,15 +75,20 @@ async def index(request: Request) -> Response:
 
 
 async def health(request: Request) -> Response:
-    """`ok`, with the state of each MCP server (`up`, `down: …`, `failed: …`)."""
-    mcp = getattr(request.app.state, "mcp", None)
-    servers = mcp.status() if mcp is not None else {}
-    return JSONResponse({"status": "ok", "mcp": servers})
+    """Liveness, open to all: `{"status": "ok"}` and nothing about the setup."""
+    return JSONResponse({"status": "ok"}, headers={"Cache-Control": "no-store"})
 
 
 async def info(request: Request) -> Response:
+    """What `session_ready` says about the server, and each MCP server's state
+    in one word (`up`, `down`, `failed`, `disabled`, `closed`); the reasons,
+    which may name commands and URLs, are in the log."""
     service: ChatService = request.app.state.chat
-    return JSONResponse(service.server_info().model_dump(mode="json"))
+    mcp = getattr(request.app.state, "mcp", None)
+    states = mcp.status() if mcp is not None else {}
+    body = service.server_info().model_dump(mode="json")
+    body["mcp"] = {name: state.partition(":")[0] for name, state in states.items()}
+    return JSONResponse(body)
 
 
 def routes() -> list[Route | Mount]:

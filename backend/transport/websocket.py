@@ -4,18 +4,18 @@ The reader is the only code that receives from the socket; it decodes and
 validates each frame and routes it to the `ChatService`. The writer drains
 the session's subscription. Bad frames get an `error` frame naming the
 problem and the connection stays open. Query parameters: `session_id` and
-`last_seq` to resume, `token` when `LOOPWIRE_AUTH_TOKEN` is set.
+`last_seq` to resume. Who is connecting was settled before the handshake
+(`transport/auth.py`); a session belongs to its user, and another user's
+session id opens a new session, as an unknown one would.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import hmac
 import logging
 import re
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import ValidationError
@@ -33,7 +33,11 @@ from backend.protocol import (
     ErrorType,
     client_message_adapter,
 )
+from backend.settings import Settings
 from backend.store.base import StoreError
+from backend.transport.auth import user_of
+from backend.transport.limits import TokenBucket, UserLimits
+from backend.transport.refusal import handshake_refusal
 
 log = logging.getLogger(__name__)
 
@@ -44,17 +48,41 @@ CLOSE_TIMEOUT_S = 5.0
 """How long the writer may take to flush what is queued before a close."""
 CLOSE_SERVICE_RESTART = 1012
 CLOSE_TRY_AGAIN_LATER = 1013
-CLOSE_UNAUTHORIZED = 4401
 
 
 async def websocket_endpoint(websocket: WebSocket) -> None:
+    """Authenticated already (`transport/auth.py`): the user is in the scope."""
     service: ChatService = websocket.app.state.chat
-    settings = service.settings
-    refusal = _refusal(websocket, settings.auth_token)
+    user = user_of(websocket)
+    shared: TokenBucket | None = None
+    if websocket.app.state.users.enabled:
+        limits: UserLimits = websocket.app.state.user_limits
+        shared = limits.admit(user)
+        if shared is None:
+            message = (
+                f"you have {limits.max_sockets} connections open, the most "
+                "allowed; close one first"
+            )
+            await handshake_refusal(
+                websocket.scope,
+                websocket.receive,
+                websocket.send,
+                429,
+                "too_many_connections",
+                message,
+            )
+            return
+    try:
+        await _connect(websocket, service, user, shared)
+    finally:
+        if shared is not None:
+            limits.leave(user)
+
+
+async def _connect(
+    websocket: WebSocket, service: ChatService, user: str, shared: TokenBucket | None
+) -> None:
     await websocket.accept()
-    if refusal is not None:
-        await _refuse(websocket, *refusal, "unauthorized")
-        return
     if service.draining:
         await _refuse(websocket, CLOSE_SERVICE_RESTART, RESTARTING, "server_restarting")
         return
@@ -65,7 +93,7 @@ async def websocket_endpoint(websocket: WebSocket) -> None:
         await _refuse(websocket, CLOSE_POLICY_VIOLATION, problem, "invalid_message")
         return
     try:
-        session, resumed = await service.open_session(session_id)
+        session, resumed = await service.open_session(session_id, owner=user)
     except Busy as exc:
         await _refuse(websocket, CLOSE_TRY_AGAIN_LATER, str(exc), "busy")
         return
@@ -78,7 +106,7 @@ async def websocket_endpoint(websocket: WebSocket) -> None:
     subscription = session.outbox.subscribe(after)
     try:
         await websocket.send_text(service.ready_frame(session, resumed=resumed))
-        await _serve(websocket, service, session, subscription)
+        await _serve(websocket, service, session, subscription, shared)
     finally:
         session.outbox.unsubscribe(subscription)
         session.touch()
@@ -89,11 +117,12 @@ async def _serve(
     service: ChatService,
     session: Session,
     subscription: Subscription,
+    shared: TokenBucket | None,
 ) -> None:
     async with asyncio.TaskGroup() as tasks:
         writer = tasks.create_task(_write(websocket, subscription))
         try:
-            closing = await _read(websocket, service, session)
+            closing = await _read(websocket, service, session, shared)
             if closing is not None:  # the writer closes after what is queued
                 subscription.close(*closing)
                 with contextlib.suppress(TimeoutError):
@@ -119,13 +148,20 @@ async def _write(websocket: WebSocket, subscription: Subscription) -> None:
 
 
 async def _read(
-    websocket: WebSocket, service: ChatService, session: Session
+    websocket: WebSocket,
+    service: ChatService,
+    session: Session,
+    shared: TokenBucket | None = None,
 ) -> tuple[int, str] | None:
     """Receive until the client leaves (None) or must be closed: then the
-    code and reason, for the writer to close with after the queued frames."""
+    code and reason, for the writer to close with after the queued frames.
+
+    Frames pass this socket's bucket and, when there is one, the user's
+    (`shared`, spent by all their sockets)."""
     settings = service.settings
     limit = settings.max_message_bytes
     bucket = TokenBucket(settings.ws_messages_per_s, settings.ws_message_burst)
+    refused = 0
     while True:
         try:
             event = await websocket.receive()
@@ -133,17 +169,14 @@ async def _read(
             return None
         if event["type"] == "websocket.disconnect":
             return None
-        if not bucket.take():
-            if bucket.refused > settings.ws_message_burst:
+        if not (bucket.take() and (shared is None or shared.take())):
+            refused += 1
+            if refused > settings.ws_message_burst:
                 return CLOSE_POLICY_VIOLATION, FLOODING
-            if bucket.refused == 1:  # one error per burst, not one per frame
-                session.notify.error(
-                    f"too many messages: at most {settings.ws_messages_per_s:g} "
-                    "per second; this one and the next ones are dropped until "
-                    "the rate falls",
-                    "rate_limited",
-                )
+            if refused == 1:  # one error per burst, not one per frame
+                session.notify.error(_too_many(settings), "rate_limited")
             continue
+        refused = 0
         try:
             message = decode(event, limit)
         except InvalidMessage as exc:
@@ -157,30 +190,12 @@ async def _read(
         await asyncio.sleep(0)  # a busy socket lets the others have a turn
 
 
-class TokenBucket:
-    """`rate` messages per second on average, bursts of `burst`."""
-
-    def __init__(
-        self, rate: float, burst: int, clock: Callable[[], float] = time.monotonic
-    ) -> None:
-        self.rate = rate
-        self.burst = burst
-        self._clock = clock
-        self._tokens = float(burst)
-        self._at = clock()
-        self.refused = 0
-        """Messages refused since the last one let through."""
-
-    def take(self) -> bool:
-        now = self._clock()
-        self._tokens = min(self.burst, self._tokens + (now - self._at) * self.rate)
-        self._at = now
-        if self._tokens >= 1:
-            self._tokens -= 1
-            self.refused = 0
-            return True
-        self.refused += 1
-        return False
+def _too_many(settings: Settings) -> str:
+    return (
+        f"too many messages: at most {settings.ws_messages_per_s:g} per second "
+        f"per connection and {settings.user_messages_per_s:g} per user; this one "
+        "and the next ones are dropped until the rate falls"
+    )
 
 
 def decode(event: Mapping[str, Any], limit: int) -> ClientMessage:
@@ -244,25 +259,6 @@ def _bad_resume(session_id: str | None, last_seq: str | None) -> str | None:
     if last_seq and not SEQ.fullmatch(last_seq):
         return "last_seq must be a whole number (the last seq the client saw)"
     return None
-
-
-def _refusal(websocket: WebSocket, token: str | None) -> tuple[int, str] | None:
-    """Origins and hosts are checked before this (`transport/guard.py`)."""
-    if token is None:
-        return None
-    offered = websocket.query_params.get("token") or _bearer(websocket)
-    if offered is None or not hmac.compare_digest(offered.encode(), token.encode()):
-        return (
-            CLOSE_UNAUTHORIZED,
-            "a valid token is required (?token=… or Authorization: Bearer …)",
-        )
-    return None
-
-
-def _bearer(websocket: WebSocket) -> str | None:
-    header = websocket.headers.get("authorization", "")
-    scheme, _, value = header.partition(" ")
-    return value.strip() if scheme.lower() == "bearer" and value.strip() else None
 
 
 async def _refuse(

@@ -190,8 +190,8 @@ async def test_page_headers_and_http_routes(start_server: StartServer) -> None:
     assert "connect-src 'self';" in policy and "img-src 'self' data:;" in policy
     assert "require-trusted-types-for 'script'" in policy
     assert 'id="lw-config"' in page.text and "<script>" not in page.text
-    assert health.json() == {"status": "ok", "mcp": {}}
-    assert info.json()["model"] == "scripted-model"
+    assert health.json() == {"status": "ok"}
+    assert info.json()["model"] == "scripted-model" and info.json()["mcp"] == {}
     assert module.headers["content-type"].startswith(
         ("text/javascript", "application/javascript")
     )
@@ -204,18 +204,60 @@ async def _info(harness: Harness) -> dict[str, Any]:
         return info
 
 
-async def test_auth_token_is_taken_from_the_page_address(
+async def test_signing_in_through_the_login_form(
     start_server: StartServer, open_app: OpenApp
 ) -> None:
-    harness = await start_server(ScriptedLLM(), test_registry(), auth_token="s3cret")
-    refused = await open_app(harness, load=False)
-    await refused.page.goto(harness.server.url("/"))
-    await expect(refused.loc("#connection")).to_have_attribute("data-state", "refused")
-    await expect(refused.loc(".notice-error .notice-title")).to_have_text(
-        "Not allowed to connect"
+    token = "s3cret-token-0123456789"
+    harness = await start_server(ScriptedLLM(), test_registry(), auth_token=token)
+    app = await open_app(harness, load=False)
+    await app.page.goto(harness.server.url("/"))
+    await expect(app.page).to_have_url(harness.server.url("/login"))
+    await app.page.fill("#token", "not-the-token-0000000")
+    await app.page.click(".login-button")
+    await expect(app.loc(".login-problem")).to_have_text(
+        "That token is not valid here."
     )
+    # the one console error expected: the refused sign-in is an HTTP 401
+    app.problems.remove(
+        "console error: Failed to load resource: the server responded with a "
+        "status of 401 (Unauthorized)"
+    )
+    await app.page.fill("#token", token)
+    await app.page.click(".login-button")
+    await expect(app.page).to_have_url(harness.server.url("/"))
+    await app.expect_connected()
+    assert "token" not in app.socket_urls[0]
+    (cookie,) = await app.page.context.cookies()
+    assert (cookie["name"], cookie["httpOnly"], cookie["sameSite"]) == (
+        "loopwire_session",
+        True,
+        "Strict",
+    )
+    assert await app.page.evaluate("document.cookie") == ""  # scripts cannot see it
 
-    allowed = await open_app(harness, load=False)
-    await allowed.page.goto(harness.server.url("/?token=s3cret"))
-    await allowed.expect_connected()
-    assert allowed.socket_urls[0].endswith("?token=s3cret")
+    await app.page.click(".sign-out button")
+    await expect(app.page).to_have_url(harness.server.url("/login"))
+    assert await app.page.context.cookies() == []
+
+
+async def test_a_page_whose_sign_in_ran_out_goes_to_the_login_form(
+    start_server: StartServer, open_app: OpenApp
+) -> None:
+    token = "s3cret-token-0123456789"
+    harness = await start_server(ScriptedLLM(), test_registry(), auth_token=token)
+    app = await open_app(harness, load=False)
+    await app.page.goto(harness.server.url("/login"))
+    await app.page.fill("#token", token)
+    await app.page.click(".login-button")
+    await app.expect_connected()
+    await app.page.context.clear_cookies()  # as when the cookie expires
+    await app.page.click("#new-chat")  # a new socket, refused without it
+    await expect(app.page).to_have_url(harness.server.url("/login"))
+    assert sorted(app.problems) == [
+        "console error: Failed to load resource: the server responded with a "
+        "status of 401 (Unauthorized)",
+        "console error: WebSocket connection to "
+        f"'{harness.server.url('/ws', scheme='ws')}' failed: HTTP Authentication "
+        "failed; no valid credentials available",
+    ]
+    app.problems.clear()

@@ -10,11 +10,10 @@ import { MessageList } from './render/messages.js';
 import { ConnectionStatus, showModel } from './render/status.js';
 
 const config = JSON.parse(byId('lw-config').textContent);
-const token = new URLSearchParams(window.location.search).get('token');
 
 const settings = new Settings();
 const transcript = new Transcript();
-const connection = new Connection({ path: config.ws_path, token });
+const connection = new Connection({ path: config.ws_path });
 const messages = new MessageList({ list: byId('messages'), scroller: byId('scroller'), emptyState: byId('empty-state') });
 const controls = new ControlsPanel({ settings });
 const status = new ConnectionStatus({ onRetry: () => connection.reconnectNow() });

@@ -11,6 +11,10 @@
 //   ready   {frame, replayUntil, changedSession}
 //   frame   {frame, replaying}
 //   refused {frame}                        an error frame outside any session
+//
+// Who is connecting is the browser's session cookie (set by the login page;
+// never a token in the URL). A handshake refused because the cookie is gone
+// or expired sends the page to the login form.
 
 const SESSION_KEY = 'loopwire.session_id';
 const FIRST_DELAY_MS = 500;
@@ -18,11 +22,10 @@ const MAX_DELAY_MS = 10_000;
 const REFUSED_CODES = new Set([4401, 4403]);
 
 export class Connection extends EventTarget {
-  constructor({ path = '/ws', storage = window.sessionStorage, token = null } = {}) {
+  constructor({ path = '/ws', storage = window.sessionStorage } = {}) {
     super();
     this.path = path;
     this.storage = storage;
-    this.token = token;
     this.sessionId = storage.getItem(SESSION_KEY);
     this.lastSeq = 0;
     this.replayUntil = 0;
@@ -56,7 +59,6 @@ export class Connection extends EventTarget {
       url.searchParams.set('session_id', this.sessionId);
       url.searchParams.set('last_seq', String(this.lastSeq));
     }
-    if (this.token) url.searchParams.set('token', this.token);
     return url.href;
   }
 
@@ -66,11 +68,17 @@ export class Connection extends EventTarget {
     this.setState(this.attempt === 0 ? 'connecting' : 'reconnecting');
     const socket = new WebSocket(this.url());
     this.socket = socket;
+    let opened = false;
+    socket.addEventListener('open', () => {
+      opened = true;
+    });
     socket.addEventListener('message', (event) => {
       if (socket === this.socket) this.receive(event.data);
     });
     socket.addEventListener('close', (event) => {
-      if (socket === this.socket) this.closed(event);
+      if (socket !== this.socket) return;
+      this.closed(event);
+      if (!opened) this.checkSignedIn();
     });
   }
 
@@ -139,6 +147,19 @@ export class Connection extends EventTarget {
     this.attempt += 1;
     this.timer = setTimeout(() => this.open(), retryInMs);
     this.setState('reconnecting', retryInMs);
+  }
+
+  /** A refused handshake may mean the sign-in ran out: then log in again. */
+  async checkSignedIn() {
+    try {
+      const response = await fetch(new URL('/api/info', window.location.href), {
+        credentials: 'same-origin',
+        cache: 'no-store',
+      });
+      if (response.status === 401) window.location.assign('/login');
+    } catch {
+      // offline or the server is down: the reconnect loop goes on
+    }
   }
 
   setState(state, retryInMs = null) {
