@@ -31,6 +31,7 @@ from backend.tools.notes import MemoryNotebook, Notebook, note_tools
 from backend.transport import api, conversations, http
 from backend.transport.auth import Authenticate
 from backend.transport.guard import Guard
+from backend.transport.incidents import Incidents
 from backend.transport.limits import UserLimits
 from backend.transport.login import Login
 from backend.transport.websocket import websocket_endpoint
@@ -182,6 +183,7 @@ def create_app(
         ],
         lifespan=lifespan,
         middleware=[
+            Middleware(Incidents),
             Middleware(Guard, settings=settings),
             Middleware(Authenticate, users=users),
         ],

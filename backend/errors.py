@@ -12,10 +12,14 @@
     └── ToolError              a tool failed (fed back to the model, never fatal)
 
 `ProtocolError.error_type` is the `error_type` of the `error` frame the
-transport sends; the connection always stays usable afterwards.
+transport sends; the connection always stays usable afterwards. Anything
+else is a bug or an outage: the client hears that it happened and an
+`incident` id, the log has the rest.
 """
 
 from __future__ import annotations
+
+import secrets
 
 
 class LoopwireError(Exception):
@@ -65,3 +69,9 @@ class ToolError(LoopwireError):
     def __init__(self, message: str, *, retryable: bool = False) -> None:
         super().__init__(message)
         self.retryable = retryable
+
+
+def incident() -> str:
+    """A short id for an unexpected failure: the log line that has the details
+    carries it, and the client is told only the id, never the exception."""
+    return secrets.token_hex(6)

@@ -38,7 +38,13 @@ from backend.agent.state import RunRequest, RunState
 from backend.agent.summary import summarize_outcomes
 from backend.chat.session import ActiveRun, Session
 from backend.chat.sessions import SessionTable
-from backend.errors import Busy, ConfigError, InvalidMessage, ProtocolError
+from backend.errors import (
+    Busy,
+    ConfigError,
+    InvalidMessage,
+    ProtocolError,
+    incident,
+)
 from backend.history import History
 from backend.llm.base import LLMClient, Message
 from backend.protocol import (
@@ -488,17 +494,21 @@ class ChatService:
             self._detach(session)  # past the shutdown grace: left mid-phase
             raise
         except StoreError as exc:
-            log.error("run %s: checkpoint failed: %s", state.run_id, exc)
+            case = incident()
+            log.error("run %s: checkpoint failed (%s): %s", state.run_id, case, exc)
             notify.error(
-                f"the run was ended because it could not be saved: {exc}",
+                "the run was ended because it could not be saved "
+                f"(incident {case}; the server log has the details)",
                 "store_error",
                 in_run=True,
             )
             result = None
-        except Exception as exc:  # outermost layer: report, never kill the service
-            log.exception("run %s failed", state.run_id)
+        except Exception:  # outermost layer: report, never kill the service
+            case = incident()
+            log.exception("run %s failed (incident %s)", state.run_id, case)
             notify.error(
-                f"internal error: {type(exc).__name__}: {exc}",
+                f"internal error: the run was ended (incident {case}; the "
+                "server log has the details)",
                 "internal_error",
                 in_run=True,
             )

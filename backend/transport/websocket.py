@@ -24,7 +24,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 from backend.bounded_json import load_json
 from backend.chat.service import RESTARTING, ChatService
 from backend.chat.session import CLOSING, OVERFLOW, Session, Subscription
-from backend.errors import Busy, InvalidMessage
+from backend.errors import Busy, InvalidMessage, incident
 from backend.notifications import outside_session
 from backend.protocol import (
     CLIENT_MESSAGE_TYPES,
@@ -185,8 +185,14 @@ async def _read(
         try:
             service.handle(session, message)
         except Exception:  # never a silent drop: log it, tell the client
-            log.exception("session %s: handling %s failed", session.id, message.type)
-            return CLOSE_INTERNAL_ERROR, "internal error"
+            case = incident()
+            log.exception(
+                "session %s: handling %s failed (incident %s)",
+                session.id,
+                message.type,
+                case,
+            )
+            return CLOSE_INTERNAL_ERROR, f"internal error (incident {case})"
         await asyncio.sleep(0)  # a busy socket lets the others have a turn
 
 
