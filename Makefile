@@ -44,6 +44,7 @@ bench: $(VENV)/.dev
 
 schema: $(VENV)/.base
 	$(PY) -m backend schema --write
+	$(PY) -m backend.transport.openapi
 
 # docs/screenshots/*.png: the chat page on the offline model, in Chromium.
 screenshots: $(VENV)/.dev browser

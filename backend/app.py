@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator, Callable
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
-from starlette.routing import WebSocketRoute
+from starlette.routing import Route, WebSocketRoute
 
 from backend.agent.kit import LoopKit
 from backend.agent.model_calls import LoopConfig
@@ -29,11 +29,13 @@ from backend.tools.executor import ExecutorConfig, ToolExecutor
 from backend.tools.mcp import MCPManager, load_mcp_config
 from backend.tools.notes import MemoryNotebook, Notebook, note_tools
 from backend.transport import api, conversations, http
+from backend.transport.agent_api import AgentAPI
 from backend.transport.auth import Authenticate
 from backend.transport.guard import Guard
 from backend.transport.incidents import Incidents
 from backend.transport.limits import UserLimits
 from backend.transport.login import Login
+from backend.transport.openapi import openapi_route
 from backend.transport.websocket import websocket_endpoint
 from backend.users import Users
 
@@ -178,6 +180,8 @@ def create_app(
             *http.routes(),
             *Login(users, settings).routes(),
             *api.routes(),
+            *AgentAPI().routes(),
+            Route("/openapi.json", openapi_route),
             *conversations.routes(),
             WebSocketRoute("/ws", websocket_endpoint),
         ],

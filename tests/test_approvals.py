@@ -169,9 +169,12 @@ async def test_http_refusals_change_nothing(start_server: StartServer) -> None:
         "no_pending_approval",
     )
     assert (bad.status_code, bad.json()["message"]) == (
-        422,
+        400,
         "invalid approval: approved: Input should be a valid boolean",
     )
+    assert bad.json()["fields"] == [
+        {"field": "approved", "problem": "Input should be a valid boolean"}
+    ]
     assert garbage.status_code == 400
     assert saver.saved == []
     # still pending: the real answer works

@@ -48,7 +48,7 @@ async def test_list_read_rename_and_delete_conversations(
         renamed = await http.patch(f"{base}/{ids[0]}", json={"title": "Sums"})
         assert renamed.status_code == 200 and renamed.json()["title"] == "Sums"
         bad = await http.patch(f"{base}/{ids[0]}", json={"title": ""})
-        assert bad.status_code == 422
+        assert bad.status_code == 400
         assert bad.json()["error_type"] == "invalid_message"
         huge = await http.patch(
             f"{base}/{ids[0]}", content=b"x" * 100_000, headers=JSON

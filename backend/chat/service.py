@@ -325,11 +325,13 @@ class ChatService:
         """Act on one client message; protocol errors become `error` frames."""
         session.touch()
         try:
-            self._dispatch(session, message)
+            self.dispatch(session, message)
         except ProtocolError as exc:
             session.notify.error(str(exc), exc.error_type)  # type: ignore[arg-type]
 
-    def _dispatch(self, session: Session, message: ClientMessage) -> None:
+    def dispatch(self, session: Session, message: ClientMessage) -> None:
+        """Act on one client message; a `ProtocolError` says why it cannot be
+        (`handle` turns it into an `error` frame; HTTP routes into a status)."""
         match message:
             case ChatMessage():
                 self._start_run(session, message)

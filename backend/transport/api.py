@@ -69,18 +69,32 @@ async def read_json(request: Request, limit: int) -> Any:
 async def read_model(
     request: Request, model: type[Body], what: str
 ) -> Body | JSONResponse:
-    """The body, validated as `model`, or the error response saying why not."""
+    """The body, validated as `model`, or the error response saying why not
+    (400, naming each bad field in `fields` and in the message)."""
     data = await read_json(request, MAX_BODY_BYTES)
     if isinstance(data, JSONResponse):
         return data
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or 'body'}: {e['msg']}"
-            for e in exc.errors()
+        fields = [
+            {
+                "field": ".".join(str(p) for p in e["loc"]) or "body",
+                "problem": "unknown field"
+                if e["type"] == "extra_forbidden"
+                else e["msg"].removeprefix("Value error, "),
+            }
+            for e in exc.errors(include_url=False)
+        ]
+        problems = "; ".join(f"{f['field']}: {f['problem']}" for f in fields)
+        return JSONResponse(
+            {
+                "error_type": "invalid_message",
+                "message": f"invalid {what}: {problems}",
+                "fields": fields,
+            },
+            status_code=400,
         )
-        return error(422, "invalid_message", f"invalid {what}: {problems}")
 
 
 async def resolve_approval(request: Request) -> Response:

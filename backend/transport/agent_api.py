@@ -1,0 +1,438 @@
+"""The agent over HTTP: one request per run, frames as Server-Sent Events.
+
+- `POST /api/agent` with `{query, conversation_id?, stream?, detach?, …}`
+  starts a run in the caller's conversation (a new one without an id).
+  `stream: true` (the default) answers `text/event-stream`: each protocol
+  frame of the conversation as an event (`event: <type>`, `id: <seq>`,
+  `data: <the frame's JSON>`), keep-alive comments while nothing happens,
+  and last `event: done` with `{conversation_id, run_id, steps, reason,
+  tools_used, message_id}`. A client that goes away stops the run, unless
+  it asked `detach: true`. `stream: false` waits for the end and answers
+  one JSON document (the user's and the assistant's messages, the trace,
+  `agent_metadata`).
+- The same request with a `Last-Event-ID` header and the `conversation_id`
+  starts nothing: it replays the frames after that id and follows the run
+  in progress to its end. `GET /api/conversations/{id}/events` does the
+  same (what a browser's `EventSource` reconnects with).
+- Controls, the same levers the WebSocket has (`ChatService.dispatch`):
+  `POST /api/conversations/{id}/input` `{content, question_id?}`,
+  `…/stop` `{mode: immediate | after_step}`, `…/steps` `{add}`,
+  `…/approvals/{tool_call_id}` `{approved, reason?}`.
+
+Errors are JSON `{"error_type", "message"}`: 400 for a bad body (naming
+each bad field), 404 for a conversation that is not the caller's, 409 when
+the conversation is busy or has nothing to answer.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import AsyncIterator
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from sse_starlette import EventSourceResponse, ServerSentEvent
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from backend.agent.state import RunState
+from backend.aio import race
+from backend.chat.service import ChatService
+from backend.chat.session import CLOSING, OVERFLOW, ActiveRun, Session, Subscription
+from backend.errors import ProtocolError
+from backend.protocol import (
+    STEPS_LIMIT,
+    AgentControlMessage,
+    AgentUserInputMessage,
+    ChatMessage,
+    ClientMessage,
+    Id,
+    Name,
+    ToolApprovalResponseMessage,
+)
+from backend.store.base import StoreError
+from backend.transport.api import ApprovalBody, error, read_model
+from backend.transport.auth import user_of
+
+PING_S = 15.0
+CONVERSATION_ID = r"^[0-9a-f]{32}$"
+STATUS = {
+    "invalid_message": 400,
+    "busy": 409,
+    "no_pending_input": 409,
+    "no_pending_approval": 409,
+    "no_active_run": 409,
+}
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class AgentRequest(_Body):
+    query: Annotated[str, Field(min_length=1)]
+    conversation_id: Annotated[str, Field(pattern=CONVERSATION_ID)] | None = None
+    stream: bool = True
+    detach: bool = False
+    """Streaming only: keep the run going if the client goes away."""
+    save_chat: bool = True
+    include_history: bool = True
+    max_steps: Annotated[int, Field(ge=1, le=STEPS_LIMIT)] | None = None
+    loop_strategy: Name | None = None
+    selected_tools: Annotated[list[Name], Field(max_length=256)] | None = None
+    model: Name | None = None
+
+    def message(self) -> ChatMessage:
+        return ChatMessage(
+            type="chat",
+            content=self.query,
+            agent_mode=True,
+            agent_max_steps=self.max_steps,
+            selected_tools=self.selected_tools,
+            loop_strategy=self.loop_strategy,
+            model=self.model,
+            save_chat=self.save_chat,
+            include_history=self.include_history,
+        )
+
+
+class InputBody(_Body):
+    content: str
+    question_id: Id | None = None
+
+
+class StopBody(_Body):
+    mode: Literal["immediate", "after_step"] = "immediate"
+
+
+class StepsBody(_Body):
+    add: Annotated[int, Field(ge=1, le=STEPS_LIMIT)]
+
+
+class _Follow:
+    """What a stream learns of its run from the frames going by."""
+
+    def __init__(self, run_id: str | None) -> None:
+        self.run_id = run_id
+        self.steps = 0
+        self.reason: str | None = None
+        self.tools: list[str] = []
+        self.answer: str | None = None
+        self.errors: list[dict[str, Any]] = []
+        self.ended = False
+
+    def see(self, frame: dict[str, Any]) -> None:
+        if self.run_id is None or frame.get("run_id") != self.run_id:
+            return
+        kind = frame["type"]
+        if kind == "tool_start" and frame["tool_name"] not in self.tools:
+            self.tools.append(frame["tool_name"])
+        elif kind == "chat_response":
+            self.answer = frame["message"]
+        elif kind == "error" or frame.get("update_type") == "agent_error":
+            self.errors.append(
+                {
+                    "error_type": frame.get("error_type", "agent_error"),
+                    "message": frame["message"],
+                }
+            )
+        elif frame.get("update_type") == "agent_completion":
+            self.steps, self.reason = frame["steps"], frame["reason"]
+        elif kind == "response_complete":
+            self.ended = True
+
+
+class AgentAPI:
+    def routes(self) -> list[Route]:
+        base = "/api/conversations/{conversation_id}"
+        return [
+            Route("/api/agent", self.agent, methods=["POST"]),
+            Route(f"{base}/events", self.events, methods=["GET"]),
+            Route(f"{base}/input", self.answer, methods=["POST"]),
+            Route(f"{base}/stop", self.stop, methods=["POST"]),
+            Route(f"{base}/steps", self.grant, methods=["POST"]),
+            Route(f"{base}/approvals/{{tool_call_id}}", self.approve, methods=["POST"]),
+        ]
+
+    # ------------------------------------------------------------ runs
+
+    async def agent(self, request: Request) -> Response:
+        service: ChatService = request.app.state.chat
+        body = await read_model(request, AgentRequest, "agent request")
+        if isinstance(body, Response):
+            return body
+        resume_from = request.headers.get("last-event-id")
+        if resume_from is not None:
+            if body.conversation_id is None:
+                return error(
+                    400,
+                    "invalid_message",
+                    "Last-Event-ID resumes a conversation: send its conversation_id",
+                )
+            return await self._resume(request, body.conversation_id, resume_from)
+        opened = await self._open(request, body.conversation_id)
+        if isinstance(opened, Response):
+            return opened
+        session = opened
+        subscription = session.outbox.subscribe(None)
+        try:
+            user_position = len(session.history)
+            service.dispatch(session, body.message())
+        except ProtocolError as exc:
+            session.outbox.unsubscribe(subscription)
+            return error(STATUS.get(exc.error_type, 400), exc.error_type, str(exc))
+        run = session.run
+        assert run is not None
+        follow = _Follow(run.run_id)
+        ids = _Positions(session, run, user_position, saved=body.save_chat)
+        if not body.stream:
+            return await self._collect(request, session, subscription, run, follow, ids)
+        return EventSourceResponse(
+            self._stream(session, subscription, follow, ids, detach=body.detach),
+            ping=PING_S,
+        )
+
+    async def events(self, request: Request) -> Response:
+        conversation_id = request.path_params["conversation_id"]
+        return await self._resume(
+            request, conversation_id, request.headers.get("last-event-id", "0")
+        )
+
+    async def _resume(
+        self, request: Request, conversation_id: str, last_event_id: str
+    ) -> Response:
+        if not last_event_id.isdigit() or len(last_event_id) > 18:
+            return error(
+                400, "invalid_message", "Last-Event-ID must be a seq (a whole number)"
+            )
+        opened = await self._open(request, conversation_id)
+        if isinstance(opened, Response):
+            return opened
+        session = opened
+        subscription = session.outbox.subscribe(int(last_event_id))
+        run = session.run
+        follow = _Follow(run.run_id if run is not None else None)
+        ids = _Positions(session, run, None, saved=True)
+        return EventSourceResponse(
+            self._stream(session, subscription, follow, ids, detach=True),
+            ping=PING_S,
+        )
+
+    async def _open(
+        self, request: Request, conversation_id: str | None
+    ) -> Session | Response:
+        """The caller's conversation (a new one for None), or the error."""
+        service: ChatService = request.app.state.chat
+        if service.draining:
+            return error(503, "server_restarting", "the server is restarting")
+        try:
+            session, found = await service.open_session(
+                conversation_id, owner=user_of(request)
+            )
+        except ProtocolError as exc:
+            return error(503, exc.error_type, str(exc))
+        except StoreError:
+            return error(
+                503, "store_error", "the conversation store is unavailable; try later"
+            )
+        if conversation_id is not None and not found:
+            return error(404, "not_found", f"no conversation {conversation_id!r}")
+        return session
+
+    async def _stream(
+        self,
+        session: Session,
+        subscription: Subscription,
+        follow: _Follow,
+        ids: _Positions,
+        *,
+        detach: bool,
+    ) -> AsyncIterator[ServerSentEvent]:
+        """The conversation's frames as events until the run ends, then
+        `done`. Leaving early stops the run unless `detach`."""
+        try:
+            while not follow.ended:
+                if follow.run_id is None and subscription.queue.empty():
+                    break  # nothing running: the replay was all there is
+                text = await subscription.next_frame()
+                if text in (OVERFLOW, CLOSING):  # too slow, or a restart
+                    return
+                frame = json.loads(text)
+                follow.see(frame)
+                yield ServerSentEvent(
+                    data=text, event=frame["type"], id=str(frame["seq"])
+                )
+            done = {"conversation_id": session.id, **ids.done(follow)}
+            yield ServerSentEvent(data=json.dumps(done), event="done")
+        finally:
+            session.outbox.unsubscribe(subscription)
+            session.touch()
+            run = session.run
+            mine = run is not None and run.run_id == follow.run_id
+            if mine and not follow.ended and not detach:
+                assert run is not None
+                run.control.stop("immediate")
+
+    async def _collect(
+        self,
+        request: Request,
+        session: Session,
+        subscription: Subscription,
+        run: ActiveRun,
+        follow: _Follow,
+        ids: _Positions,
+    ) -> Response:
+        """Wait for the run's end; one JSON document. A client that goes away
+        meanwhile stops the run."""
+
+        async def until_the_end() -> None:
+            while not follow.ended:
+                text = await subscription.next_frame()
+                if text in (OVERFLOW, CLOSING):
+                    return
+                follow.see(json.loads(text))
+
+        try:
+            await race(until_the_end(), _gone(request))
+        finally:
+            session.outbox.unsubscribe(subscription)
+            session.touch()
+            if not follow.ended and session.run is run:
+                run.control.stop("immediate")
+        if not follow.ended:
+            return error(503, "server_restarting", "the server is restarting")
+        return JSONResponse(_document(session, run.state, follow, ids))
+
+    # ------------------------------------------------------------ controls
+
+    async def answer(self, request: Request) -> Response:
+        body = await read_model(request, InputBody, "answer")
+        if isinstance(body, Response):
+            return body
+        message = AgentUserInputMessage(
+            type="agent_user_input", content=body.content, question_id=body.question_id
+        )
+        return await self._control(request, message, {"status": "answered"})
+
+    async def stop(self, request: Request) -> Response:
+        body = await read_model(request, StopBody, "stop")
+        if isinstance(body, Response):
+            return body
+        message = AgentControlMessage(
+            type="agent_control",
+            action="stop" if body.mode == "immediate" else "stop_after_step",
+        )
+        return await self._control(
+            request, message, {"status": "stopping", "mode": body.mode}
+        )
+
+    async def grant(self, request: Request) -> Response:
+        body = await read_model(request, StepsBody, "steps")
+        if isinstance(body, Response):
+            return body
+        message = AgentControlMessage(
+            type="agent_control", action="grant_steps", steps=body.add
+        )
+        return await self._control(request, message, None)
+
+    async def approve(self, request: Request) -> Response:
+        body = await read_model(request, ApprovalBody, "approval")
+        if isinstance(body, Response):
+            return body
+        call_id = request.path_params["tool_call_id"]
+        message = ToolApprovalResponseMessage(
+            type="tool_approval_response",
+            tool_call_id=call_id,
+            approved=body.approved,
+            reason=body.reason,
+        )
+        status = "approved" if body.approved else "rejected"
+        return await self._control(
+            request, message, {"tool_call_id": call_id, "status": status}
+        )
+
+    async def _control(
+        self, request: Request, message: ClientMessage, answer: dict[str, Any] | None
+    ) -> Response:
+        """`message` dispatched to the caller's conversation, as if it came
+        over its WebSocket."""
+        service: ChatService = request.app.state.chat
+        conversation_id = request.path_params["conversation_id"]
+        session = service.sessions.get(conversation_id)
+        if session is None or session.owner != user_of(request):
+            return error(404, "not_found", f"no active run in {conversation_id!r}")
+        try:
+            service.dispatch(session, message)
+        except ProtocolError as exc:
+            return error(STATUS.get(exc.error_type, 400), exc.error_type, str(exc))
+        if answer is None and session.run is not None:  # steps granted
+            state = session.run.state
+            answer = {"status": "granted", "max_steps": state.max_steps}
+        return JSONResponse(answer or {"status": "done"})
+
+
+class _Positions:
+    """Where the run's user and assistant messages sit in the conversation
+    (their ids), when it is saved."""
+
+    def __init__(
+        self, session: Session, run: ActiveRun | None, user: int | None, *, saved: bool
+    ) -> None:
+        self.session = session
+        self.user = user if saved else None
+        self.saved = saved
+        self.history = run.history if run is not None else session.history
+
+    def assistant(self, follow: _Follow) -> int | None:
+        if not self.saved or follow.answer is None:
+            return None
+        for position in range(len(self.history) - 1, -1, -1):
+            message = self.history[position]
+            if message.role == "assistant" and message.content == follow.answer:
+                return position
+        return None
+
+    def done(self, follow: _Follow) -> dict[str, Any]:
+        return {
+            "run_id": follow.run_id,
+            "steps": follow.steps,
+            "reason": follow.reason,
+            "tools_used": follow.tools,
+            "message_id": self.assistant(follow),
+        }
+
+
+async def _gone(request: Request) -> None:
+    """Returns when the client has gone away (its body is already read)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
+def _document(
+    session: Session, state: RunState, follow: _Follow, ids: _Positions
+) -> dict[str, Any]:
+    usage = state.usage
+    return {
+        "conversation_id": session.id,
+        "run_id": state.run_id,
+        "user_message": {
+            "id": ids.user,
+            "role": "user",
+            "content": state.request.content,
+        },
+        "assistant_message": {
+            "id": ids.assistant(follow),
+            "role": "assistant",
+            "content": follow.answer,
+        },
+        "agent_metadata": {
+            "steps": follow.steps,
+            "reason": follow.reason,
+            "tools_used": follow.tools,
+            "execution_trace": [dataclasses.asdict(t) for t in state.trace],
+            "usage": usage.model_dump(mode="json"),
+            "errors": follow.errors,
+        },
+    }

@@ -1,0 +1,246 @@
+"""The HTTP API described as OpenAPI 3.1 (served at `/openapi.json`, kept
+in `docs/openapi.json`; `make schema` rewrites it, a test keeps it true).
+
+Request bodies are the routes' own pydantic models, so the document cannot
+drift from what the routes accept. The WebSocket protocol has its own JSON
+Schema (`docs/protocol.schema.json`).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from backend.transport.agent_api import AgentRequest, InputBody, StepsBody, StopBody
+from backend.transport.api import ApprovalBody
+from backend.transport.conversations import Rename
+
+OPENAPI_PATH = Path("docs/openapi.json")
+ERROR = {"$ref": "#/components/schemas/Error"}
+MODELS: tuple[type[BaseModel], ...] = (
+    AgentRequest,
+    InputBody,
+    StopBody,
+    StepsBody,
+    ApprovalBody,
+    Rename,
+)
+CONVERSATION = {
+    "name": "conversation_id",
+    "in": "path",
+    "required": True,
+    "schema": {"type": "string", "pattern": "^[0-9a-f]{32}$"},
+}
+LAST_EVENT_ID = {
+    "name": "Last-Event-ID",
+    "in": "header",
+    "required": False,
+    "description": "Resume: the frames after this seq, then the run to its end.",
+    "schema": {"type": "string", "pattern": "^[0-9]{1,18}$"},
+}
+
+
+def _body(model: type[BaseModel]) -> dict[str, Any]:
+    ref = {"$ref": f"#/components/schemas/{model.__name__}"}
+    return {"required": True, "content": {"application/json": {"schema": ref}}}
+
+
+def _errors(*codes: int) -> dict[str, Any]:
+    meaning = {
+        400: "a bad body or parameter (`fields` names each problem)",
+        401: "not signed in",
+        404: "no such conversation for this user",
+        409: "busy, or nothing waiting for this",
+        415: "the body is not application/json",
+        503: "the server is restarting or its store is unavailable",
+    }
+    return {
+        str(code): {
+            "description": meaning[code],
+            "content": {"application/json": {"schema": ERROR}},
+        }
+        for code in (*codes, 401)
+    }
+
+
+def _json(description: str) -> dict[str, Any]:
+    return {
+        "description": description,
+        "content": {"application/json": {"schema": {"type": "object"}}},
+    }
+
+
+def _events(description: str) -> dict[str, Any]:
+    return {
+        "description": description,
+        "content": {"text/event-stream": {"schema": {"type": "string"}}},
+    }
+
+
+def _control(summary: str, model: type[BaseModel]) -> dict[str, Any]:
+    return {
+        "post": {
+            "summary": summary,
+            "parameters": [CONVERSATION],
+            "requestBody": _body(model),
+            "responses": {"200": _json("done"), **_errors(400, 404, 409, 415)},
+        }
+    }
+
+
+def openapi() -> dict[str, Any]:
+    schemas: dict[str, Any] = {
+        "Error": {
+            "type": "object",
+            "required": ["error_type", "message"],
+            "properties": {
+                "error_type": {"type": "string"},
+                "message": {"type": "string"},
+                "fields": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "properties": {
+                            "field": {"type": "string"},
+                            "problem": {"type": "string"},
+                        },
+                    },
+                },
+            },
+        }
+    }
+    for model in MODELS:
+        schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
+        schemas.update(schema.pop("$defs", {}))
+        schemas[model.__name__] = schema
+    base = "/api/conversations/{conversation_id}"
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "loopwire HTTP API",
+            "version": "1",
+            "description": "Authentication: `Authorization: Bearer <token>` (or "
+            "the login cookie) when the server requires it. Frames streamed as "
+            "events follow the WebSocket protocol's schema.",
+        },
+        "components": {
+            "schemas": schemas,
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+        },
+        "security": [{"bearer": []}],
+        "paths": {
+            "/api/agent": {
+                "post": {
+                    "summary": "Run the agent on a query",
+                    "parameters": [LAST_EVENT_ID],
+                    "requestBody": _body(AgentRequest),
+                    "responses": {
+                        "200": {
+                            "description": "stream: the frames as events, then "
+                            "`done`; not streaming: one JSON document",
+                            "content": {
+                                "text/event-stream": {"schema": {"type": "string"}},
+                                "application/json": {"schema": {"type": "object"}},
+                            },
+                        },
+                        **_errors(400, 404, 409, 415, 503),
+                    },
+                }
+            },
+            f"{base}/events": {
+                "get": {
+                    "summary": "Replay a conversation's frames and follow its run",
+                    "parameters": [CONVERSATION, LAST_EVENT_ID],
+                    "responses": {
+                        "200": _events("the frames as events, then `done`"),
+                        **_errors(400, 404),
+                    },
+                }
+            },
+            f"{base}/input": _control("Answer the pending question", InputBody),
+            f"{base}/stop": _control("Stop the run", StopBody),
+            f"{base}/steps": _control("Grant the run more steps", StepsBody),
+            f"{base}/approvals/{{tool_call_id}}": {
+                "post": {
+                    "summary": "Approve or reject a tool call",
+                    "parameters": [
+                        CONVERSATION,
+                        {
+                            "name": "tool_call_id",
+                            "in": "path",
+                            "required": True,
+                            "schema": {"type": "string"},
+                        },
+                    ],
+                    "requestBody": _body(ApprovalBody),
+                    "responses": {
+                        "200": _json("approved or rejected"),
+                        **_errors(400, 404, 409, 415),
+                    },
+                }
+            },
+            "/api/conversations": {
+                "get": {
+                    "summary": "The caller's conversations, newest first",
+                    "parameters": [
+                        {"name": "limit", "in": "query", "schema": {"type": "integer"}},
+                        {"name": "cursor", "in": "query", "schema": {"type": "string"}},
+                    ],
+                    "responses": {"200": _json("a page"), **_errors(400)},
+                }
+            },
+            base: {
+                "get": {
+                    "summary": "One conversation: messages and runs",
+                    "parameters": [CONVERSATION],
+                    "responses": {"200": _json("the conversation"), **_errors(404)},
+                },
+                "patch": {
+                    "summary": "Rename it",
+                    "parameters": [CONVERSATION],
+                    "requestBody": _body(Rename),
+                    "responses": {"200": _json("renamed"), **_errors(400, 404, 415)},
+                },
+                "delete": {
+                    "summary": "Delete it with its runs and frames",
+                    "parameters": [CONVERSATION],
+                    "responses": {
+                        "204": {"description": "deleted"},
+                        **_errors(404, 409),
+                    },
+                },
+            },
+            "/api/info": {
+                "get": {
+                    "summary": "What the server offers",
+                    "responses": {"200": _json("as session_ready says")},
+                }
+            },
+            "/healthz": {
+                "get": {
+                    "summary": "Liveness",
+                    "security": [],
+                    "responses": {"200": _json('{"status": "ok"}')},
+                }
+            },
+        },
+    }
+
+
+def text() -> str:
+    return json.dumps(openapi(), indent=2, sort_keys=True) + "\n"
+
+
+async def openapi_route(request: Request) -> Response:
+    return JSONResponse(openapi())
+
+
+if __name__ == "__main__":  # `make schema`
+    OPENAPI_PATH.write_text(text(), encoding="utf-8")
+    print(f"wrote {OPENAPI_PATH}", file=sys.stderr)
