@@ -188,11 +188,11 @@ class TestSharedServer:
         registry = ToolRegistry(demo.tools())  # valid loopwire names, no clash
         assert registry.names == tuple(tools)
 
-    async def test_effects_default_to_mutating_unless_configured(
+    async def test_effects_default_to_mutating_and_asking_unless_configured(
         self, demo: MCPManager
     ) -> None:
         tools = by_name(demo)
-        assert tools["demo__echo"].effect == ToolEffect()
+        assert tools["demo__echo"].effect == ToolEffect(requires_approval=True)
         assert tools["demo__echo"].effect.read_only is False
         assert tools["demo__echo"].effect.idempotent is False
         assert tools["fx__echo"].effect == ToolEffect(
@@ -553,7 +553,7 @@ def test_config_loads_stdio_and_http_servers(tmp_path: Path) -> None:
     assert files.env == {"TOKEN": "pre-s3cret-post"}
     assert files.cwd == str(tmp_path / "work")
     assert files.effect_for("read") == ToolEffect(read_only=True, timeout_s=5)
-    assert files.effect_for("write") == ToolEffect(timeout_s=5)
+    assert files.effect_for("write") == ToolEffect(requires_approval=True, timeout_s=5)
     assert (web.name, web.transport, web.enabled) == ("web-search_2", "http", False)
     assert web.startup_timeout_s == 15
 

@@ -48,7 +48,7 @@ async def test_mcp_tools_are_listed_and_called(
     assert tools["demo__echo"]["effect"] == {
         "read_only": False,
         "idempotent": False,
-        "requires_approval": False,
+        "requires_approval": True,  # nothing configured: it asks first
         "finalize": False,
     }
     async with httpx.AsyncClient() as http:
@@ -71,7 +71,11 @@ async def test_mcp_server_crash_mid_call_is_reported(
 ) -> None:
     config = _config(
         tmp_path,
-        demo={"command": sys.executable, "args": [str(SERVERS / "tools_server.py")]},
+        demo={
+            "command": sys.executable,
+            "args": [str(SERVERS / "tools_server.py")],
+            "effects": {"default": {"requires_approval": False}},
+        },
     )
     llm = ScriptedLLM(
         reason("crash it"),

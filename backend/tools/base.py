@@ -1,9 +1,16 @@
 """Tool definitions and the registry.
 
 A tool is a name, a description, a pydantic model for its arguments (whose
-JSON Schema is what the model sees), an async function, and one `ToolEffect`
-that every policy reads; optionally, an offline skill that teaches the
-embedded offline model when and how to use it (`backend/llm/offline_skill.py`).
+JSON Schema is what the model sees), a function, and one `ToolEffect` that
+every policy reads; optionally, an offline skill that teaches the embedded
+offline model when and how to use it (`backend/llm/offline_skill.py`).
+
+Where the executor runs the function (`Tool.runs_in`) is decided once, when
+the tool is made: an async function on the event loop; a plain function in a
+worker thread (`backend/tools/threads.py`), so that blocking I/O never
+freezes the loop; a plain module-level function whose effect says
+`cpu_bound` in a worker process (`backend/tools/processes.py`), killed at its
+timeout.
 
 Registering is one call::
 
@@ -16,13 +23,24 @@ Registering is one call::
     @registry.tool("add", "Add two numbers.", effect=ToolEffect(read_only=True))
     async def add(args: AddArgs, ctx: ToolContext) -> float:
         return args.a + args.b
+
+    @registry.tool("lookup", "Look a word up.", effect=ToolEffect(read_only=True))
+    def lookup(args: WordArgs, ctx: ToolContext) -> str:  # blocking: a thread
+        return dictionary_file().definition(args.word)
+
+    @registry.tool("primes", "Count primes.", effect=ToolEffect(cpu_bound=True))
+    def primes(args: CountArgs, ctx: ToolContext) -> int:  # top level: a process
+        return sum(1 for k in range(2, args.below) if is_prime(k))
 """
 
 from __future__ import annotations
 
+import asyncio
+import importlib
+import inspect
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar, cast
+from typing import Any, Generic, Literal, TypeVar, cast
 
 from pydantic import BaseModel
 
@@ -42,6 +60,9 @@ class ToolEffect:
     requires_approval: bool = False
     finalize: bool = False
     timeout_s: float | None = None
+    cpu_bound: bool = False
+    """Run the (plain, module-level) function in a worker process, which is
+    killed at the timeout; for computations that would hold the GIL."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +76,9 @@ class ToolContext:
     """Whose conversation the call serves (per-owner data such as notes)."""
 
 
-ToolFunction = Callable[[A, ToolContext], Awaitable[Any]]
+ToolFunction = Callable[[A, ToolContext], Any]
+"""`fn(args, ctx)`: async, or plain (run in a worker thread or process)."""
+RunsIn = Literal["loop", "thread", "process"]
 SideEffect = Callable[[Any, Any, ToolContext], Awaitable[str | None]]
 """`hook(args, result, ctx)` runs once after each successful call; a returned
 string is added to the conversation as a system note for the model."""
@@ -74,19 +97,26 @@ class Tool(Generic[A]):
     offline: OfflineSkill | None = None
     """What this tool teaches the embedded offline model (optional)."""
     _spec: ToolSpec = field(init=False, repr=False, compare=False)
+    runs_in: RunsIn = field(init=False, compare=False)
+    """Where the executor runs `fn`: the event loop, a thread or a process."""
 
     def __post_init__(self) -> None:
         schema = self.parameters or self.args_model.model_json_schema()
         schema.pop("title", None)
         spec = ToolSpec(name=self.name, description=self.description, parameters=schema)
         object.__setattr__(self, "_spec", spec)  # computed once: schemas are costly
+        object.__setattr__(self, "runs_in", _runs_in(self))
 
     def spec(self) -> ToolSpec:
         """What the model sees: name, description, the arguments' JSON Schema."""
         return self._spec
 
     async def __call__(self, args: A, ctx: ToolContext) -> Any:
-        return await self.fn(args, ctx)
+        """Call `fn` directly (a plain one in a thread, never a process): the
+        executor is what bounds and isolates calls."""
+        if self.runs_in == "loop":
+            return await self.fn(args, ctx)
+        return await asyncio.to_thread(self.fn, args, ctx)
 
 
 AnyTool = Tool[Any]
@@ -158,8 +188,56 @@ class ToolRegistry:
         return [t for t in self._tools.values() if t.name in wanted]
 
 
+def is_async(fn: Callable[..., Any]) -> bool:
+    """Whether calling `fn` gives a coroutine (async functions, and objects
+    with an async `__call__`)."""
+    call = getattr(fn, "__call__", None)  # noqa: B004 (the method itself)
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(call)
+
+
+def _runs_in(tool: Tool[Any]) -> RunsIn:
+    if not tool.effect.cpu_bound:
+        return "loop" if is_async(tool.fn) else "thread"
+    where = f"cpu_bound tool {tool.name!r}"
+    if is_async(tool.fn):
+        raise ConfigError(f"{where}: its function must be a plain def, not async")
+    if not (inspect.isfunction(tool.fn) and _importable(tool.fn)):
+        raise ConfigError(
+            f"{where}: its function must be defined at the top level of a module "
+            f"(it is imported by name in a worker process), not {tool.fn!r}"
+        )
+    if not _importable(tool.args_model):
+        raise ConfigError(
+            f"{where}: its argument model {tool.args_model.__qualname__} must be "
+            "defined at the top level of a module"
+        )
+    return "process"
+
+
+def _importable(obj: Any) -> bool:
+    """Whether a worker process (and pickle) can find `obj` by its module and
+    qualified name: not nested in a function, not a lambda, not shadowed.
+
+    A top-level name not bound yet passes: a decorator runs before its
+    function's name is assigned."""
+    qualname: str = getattr(obj, "__qualname__", "<none>")
+    if "<" in qualname:  # <locals>, <lambda>
+        return False
+    try:
+        found: Any = importlib.import_module(obj.__module__)
+    except (ImportError, TypeError):
+        return False
+    *outer, last = qualname.split(".")
+    for part in outer:
+        found = getattr(found, part, None)
+    found = getattr(found, last, _UNBOUND)
+    return found is obj or (found is _UNBOUND and not outer)
+
+
+_UNBOUND = object()
+
+
 def _args_model_of(fn: Callable[..., Any]) -> type[BaseModel]:
-    import inspect
     import typing
 
     hints = typing.get_type_hints(fn)

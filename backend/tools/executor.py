@@ -7,7 +7,9 @@
    `NeedsApproval`, the run's driver asks the user, and a decline becomes
    `declined(...)` (`rejected` / `timeout` / `cancelled`)
 5. run it with its timeout (`timeout`), retrying idempotent tools on
-   transient failures (bounded)
+   transient failures (bounded): an async function on the loop, a plain one
+   in a worker thread (abandoned at the timeout: a thread cannot be
+   stopped), a `cpu_bound` one in a worker process (killed at the timeout)
 6. run its side-effect hooks once, collecting their notes
 
 `check(call, scope)` does 1-4 and answers `Ready | NeedsApproval | Refused`;
@@ -17,17 +19,21 @@ a person and neither announces anything: the run's tool-call phase
 model is told about; nothing here raises except cancellation. Policy comes
 only from the tool's registered `ToolEffect`: no argument or model output can
 change it.
+
+The executor owns its worker threads and processes (`threads.py`,
+`processes.py`); `aclose()` stops the processes.
 """
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import logging
 import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -36,7 +42,9 @@ from backend.llm.base import Message, ToolCall, ToolStatus
 from backend.protocol import ToolArguments
 from backend.tools.base import AnyTool, ToolContext, ToolRegistry
 from backend.tools.policy import ApprovalDecision, RateLimiter
+from backend.tools.processes import DEFAULT_SIZE, ProcessPool
 from backend.tools.results import compact
+from backend.tools.threads import ThreadRunner
 
 log = logging.getLogger(__name__)
 
@@ -118,6 +126,19 @@ class ExecutorConfig:
     retry_backoff_s: float = 0.2
     rate_limit_calls: int = 10
     rate_limit_window_s: float = 60.0
+    threads: int = 8
+    """Plain tool functions running at once (abandoned ones included)."""
+    processes: int = DEFAULT_SIZE
+    """`cpu_bound` tool calls running at once, each in a worker process."""
+
+
+class Runner(Protocol):
+    """Runs a plain function away from the event loop (`ThreadRunner`,
+    `ProcessPool`); cancelling `run` gives the call up."""
+
+    async def run(self, fn: Callable[..., Any], *args: Any) -> Any: ...
+
+    async def aclose(self) -> None: ...
 
 
 def parse_arguments(raw: str) -> ToolArguments:
@@ -146,6 +167,8 @@ class ToolExecutor:
         *,
         clock: Callable[[], float] = time.perf_counter,
         rate_limiter: RateLimiter | None = None,
+        threads: Runner | None = None,
+        processes: Runner | None = None,
     ) -> None:
         self._registry = registry
         self.config = config
@@ -153,6 +176,14 @@ class ToolExecutor:
         self._limiter = rate_limiter or RateLimiter(
             config.rate_limit_calls, config.rate_limit_window_s
         )
+        self._threads = threads or ThreadRunner(config.threads)
+        self._processes = processes or ProcessPool(config.processes)
+
+    async def aclose(self) -> None:
+        """Stop the worker processes (threads cannot be stopped; they are
+        daemons and do not hold up the exit)."""
+        await self._threads.aclose()
+        await self._processes.aclose()
 
     def forget_session(self, session_id: str) -> None:
         self._limiter.forget(session_id)
@@ -242,8 +273,15 @@ class ToolExecutor:
         timeout = tool.effect.timeout_s or self.config.default_timeout_s
         try:
             async with asyncio.timeout(timeout):
-                return _Try("ok", await tool(args, ctx))
+                return _Try("ok", await self._run(tool, args, ctx))
         except TimeoutError:
+            if tool.runs_in == "thread":
+                log.warning(
+                    "tool %s timed out after %gs; its thread runs on until the "
+                    "function returns",
+                    tool.name,
+                    timeout,
+                )
             return _Try("timeout", f"timed out after {timeout:g}s", transient=True)
         except ToolError as exc:
             return _Try("failed", str(exc), transient=exc.retryable)
@@ -254,6 +292,17 @@ class ToolExecutor:
                 f"the tool crashed ({type(exc).__name__}: {exc})",
                 transient=True,
             )
+
+    async def _run(self, tool: AnyTool, args: BaseModel, ctx: ToolContext) -> Any:
+        """Call the tool's function where it belongs (`Tool.runs_in`)."""
+        if tool.runs_in == "process":
+            return await self._processes.run(tool.fn, args, ctx)
+        if tool.runs_in == "loop":
+            return await tool.fn(args, ctx)
+        value = await self._threads.run(tool.fn, args, ctx)
+        if inspect.isawaitable(value):  # a plain function wrapping an async one
+            value = await value
+        return value
 
     async def _side_effects(
         self,

@@ -14,7 +14,9 @@ that fails to start is logged and described in `manager.problems`; the
 others work. Exiting closes every session and stops every process.
 
 Each MCP tool becomes a `Tool` named `<server>__<tool>` whose `parameters`
-are the server's input schema; the server validates the arguments.
+are the server's input schema; the server validates the arguments. Its
+effect comes from the config (`MCPServerConfig.effect_for`): a tool the
+config says nothing about asks the user for approval before each call.
 
 - A result with `isError` raises `ToolError` with the server's text.
 - Stop (the calling task cancelled, or the executor's timeout) propagates;
@@ -169,7 +171,21 @@ def _build_tools(
                 "MCP server %r lists no tool %r (see effects)", server.name, name
             )
         tools.extend(_as_tool(server, spec, next(names)) for spec in specs)
+        _log_default_approvals(server.config, specs)
     return tools
+
+
+def _log_default_approvals(
+    config: MCPServerConfig, specs: Sequence[mcp_types.Tool]
+) -> None:
+    asking = [s.name for s in specs if config.asks_by_default(s.name, s.annotations)]
+    if asking:
+        log.info(
+            "MCP server %r: calls of %s wait for the user's approval (its "
+            "effects in the MCP config say nothing about them; see docs/tools.md)",
+            config.name,
+            ", ".join(asking),
+        )
 
 
 def _as_tool(server: _Server, spec: mcp_types.Tool, name: str) -> Tool[MCPArguments]:
@@ -182,7 +198,7 @@ def _as_tool(server: _Server, spec: mcp_types.Tool, name: str) -> Tool[MCPArgume
         description=f"[{server.name}] {summary}",
         args_model=MCPArguments,
         fn=call,
-        effect=server.config.effect_for(spec.name),
+        effect=server.config.effect_for(spec.name, spec.annotations),
         parameters=object_schema(spec.input_schema),
     )
 

@@ -23,8 +23,15 @@ stdin/stdout) or `url` (streamable HTTP). Loopwire's own keys per server:
   the `initialize` handshake) or "legacy" (the handshake straight away);
 - `effects`: `{"default": {...}, "tools": {"<MCP tool name>": {...}}}` with
   the keys `read_only`, `idempotent`, `requires_approval`. A tool's entry
-  overrides the server default key by key; anything unset is the safe
-  default: mutating, not idempotent, no approval.
+  overrides the server default key by key;
+- `trust_annotations` (default false): let the server's own hints
+  (`readOnlyHint`, `idempotentHint`) fill the keys `effects` leaves unset.
+
+Anything still unset is the safe default: mutating, not idempotent, and
+asking the user for approval unless the tool is read-only (so a tool nobody
+vouched for never runs unasked). The server's hints are untrusted by
+default, as the MCP specification says they must be for a server you do
+not control; `destructiveHint` and `openWorldHint` are never used.
 
 `${VAR}` in `env` and `headers` values is replaced from the process
 environment; a missing variable is an error unless the server is disabled.
@@ -99,6 +106,7 @@ class MCPServerConfig(BaseModel):
     startup_timeout_s: float = Field(default=DEFAULT_STARTUP_TIMEOUT_S, gt=0)
     protocol: Literal["auto", "legacy"] = "auto"
     effects: EffectsConfig = EffectsConfig()
+    trust_annotations: bool = False
 
     @model_validator(mode="after")
     def _one_transport(self) -> MCPServerConfig:
@@ -121,22 +129,47 @@ class MCPServerConfig(BaseModel):
     def transport(self) -> Literal["stdio", "http"]:
         return "stdio" if self.command is not None else "http"
 
-    def effect_for(self, tool_name: str) -> ToolEffect:
-        """The effect of one of this server's tools (by its MCP name)."""
-        default = self.effects.default
-        spec = self.effects.tools.get(tool_name, EffectSpec())
+    def effect_for(
+        self, tool_name: str, hints: mcp_types.ToolAnnotations | None = None
+    ) -> ToolEffect:
+        """The effect of one of this server's tools (by its MCP name): each
+        key from its `effects` entry, else the server default, else (when
+        trusted) the server's `hints`, else the safe default."""
+        layers = self._layers(tool_name, hints)
 
-        def pick(key: str) -> bool:
-            value = getattr(spec, key)
-            value = getattr(default, key) if value is None else value
-            return bool(value)
+        def pick(key: str) -> bool | None:
+            values = (getattr(layer, key) for layer in layers)
+            return next((v for v in values if v is not None), None)
 
+        read_only = bool(pick("read_only"))
+        asks = pick("requires_approval")
         return ToolEffect(
-            read_only=pick("read_only"),
-            idempotent=pick("idempotent"),
-            requires_approval=pick("requires_approval"),
+            read_only=read_only,
+            idempotent=bool(pick("idempotent")),
+            requires_approval=not read_only if asks is None else asks,
             timeout_s=self.timeout_s,
         )
+
+    def asks_by_default(
+        self, tool_name: str, hints: mcp_types.ToolAnnotations | None = None
+    ) -> bool:
+        """Whether the tool asks for approval only because nothing said."""
+        unset = all(
+            layer.requires_approval is None for layer in self._layers(tool_name, hints)
+        )
+        return unset and self.effect_for(tool_name, hints).requires_approval
+
+    def _layers(
+        self, tool_name: str, hints: mcp_types.ToolAnnotations | None
+    ) -> list[EffectSpec]:
+        layers = [self.effects.tools.get(tool_name, EffectSpec()), self.effects.default]
+        if self.trust_annotations and hints is not None:
+            layers.append(_from_hints(hints))
+        return layers
+
+
+def _from_hints(hints: mcp_types.ToolAnnotations) -> EffectSpec:
+    return EffectSpec(read_only=hints.read_only_hint, idempotent=hints.idempotent_hint)
 
 
 class _ConfigFile(BaseModel):
