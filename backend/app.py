@@ -17,6 +17,7 @@ from backend.agent.strategies.act import ActUntilAnswer
 from backend.agent.strategies.llm_only import LLMOnly
 from backend.agent.strategies.plan_execute import PlanAndExecute
 from backend.agent.strategies.react import ReasonActObserve
+from backend.agent.time_limit import TimeLimit
 from backend.chat.service import ChatService
 from backend.llm.base import LLMClient
 from backend.prompts import PromptProvider
@@ -54,6 +55,8 @@ def make_llm(settings: Settings, registry: ToolRegistry) -> LLMClient:
             api_key=settings.llm_api_key,
             timeout_s=settings.llm_timeout_s,
             max_retries=settings.llm_max_retries,
+            retry_backoff_s=settings.llm_retry_backoff_s,
+            retry_max_wait_s=settings.llm_retry_max_wait_s,
         )
     from backend.llm.offline import OfflineLLM
 
@@ -88,6 +91,8 @@ def make_service(
             retry_backoff_s=settings.tool_retry_backoff_s,
             rate_limit_calls=settings.tool_rate_limit_calls,
             rate_limit_window_s=settings.tool_rate_limit_window_s,
+            threads=settings.tool_threads,
+            processes=settings.tool_processes,
         ),
     )
     config = LoopConfig(
@@ -102,6 +107,10 @@ def make_service(
         on_reject=settings.approval_on_reject,
         max_replans=settings.agent_max_replans,
         max_tool_calls_per_step=settings.agent_max_tool_calls_per_step,
+        time_limit=TimeLimit(
+            active_s=settings.run_timeout_s,
+            final_answer_s=settings.run_final_answer_timeout_s,
+        ),
     )
     kit = LoopKit.build(llm, registry, executor, prompts, config)
     return ChatService(
@@ -111,6 +120,7 @@ def make_service(
         settings=settings,
         store=store,
         forget_session=executor.forget_session,
+        on_close=executor.aclose,
     )
 
 

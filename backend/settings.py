@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Literal
 
@@ -9,6 +10,7 @@ from pydantic import AliasChoices, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 ProviderName = Literal["offline", "openai"]
+DEFAULT_TOOL_PROCESSES = min(4, os.cpu_count() or 1)
 
 
 class Settings(BaseSettings):
@@ -37,6 +39,10 @@ class Settings(BaseSettings):
     """Models (comma-separated) a client may name; default: `llm_model` only."""
     llm_timeout_s: float = Field(default=60.0, gt=0)
     llm_max_retries: int = Field(default=2, ge=0, le=10)
+    llm_retry_backoff_s: float = Field(default=0.5, ge=0)
+    """The wait before the first retry of an LLM request (it doubles)."""
+    llm_retry_max_wait_s: float = Field(default=30.0, ge=0)
+    """No wait between LLM attempts is longer, the server's Retry-After included."""
     llm_temperature: float | None = Field(default=None, ge=0, le=2)
 
     database_url: str = "sqlite:///data/loopwire.db"
@@ -66,6 +72,10 @@ class Settings(BaseSettings):
     agent_max_steps_cap: int = Field(default=50, ge=1)
     agent_loop_strategy: str = "react"
     agent_max_parse_failures: int = Field(default=3, ge=1)
+    run_timeout_s: float = Field(default=300.0, gt=0)
+    """Seconds of work a run may do (waits for the user do not count)."""
+    run_final_answer_timeout_s: float = Field(default=30.0, gt=0)
+    """The least time a run's final answer gets once its time is up."""
     request_input_timeout_s: float = Field(default=300.0, gt=0)
     approval_timeout_s: float = Field(default=300.0, gt=0)
     approval_on_reject: Literal["stop", "continue"] = "stop"
@@ -75,6 +85,10 @@ class Settings(BaseSettings):
     tool_rate_limit_calls: int = Field(default=10, ge=1)
     tool_rate_limit_window_s: float = Field(default=60.0, gt=0)
     tool_max_consecutive_failures: int = Field(default=3, ge=1)
+    tool_threads: int = Field(default=8, ge=1, le=256)
+    """Plain (synchronous) tool functions running at once, each in a thread."""
+    tool_processes: int = Field(default=DEFAULT_TOOL_PROCESSES, ge=1, le=64)
+    """`cpu_bound` tool calls running at once, each in a worker process."""
     agent_max_duplicate_calls: int = Field(default=2, ge=1)
     agent_max_replans: int = Field(default=2, ge=0)
     agent_max_tool_calls_per_step: int = Field(default=10, ge=1, le=100)

@@ -104,14 +104,29 @@ class Reply:
 class ErrorReply:
     """An HTTP error with an OpenAI-style `{"error": {...}}` body.
 
-    `retry_after_ms` sets the `retry-after-ms` header the SDK honours, so tests
-    exercising retries need not wait for its default back-off.
+    `retry_after_ms` sets the `retry-after-ms` header (OpenAI's own), so tests
+    exercising retries need not wait for the default back-off; `retry_after`
+    sets the standard `Retry-After` header verbatim (seconds or an HTTP date).
     """
 
     status: int
     message: str
     error_type: str = "invalid_request_error"
     retry_after_ms: int | None = None
+    retry_after: str | None = None
+
+    def headers(self) -> dict[str, str]:
+        headers = {}
+        if self.retry_after_ms is not None:
+            headers["retry-after-ms"] = str(self.retry_after_ms)
+        if self.retry_after is not None:
+            headers["retry-after"] = self.retry_after
+        return headers
+
+    def body(self) -> JSON:
+        return {
+            "error": {"message": self.message, "type": self.error_type, "code": None}
+        }
 
 
 @dataclass(frozen=True)
@@ -128,21 +143,21 @@ class HangReply:
 ScriptedReply = Reply | ErrorReply | HangReply
 
 
-def _split(text: str, size: int) -> list[str]:
+def split(text: str, size: int) -> list[str]:
     size = max(size, 1)
     return [text[i : i + size] for i in range(0, len(text), size)]
 
 
-def _split_in_parts(text: str, parts: int) -> list[str]:
+def split_in_parts(text: str, parts: int) -> list[str]:
     """Split `text` into at most `parts` non-empty pieces (one piece if empty)."""
     if not text:
         return [""]
     size = -(-len(text) // max(parts, 1))
-    return _split(text, size)
+    return split(text, size)
 
 
 @dataclass
-class _ChunkWriter:
+class ChunkWriter:
     """Builds `chat.completion.chunk` SSE lines that share one id and model."""
 
     model: str
@@ -180,9 +195,7 @@ def _sse(body: JSON) -> bytes:
 def _tool_call_deltas(reply: Reply, position: int) -> Iterator[JSON]:
     """The fragments of one streamed tool call: id/name only in the first."""
     name = reply.tool_calls[position][0]
-    fragments = _split_in_parts(
-        reply.arguments_text(position), reply.argument_fragments
-    )
+    fragments = split_in_parts(reply.arguments_text(position), reply.argument_fragments)
     for number, fragment in enumerate(fragments):
         delta: JSON = {"function": {"arguments": fragment}}
         if not reply.omit_stream_index:
@@ -196,9 +209,9 @@ def _tool_call_deltas(reply: Reply, position: int) -> Iterator[JSON]:
         yield delta
 
 
-def _stream_chunks(reply: Reply, writer: _ChunkWriter) -> Iterator[bytes]:
+def stream_chunks(reply: Reply, writer: ChunkWriter) -> Iterator[bytes]:
     yield writer.chunk({"role": "assistant", "content": ""})
-    for piece in _split(reply.content or "", reply.chunk_chars):
+    for piece in split(reply.content or "", reply.chunk_chars):
         yield writer.chunk({"content": piece})
     for position in range(len(reply.tool_calls)):
         for tool_delta in _tool_call_deltas(reply, position):
@@ -209,7 +222,7 @@ def _stream_chunks(reply: Reply, writer: _ChunkWriter) -> Iterator[bytes]:
     yield b"data: [DONE]\n\n"
 
 
-def _completion_json(reply: Reply, model: str) -> JSON:
+def completion_json(reply: Reply, model: str) -> JSON:
     message: JSON = {"role": "assistant", "content": reply.content}
     if reply.tool_calls:
         calls: list[JSON] = []
@@ -242,11 +255,7 @@ def _completion_json(reply: Reply, model: str) -> JSON:
 
 
 def _error_response(reply: ErrorReply) -> JSONResponse:
-    headers = {}
-    if reply.retry_after_ms is not None:
-        headers["retry-after-ms"] = str(reply.retry_after_ms)
-    error = {"message": reply.message, "type": reply.error_type, "code": None}
-    return JSONResponse({"error": error}, status_code=reply.status, headers=headers)
+    return JSONResponse(reply.body(), status_code=reply.status, headers=reply.headers())
 
 
 class _HangResponse(Response):
@@ -340,7 +349,7 @@ class FakeOpenAIServer:
 
     def _respond(self, reply: ScriptedReply, body: JSON) -> Response:
         streaming = bool(body.get("stream"))
-        writer = _ChunkWriter(
+        writer = ChunkWriter(
             model=str(body.get("model", "")),
             include_usage=bool((body.get("stream_options") or {}).get("include_usage")),
         )
@@ -352,14 +361,14 @@ class FakeOpenAIServer:
                 prelude.append(writer.chunk({"role": "assistant", "content": ""}))
                 prelude.extend(
                     writer.chunk({"content": piece})
-                    for piece in _split(reply.partial_content, 4)
+                    for piece in split(reply.partial_content, 4)
                 )
             return _HangResponse(prelude, self.cancelled)
         if streaming:
             return StreamingResponse(
-                _iterate(_stream_chunks(reply, writer)), media_type="text/event-stream"
+                _iterate(stream_chunks(reply, writer)), media_type="text/event-stream"
             )
-        return JSONResponse(_completion_json(reply, writer.model))
+        return JSONResponse(completion_json(reply, writer.model))
 
 
 async def _iterate(chunks: Iterator[bytes]) -> AsyncIterator[bytes]:

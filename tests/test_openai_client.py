@@ -390,7 +390,9 @@ async def test_retries_are_bounded(fake_openai: FakeOpenAIServer) -> None:
     finally:
         await llm.aclose()
 
-    assert str(caught.value) == "the LLM server answered 503: still overloaded"
+    assert str(caught.value) == (
+        "the LLM server answered 503: still overloaded (gave up after 2 attempts)"
+    )
     assert len(fake_openai.requests) == 2
     assert fake_openai.pending_replies == 1
 
@@ -418,10 +420,7 @@ async def test_connection_refused_becomes_llm_error() -> None:
     finally:
         await llm.aclose()
 
-    assert (
-        str(caught.value)
-        == f"cannot reach the LLM server at {base_url}: connection refused"
-    )
+    assert str(caught.value) == "cannot reach the LLM server: connection refused"
 
 
 async def test_timeout_becomes_llm_error(fake_openai: FakeOpenAIServer) -> None:

@@ -21,6 +21,8 @@ CANCELLED_NOTE = "Cancelled: the user stopped the run before this tool finished.
 STOPPED_NOTE = "Not run: the user stopped the run before this call."
 ENDED_NOTE = "Not run: the run ended before this call."
 UNANSWERED_NOTE = "Cancelled: the run stopped before the user answered."
+TIMED_OUT_NOTE = "Cancelled: the run ran out of time before this tool finished."
+UNASKED_NOTE = "Cancelled: the run ran out of time before the user answered."
 RESTARTED_NOTE = "Not run: the server stopped before this call."
 INTERRUPTED_NOTE = (
     "{name} was interrupted: the server stopped while it was running, so it may "
@@ -40,21 +42,24 @@ def close_queue(
     *,
     stopped: bool,
     interrupted: bool = False,
+    timed_out: bool = False,
     clock: Callable[[], float] = time.time,
 ) -> None:
     """Report and close every call still queued; clear the waits.
 
     `interrupted`: the process that ran the run died; the call that was in
-    flight may have run, and is reported so.
+    flight may have run, and is reported so. `timed_out`: the run's time
+    limit cut it off.
     """
     state = ctx.state
     for call in state.queue:
         if is_request_input(ctx, call):
-            ctx.history.append(closed(call, UNANSWERED_NOTE, "cancelled"))
+            note = UNASKED_NOTE if timed_out else UNANSWERED_NOTE
+            ctx.history.append(closed(call, note, "cancelled"))
         elif interrupted:
             _close_interrupted(ctx, call)
         else:
-            _close_call(ctx, call, stopped=stopped, clock=clock)
+            _close_call(ctx, call, stopped=stopped, timed_out=timed_out, clock=clock)
     state.queue.clear()
     state.in_flight = None
     state.pending_question = None
@@ -89,7 +94,12 @@ def _report(
 
 
 def _close_call(
-    ctx: AgentContext, call: ToolCall, *, stopped: bool, clock: Callable[[], float]
+    ctx: AgentContext,
+    call: ToolCall,
+    *,
+    stopped: bool,
+    timed_out: bool,
+    clock: Callable[[], float],
 ) -> None:
     state = ctx.state
     flight = state.in_flight
@@ -101,7 +111,8 @@ def _close_call(
         if approval is not None and approval.tool_call_id == call.id:
             note, status = f"{call.name} was not run: the run is stopping", "not_run"
         else:
-            note, status = CANCELLED_NOTE, "cancelled"
+            note = TIMED_OUT_NOTE if timed_out else CANCELLED_NOTE
+            status = "cancelled"
     else:
         note, status = (STOPPED_NOTE if stopped else ENDED_NOTE), "not_run"
     _report(ctx, call, note, status, duration)

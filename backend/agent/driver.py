@@ -11,10 +11,16 @@ and keeps any text already streamed.
 A run starts from a new state (phase `start`: `agent_start` is announced) or
 continues from a checkpoint: a run that was waiting waits again without
 asking twice, and a run whose ending was decided only finishes.
+
+Each phase runs within what is left of the run's time limit
+(`agent/time_limit.py`); when it is spent, the phase in flight is cancelled,
+nothing more is asked of the user, and the run ends `timeout` with a final
+answer the model gets a bounded time to write.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Awaitable, Callable
 
@@ -40,6 +46,7 @@ from backend.agent.state import (
     WaitOutcome,
 )
 from backend.agent.summary import summarize_outcomes
+from backend.agent.time_limit import ActiveTime
 from backend.aio import race
 from backend.errors import LLMError
 from backend.protocol import (
@@ -48,6 +55,8 @@ from backend.protocol import (
     TokenStream,
     ToolApprovalRequest,
 )
+
+log = logging.getLogger(__name__)
 
 Checkpoint = Callable[[AgentContext], Awaitable[None]]
 """Saves the run (its state, with the history it goes with); called after
@@ -70,12 +79,16 @@ class RunDriver:
         *,
         checkpoint: Checkpoint | None = None,
         clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.perf_counter,
     ) -> None:
+        """`clock` gives epoch time (deadlines of waits, timestamps);
+        `monotonic` times the phases (the run's active time)."""
         self.loop = loop
         self.ctx = ctx
         self.control = control
         self._checkpoint = checkpoint
         self._clock = clock
+        self._time = ActiveTime(ctx.state, loop.time_limit, monotonic)
         self._stoppable = True
         ctx.resumed = ctx.state.phase != START
         approval = ctx.state.pending_approval
@@ -109,6 +122,8 @@ class RunDriver:
 
     async def _next_decision(self) -> Decision:
         state, control = self.ctx.state, self.control
+        if state.waiting and self._time.spent:
+            return self._out_of_time()  # asked as the time ran out: not shown
         if state.waiting:
             won = await race(self._wait(), control.suspend.wait())
             if won is None or won[0] == 1:
@@ -124,13 +139,15 @@ class RunDriver:
         return await self._phase()
 
     async def _phase(self) -> Decision:
+        """The phase the state names, cut off when the run's time runs out."""
         state = self.ctx.state
+        if self._time.spent:
+            return self._out_of_time()
         phase, calls, tools = state.phase, state.usage.llm_calls, len(state.outcomes)
-        started, begun = self._clock(), time.perf_counter()
-        decision = await self.loop.advance(self.ctx)
+        started, stop = self._clock(), self._time.start()
+        won = await race(self.loop.advance(self.ctx), limit_s=self._time.remaining_s)
+        elapsed_ms = stop()
         self.ctx.resumed = False
-        elapsed_ms = (time.perf_counter() - begun) * 1000
-        state.active_ms += elapsed_ms
         state.trace.append(
             TraceEntry(
                 step=state.step,
@@ -141,7 +158,18 @@ class RunDriver:
                 tool_calls=len(state.outcomes) - tools,
             )
         )
+        if won is None:
+            return self._out_of_time()
+        decision: Decision = won[1]
         return decision
+
+    def _out_of_time(self) -> Decision:
+        """The time limit is reached: close what it cut off (the call in
+        flight, the rest of the queue, a question not yet shown, a stream);
+        the model then writes the final answer."""
+        close_queue(self.ctx, stopped=False, timed_out=True, clock=self._clock)
+        self._close_stream()
+        return Final(None, "timeout", self._time.limit.why())
 
     async def _apply(self, decision: Decision) -> None:
         state = self.ctx.state
@@ -157,15 +185,7 @@ class RunDriver:
                 state.pending_approval = approval
                 self.control.expect_approval(approval.tool_call_id)
                 await self._save()
-                self.ctx.emit(
-                    ToolApprovalRequest(
-                        tool_call_id=approval.tool_call_id,
-                        tool_name=approval.tool_name,
-                        arguments=approval.arguments,
-                        description=approval.description,
-                        step=approval.step,
-                    )
-                )
+                self._announce_approval()
             case Final(answer=answer, reason=reason, why=why):
                 state.ending = Ending(answer=answer, reason=reason, why=why)
                 state.phase = ENDING
@@ -177,8 +197,8 @@ class RunDriver:
 
     def _announce_question(self) -> None:
         question = self.ctx.state.pending_question
-        if question is None or self.control.stop_after_step.is_set():
-            return  # a stop is on its way: do not ask only to withdraw it
+        if question is None or self._ending_anyway():
+            return  # do not ask only to withdraw it
         self.ctx.emit(
             AgentRequestInput(
                 step=question.step,
@@ -187,6 +207,24 @@ class RunDriver:
                 timeout_s=question.timeout_s,
             )
         )
+
+    def _announce_approval(self) -> None:
+        approval = self.ctx.state.pending_approval
+        if approval is None or self._time.spent:
+            return  # the run ends: it would be withdrawn at once
+        self.ctx.emit(
+            ToolApprovalRequest(
+                tool_call_id=approval.tool_call_id,
+                tool_name=approval.tool_name,
+                arguments=approval.arguments,
+                description=approval.description,
+                step=approval.step,
+            )
+        )
+
+    def _ending_anyway(self) -> bool:
+        """A stop is on its way, or the time is up."""
+        return self.control.stop_after_step.is_set() or self._time.spent
 
     async def _wait(self) -> WaitOutcome:
         state, control = self.ctx.state, self.control
@@ -218,9 +256,24 @@ class RunDriver:
         close_queue(self.ctx, stopped=ending.reason == "stopped", clock=self._clock)
         if ending.answer is not None or ending.reason == "stopped":
             return self._end(ending)
-        text = await self.loop.final_answer(self.ctx, ending.why)
+        text = await self._final_answer(ending.why)
         answer = text or summarize_outcomes(state.outcomes, state.step)
         return self._end(ending.model_copy(update={"answer": answer}))
+
+    async def _final_answer(self, why: str) -> str:
+        """The model's final answer, within what is left of the time limit
+        (at least `TimeLimit.final_answer_s`); past it, what it had streamed."""
+        limit = self._time.final_answer_s
+        won = await race(self.loop.final_answer(self.ctx, why), limit_s=limit)
+        if won is None:
+            log.warning(
+                "run %s: no final answer within %gs; answering without it",
+                self.ctx.state.run_id,
+                limit,
+            )
+            return self._close_stream()
+        text: str = won[1]
+        return text
 
     def _failed(self, message: str) -> AgentResult:
         state = self.ctx.state

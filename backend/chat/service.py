@@ -24,7 +24,7 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from types import TracebackType
 
 from pydantic import ValidationError
@@ -97,8 +97,11 @@ class ChatService:
         settings: Settings,
         store: Store | None = None,
         forget_session: Callable[[str], None] = lambda _session_id: None,
+        on_close: Callable[[], Awaitable[None]] | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
+        """`on_close` runs last when the service stops (after every run has
+        ended): e.g. the tool executor's worker processes."""
         for needed in (settings.agent_loop_strategy, PLAIN, TOOL_MODE):
             if needed not in strategies:
                 known = ", ".join(strategies.names)
@@ -115,6 +118,7 @@ class ChatService:
             settings, store, forget_session=forget_session, clock=clock
         )
         self.draining = False
+        self._on_close = on_close
         self._tasks: asyncio.TaskGroup | None = None
         self._writer: asyncio.Task[None] | None = None
 
@@ -147,9 +151,13 @@ class ChatService:
         if self._writer is not None:
             self._writer.cancel()
         tasks, self._tasks = self._tasks, None
-        if tasks is not None:
-            await tasks.__aexit__(exc_type, exc, tb)
-        await self.flush_all()
+        try:
+            if tasks is not None:
+                await tasks.__aexit__(exc_type, exc, tb)
+            await self.flush_all()
+        finally:
+            if self._on_close is not None:
+                await self._on_close()
 
     async def drain(self) -> None:
         """Shut down without losing anything: refuse new work, park every run
@@ -422,7 +430,10 @@ class ChatService:
         unknown = [n for n in message.selected_tools or () if n not in self.registry]
         if unknown:
             known = ", ".join(self.registry.names) or "none"
-            names = ", ".join(unknown)
+            # the names come from the client: never echo 256 of them in full
+            names = ", ".join(n if len(n) <= 40 else n[:39] + "…" for n in unknown[:5])
+            if len(unknown) > 5:
+                names += f" and {len(unknown) - 5} more"
             raise InvalidMessage(
                 f"unknown tool(s) in selected_tools: {names}; available: {known}"
             )

@@ -2,18 +2,27 @@
 
 This is the only module that imports the `openai` SDK. It translates the
 provider-neutral types of `backend.llm.base` to the chat completions wire
-format and back, and every SDK failure into an `LLMError` with a message a
+format and back, and every failure into an `LLMError` with a message a
 person can act on. Works with OpenAI itself and with compatible servers
 (Ollama, vLLM, LM Studio, llama.cpp), tolerating their streaming quirks.
+
+Faults: the SDK's own retries are off; this client retries, through
+`backend.llm.retries`, what can succeed a second time — timeouts, failed or
+broken connections, 408/409/429/5xx answers (honouring `Retry-After`, capped),
+a stream that ended early — and nothing else (malformed JSON, other 4xx). A
+stream is retried only while no text of it has reached the caller. The
+messages name no URL, key or exception; the server log has the details.
 """
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import os
+import time
 from collections.abc import AsyncIterator, Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import openai
@@ -32,7 +41,6 @@ from openai.types.chat import (
     ChatCompletionUserMessageParam,
 )
 
-from backend.errors import LLMError
 from backend.llm.base import (
     Completion,
     LLMRequest,
@@ -44,6 +52,8 @@ from backend.llm.base import (
     ToolSpec,
     Usage,
 )
+from backend.llm.redaction import bare_urls, redact
+from backend.llm.retries import Failure, Retrier, RetryPolicy, Sleep, retry_after_s
 
 __all__ = ["OpenAIClient"]
 
@@ -57,10 +67,11 @@ class OpenAIClient:
     """`LLMClient` over `openai.AsyncOpenAI` (chat completions).
 
     `api_key=None` falls back to `OPENAI_API_KEY`, then to a placeholder so
-    keyless local servers work. `timeout_s` bounds each network phase of a
-    request (connect, each read, ...); failed requests are retried at most
-    `max_retries` times by the SDK (connection errors, timeouts, 408/409/429
-    and 5xx answers).
+    keyless local servers work. `timeout_s` bounds each network phase of an
+    attempt: connecting, and every read — so a server that goes silent, before
+    its answer or between two chunks of a stream, fails the attempt after
+    `timeout_s`. A call makes at most `1 + max_retries` attempts (see the
+    module docstring); `sleep` is how it waits between them.
     """
 
     def __init__(
@@ -71,16 +82,22 @@ class OpenAIClient:
         api_key: str | None = None,
         timeout_s: float = 60.0,
         max_retries: int = 2,
+        retry_backoff_s: float = 0.5,
+        retry_max_wait_s: float = 30.0,
+        sleep: Sleep = asyncio.sleep,
     ) -> None:
         self._model = model
         self._timeout_s = timeout_s
+        self._api_key = api_key or os.environ.get("OPENAI_API_KEY") or ""
         self._sdk = openai.AsyncOpenAI(
-            api_key=api_key or os.environ.get("OPENAI_API_KEY") or _PLACEHOLDER_API_KEY,
+            api_key=self._api_key or _PLACEHOLDER_API_KEY,
             base_url=base_url,
             timeout=timeout_s,
-            max_retries=max_retries,
+            max_retries=0,  # retried here, once, not by the SDK as well
         )
-        self._base_url = str(self._sdk.base_url).rstrip("/")
+        self._retry = RetryPolicy(max_retries, retry_backoff_s, retry_max_wait_s)
+        self._sleep = sleep
+        self._base_url = bare_urls(str(self._sdk.base_url).rstrip("/"))
         self._stream_usage_supported = True
         self._call_ids = itertools.count(1)
 
@@ -94,7 +111,8 @@ class OpenAIClient:
 
     @property
     def base_url(self) -> str:
-        """The server's base URL as the SDK resolved it (no trailing slash)."""
+        """The server's base URL as the SDK resolved it (no trailing slash),
+        without credentials or query."""
         return self._base_url
 
     async def aclose(self) -> None:
@@ -103,40 +121,46 @@ class OpenAIClient:
     async def complete(self, request: LLMRequest) -> Completion:
         """One non-streaming chat completion."""
         body = _RequestBody.build(request, default_model=self._model)
-        try:
-            response = await self._sdk.chat.completions.create(
-                model=body.model,
-                messages=body.messages,
-                tools=body.tools or omit,
-                tool_choice=body.tool_choice or omit,
-                temperature=omit if body.temperature is None else body.temperature,
-            )
-        except openai.OpenAIError as exc:
-            raise self._llm_error(exc) from exc
-        return self._completion_from_response(response)
+        retrier = Retrier(self._retry, self._sleep)
+        while True:
+            try:
+                response = await self._sdk.chat.completions.create(
+                    model=body.model,
+                    messages=body.messages,
+                    tools=body.tools or omit,
+                    tool_choice=body.tool_choice or omit,
+                    temperature=omit if body.temperature is None else body.temperature,
+                )
+                return self._completion_from_response(response)
+            except _FAULTS as exc:
+                await retrier.after(self._failure(exc))
 
     async def stream(self, request: LLMRequest) -> AsyncIterator[StreamEvent]:
         """Yield a `TextDelta` per content piece, then one final `Completion`.
 
+        A failed attempt is retried only if none of its text was yielded.
         Leaving early (break, cancellation) closes the upstream HTTP response.
         """
         body = _RequestBody.build(request, default_model=self._model)
-        sdk_stream = await self._open_stream(body)
-        assembler = _StreamAssembler(new_call_id=self._new_call_id)
-        try:
-            async with sdk_stream:
-                async for chunk in sdk_stream:
-                    text = assembler.feed(chunk)
-                    if text:
-                        yield TextDelta(text=text)
-        except openai.OpenAIError as exc:
-            raise self._llm_error(exc) from exc
-        except json.JSONDecodeError as exc:
-            raise LLMError(
-                f"the LLM server at {self._base_url} sent malformed "
-                f"streaming data: {exc}"
-            ) from exc
-        yield assembler.completion()
+        retrier = Retrier(self._retry, self._sleep)
+        while True:
+            assembler = _StreamAssembler(new_call_id=self._new_call_id)
+            try:
+                sdk_stream = await self._open_stream(body)
+                async with sdk_stream:
+                    async for chunk in sdk_stream:
+                        text = assembler.feed(chunk)
+                        if text:
+                            yield TextDelta(text=text)
+                completion = assembler.completion()
+            except _FAULTS as exc:
+                failure = self._failure(exc)
+                if assembler.text:  # the caller has shown it: never twice
+                    failure = replace(failure, retryable=False)
+                await retrier.after(failure)
+                continue
+            yield completion
+            return
 
     async def _open_stream(
         self, body: _RequestBody
@@ -151,14 +175,9 @@ class OpenAIClient:
                 return await self._create_stream(body, {"include_usage": True})
             except openai.BadRequestError as exc:
                 if "stream_options" not in _status_detail(exc):
-                    raise self._llm_error(exc) from exc
+                    raise
                 self._stream_usage_supported = False
-            except openai.OpenAIError as exc:
-                raise self._llm_error(exc) from exc
-        try:
-            return await self._create_stream(body, omit)
-        except openai.OpenAIError as exc:
-            raise self._llm_error(exc) from exc
+        return await self._create_stream(body, omit)
 
     async def _create_stream(
         self,
@@ -181,50 +200,92 @@ class OpenAIClient:
 
     def _completion_from_response(self, response: ChatCompletion) -> Completion:
         choices = getattr(response, "choices", None)
-        if not choices:
-            raise LLMError(
-                f"the LLM server at {self._base_url} answered without any choices"
-            )
+        if not choices or not isinstance(choices, list):
+            raise _BadReply("the LLM server answered without any choices")
         choice = choices[0]
-        message = choice.message
+        message = getattr(choice, "message", None)
+        if message is None:
+            raise _BadReply("the LLM server answered without a message")
         tool_calls = tuple(
             ToolCall(
                 id=getattr(call, "id", None) or self._new_call_id(),
                 name=function.name,
                 arguments=function.arguments or "{}",
             )
-            for call in (message.tool_calls or ())
+            for call in (getattr(message, "tool_calls", None) or ())
             # Only function calls with a name can be executed.
             if (function := getattr(call, "function", None)) is not None
             and getattr(function, "name", None)
         )
         return Completion(
-            content=message.content or "",
+            content=getattr(message, "content", None) or "",
             tool_calls=tool_calls,
             usage=_usage(getattr(response, "usage", None)),
             finish_reason=getattr(choice, "finish_reason", None),
         )
 
-    def _llm_error(self, exc: openai.OpenAIError) -> LLMError:
-        """Translate an SDK exception into an `LLMError` with a human message."""
-        if isinstance(exc, openai.APITimeoutError):
-            message = f"the LLM request timed out after {self._timeout_s:g}s"
-        elif isinstance(exc, openai.APIConnectionError):
-            message = (
-                f"cannot reach the LLM server at {self._base_url}: "
-                f"{_connection_reason(exc)}"
-            )
-        elif isinstance(exc, openai.APIStatusError):
-            message = (
-                f"the LLM server answered {exc.status_code}: {_status_detail(exc)}"
-            )
-        elif isinstance(exc, openai.APIResponseValidationError):
-            message = f"the LLM server sent an unexpected response: {exc.message}"
-        elif isinstance(exc, openai.APIError):
-            message = f"the LLM server reported an error: {exc.message}"
-        else:
-            message = f"the LLM request failed: {exc}"
-        return LLMError(message)
+    def _failure(self, exc: Exception) -> Failure:
+        """What one failed attempt means: its message, and whether to retry."""
+        message, retryable, after = _meaning(exc, self._timeout_s)
+        detail = f"{self._base_url}: {message}"
+        if not isinstance(exc, openai.APIStatusError):
+            cause = exc.__cause__
+            detail += f" [{type(exc).__name__}: {exc}]"
+            if cause is not None:
+                detail += f" [{type(cause).__name__}: {cause}]"
+        return Failure(self._scrub(message), retryable, after, self._scrub(detail))
+
+    def _scrub(self, text: str) -> str:
+        return redact(text, self._api_key)
+
+
+class _BadReply(Exception):
+    """A reply that parsed but cannot be used (not retried)."""
+
+
+class _CutShort(Exception):
+    """A stream that ended without a finish reason: it was cut off."""
+
+
+_FAULTS = (openai.OpenAIError, json.JSONDecodeError, _BadReply, _CutShort)
+"""What a failed attempt raises; anything else is a bug, not a fault."""
+
+_RETRIED_STATUSES = frozenset({408, 409, 429})
+
+
+def _meaning(exc: Exception, timeout_s: float) -> tuple[str, bool, float | None]:
+    """The user's message for `exc`, whether it is worth retrying, and the
+    server's `Retry-After`."""
+    if isinstance(exc, openai.APITimeoutError):
+        return f"the LLM request timed out after {timeout_s:g}s", True, None
+    if isinstance(exc, openai.APIConnectionError):
+        return _connection_message(exc), True, None
+    if isinstance(exc, openai.APIStatusError):
+        return _status_meaning(exc)
+    if isinstance(exc, json.JSONDecodeError):
+        return "the LLM server sent a malformed reply (invalid JSON)", False, None
+    if isinstance(exc, _BadReply):
+        return str(exc), False, None
+    if isinstance(exc, _CutShort):
+        message = "the LLM server's reply stopped before it was complete"
+        return message, True, None
+    if isinstance(exc, openai.APIResponseValidationError):
+        return "the LLM server sent a reply of an unexpected shape", False, None
+    if isinstance(exc, openai.APIError):
+        return f"the LLM server reported an error: {exc.message}", False, None
+    return "the LLM request failed", False, None
+
+
+def _status_meaning(exc: openai.APIStatusError) -> tuple[str, bool, float | None]:
+    status = exc.status_code
+    message = f"the LLM server answered {status}: {_status_detail(exc)}"
+    headers = exc.response.headers
+    should = headers.get("x-should-retry")
+    if should in ("true", "false"):
+        retryable = should == "true"
+    else:
+        retryable = status in _RETRIED_STATUSES or status >= 500
+    return message, retryable, retry_after_s(headers, time.time())
 
 
 # -- request mapping ---------------------------------------------------------
@@ -372,12 +433,17 @@ class _StreamAssembler:
                 continue
             for fragment in getattr(delta, "tool_calls", None) or ():
                 self._feed_tool_call(fragment)
-            if delta.content:
-                self.text.append(delta.content)
-                new_text += delta.content
+            content = getattr(delta, "content", None)
+            if isinstance(content, str) and content:
+                self.text.append(content)
+                new_text += content
         return new_text
 
     def completion(self) -> Completion:
+        """The whole reply; `_CutShort` if the stream ended before its finish
+        reason (the connection closed before the reply was complete)."""
+        if self.finish_reason is None:
+            raise _CutShort("the stream ended without a finish reason")
         return Completion(
             content="".join(self.text),
             tool_calls=tuple(self._finished_calls()),
@@ -456,23 +522,22 @@ def _status_detail(exc: openai.APIStatusError) -> str:
     return detail
 
 
-def _connection_reason(exc: BaseException) -> str:
+def _connection_message(exc: BaseException) -> str:
     """Why a connection failed, from the exception chain, in plain words."""
     seen: set[int] = set()
     cause: BaseException | None = exc
-    last_text = ""
     while cause is not None and id(cause) not in seen:
         seen.add(id(cause))
-        if isinstance(cause, ConnectionRefusedError):
-            return "connection refused"
-        if isinstance(cause, ConnectionResetError):
-            return "connection reset by the server"
         text = str(cause)
-        if "Connection refused" in text or "Connect call failed" in text:
-            return "connection refused"
+        if isinstance(cause, ConnectionRefusedError) or "Connection refused" in text:
+            return "cannot reach the LLM server: connection refused"
+        if "Connect call failed" in text:
+            return "cannot reach the LLM server: connection refused"
         if "Name or service not known" in text or "nodename nor servname" in text:
-            return "unknown host"
-        if cause is not exc and text:
-            last_text = text
+            return "cannot reach the LLM server: unknown host"
+        if "certificate" in text.lower() or "SSL" in text:
+            return "cannot reach the LLM server: the TLS handshake failed"
+        if isinstance(cause, ConnectionResetError) or "peer closed" in text:
+            return "the LLM server closed the connection before its reply was complete"
         cause = cause.__cause__ or cause.__context__
-    return last_text or "connection error"
+    return "cannot reach the LLM server: connection error"
