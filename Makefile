@@ -27,15 +27,15 @@ test: $(VENV)/.dev browser services
 
 # ---- quality ----------------------------------------------------------------
 format: $(VENV)/.dev
-	$(VENV)/bin/ruff format backend tests benchmarks
-	$(VENV)/bin/ruff check --fix backend tests benchmarks
+	$(VENV)/bin/ruff format backend loopwire tests benchmarks
+	$(VENV)/bin/ruff check --fix backend loopwire tests benchmarks
 
 lint: $(VENV)/.dev
-	$(VENV)/bin/ruff format --check backend tests benchmarks
-	$(VENV)/bin/ruff check backend tests benchmarks
+	$(VENV)/bin/ruff format --check backend loopwire tests benchmarks
+	$(VENV)/bin/ruff check backend loopwire tests benchmarks
 
 typecheck: $(VENV)/.dev
-	$(VENV)/bin/mypy --strict backend
+	$(VENV)/bin/mypy --strict backend loopwire
 
 check: lint typecheck test
 

@@ -9,9 +9,14 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from backend.protocol import json_schema
-from backend.settings import Settings
 
 SCHEMA_PATH = Path("docs/protocol.schema.json")
+CHAT_HELP = """Send one message and show the run as it happens.
+
+exit status: 0 finished, 1 error, 2 bad arguments or settings, 3 stopped,
+4 max steps reached, 5 a tool call declined, 6 a question or approval timed
+out, 7 an answer was needed and none could be given, 8 no connection,
+130 interrupted (Ctrl-C stops the run)."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -39,19 +44,41 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, help="port (LOOPWIRE_PORT, default 8000)")
     schema = sub.add_parser("schema", help="print or write the protocol JSON Schema")
     schema.add_argument("--write", action="store_true", help=f"write {SCHEMA_PATH}")
-    chat = sub.add_parser("chat", help="send one message to a running server")
+    chat = sub.add_parser(
+        "chat",
+        help="send one message to a running server",
+        description=CHAT_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     chat.add_argument("message")
-    chat.add_argument("--url", default="ws://127.0.0.1:8000/ws")
-    chat.add_argument("--agent", action="store_true", help="agent mode")
-    chat.add_argument("--max-steps", type=int, default=None)
-    chat.add_argument("--json", action="store_true", help="print raw frames")
     chat.add_argument(
-        "--token", default=None, help="auth token, if the server needs one"
+        "--url", help="the server's WebSocket (default ws://LOOPWIRE_HOST:PORT/ws)"
+    )
+    chat.add_argument(
+        "--token", help="auth token, if the server needs one (LOOPWIRE_AUTH_TOKEN)"
+    )
+    chat.add_argument("--agent", action="store_true", help="agent mode")
+    chat.add_argument(
+        "--strategy", help="agent mode with this strategy (react, act, …)"
+    )
+    chat.add_argument("--max-steps", type=int, default=None, help="step budget")
+    chat.add_argument(
+        "--json", action="store_true", help="print each frame as one JSON line"
+    )
+    chat.add_argument(
+        "--answer",
+        action="append",
+        help="answer to the next question (repeatable; then the terminal or stdin)",
     )
     chat.add_argument(
         "--approve",
         choices=("yes", "no"),
-        help="answer to tool approval requests (default: ask in the terminal)",
+        help="answer to tool approval requests (default: the terminal or stdin)",
+    )
+    chat.add_argument(
+        "--no-input",
+        action="store_true",
+        help="never wait for an answer: a question ends the run (exit 7)",
     )
     chat.add_argument(
         "--session", help="continue this conversation (its id, as printed after a run)"
@@ -59,14 +86,11 @@ def _parser() -> argparse.ArgumentParser:
     conversations = sub.add_parser(
         "conversations", help="list a running server's conversations, newest first"
     )
-    conversations.add_argument("--url", default="http://127.0.0.1:8000")
-    conversations.add_argument("--limit", type=int, default=20)
-    conversations.add_argument("--token", default=None)
-    chat.add_argument(
-        "--answer",
-        action="append",
-        help="answer to the next question (repeatable; default: ask in the terminal)",
+    conversations.add_argument(
+        "--url", help="the server (default http://LOOPWIRE_HOST:PORT)"
     )
+    conversations.add_argument("--limit", type=int, default=20)
+    conversations.add_argument("--token", help="auth token (LOOPWIRE_AUTH_TOKEN)")
     return parser
 
 
@@ -74,9 +98,9 @@ def _serve(args: argparse.Namespace) -> int:
     import logging
 
     import uvicorn
-    from pydantic import ValidationError
 
     from backend.app import create_app
+    from backend.cli import load_settings
     from backend.errors import ConfigError
     from backend.server import (
         Server,
@@ -85,17 +109,7 @@ def _serve(args: argparse.Namespace) -> int:
         redact_request_logs,
     )
 
-    try:
-        settings = Settings()
-    except ValidationError as exc:
-        problems = "; ".join(
-            ": ".join(filter(None, [".".join(map(str, e["loc"])), e["msg"]])).replace(
-                "Value error, ", ""
-            )
-            for e in exc.errors(include_url=False)
-        )
-        print(f"loopwire: invalid settings: {problems}", file=sys.stderr)
-        return 2
+    settings = load_settings()
     host = args.host or settings.host
     port = args.port if args.port is not None else settings.port
     logging.basicConfig(

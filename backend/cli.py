@@ -1,8 +1,11 @@
-"""`loopwire chat`: a scripted WebSocket client for a running server.
+"""`loopwire chat` and `loopwire conversations`: scripts on a running server.
 
-Sends one `chat`, prints the run as it happens, answers `request_input`
-questions from `--answer` values or the terminal (and stops the run when it
-has neither), and exits with 0 when the run completes, 1 on an error frame.
+`chat` sends one message through `loopwire.AgentClient` and shows the run
+as it happens (`loopwire.terminal`); it answers the agent's questions and
+approvals from `--answer` / `--approve`, the terminal, or stdin's lines
+(`loopwire.answers`), and its exit status says how the run ended
+(`loopwire.exit_codes`). Where to connect, and the token, default to the
+`LOOPWIRE_*` settings; a bad setting is one line naming it, exit 2.
 """
 
 from __future__ import annotations
@@ -15,177 +18,120 @@ import time
 import urllib.error
 import urllib.request
 from typing import Any, TextIO
-from urllib.parse import quote
 
-from websockets.asyncio.client import ClientConnection, connect
-from websockets.exceptions import WebSocketException
+from pydantic import ValidationError
+
+from backend.settings import Settings
+from loopwire.answers import Answers
+from loopwire.client import AgentClient
+from loopwire.errors import ClientError, ConnectionFailed, HandshakeRefused
+from loopwire.exit_codes import ExitCode
+from loopwire.follow import Request, follow
+from loopwire.terminal import Terminal
 
 Frame = dict[str, Any]
 
 
-def chat_command(args: argparse.Namespace) -> int:
-    try:
-        return asyncio.run(_chat(args, sys.stdout))
-    except (OSError, WebSocketException) as exc:
-        print(f"loopwire: cannot talk to {args.url}: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        return 130
+# ------------------------------------------------------------ settings
 
 
-async def _chat(args: argparse.Namespace, out: TextIO) -> int:
-    session = getattr(args, "session", None)
-    params = f"?session_id={quote(session)}" if session else ""
-    headers = {"Authorization": f"Bearer {args.token}"} if args.token else {}
-    async with connect(args.url + params, additional_headers=headers) as ws:
-        ready = json.loads(await ws.recv())
-        if ready.get("type") != "session_ready":
-            print(describe(ready), file=out)
-            return 1
-        if session and not ready["resumed"]:
-            print(f"loopwire: no conversation {session} on this server", file=out)
-            return 1
-        request: Frame = {
-            "type": "chat",
-            "content": args.message,
-            "agent_mode": args.agent,
-        }
-        if args.max_steps is not None:
-            request["agent_max_steps"] = args.max_steps
-        await ws.send(json.dumps(request))
-        answers = list(args.answer or ())
-        after = ready["last_seq"]  # what a resumed session replays is old news
-        status = await _follow(ws, args.json, answers, out, args.approve, after)
-        if not args.json:
-            print(
-                f"(conversation {ready['session_id']}: --session to continue)", file=out
-            )
-        return status
-
-
-async def _follow(
-    ws: ClientConnection,
-    raw: bool,
-    answers: list[str],
-    out: TextIO,
-    approve: str | None = None,
-    after_seq: int = 0,
-) -> int:
-    status, streamed = 0, False
-    while True:
-        frame: Frame = json.loads(await ws.recv())
-        if frame.get("seq", 0) <= after_seq:
+def settings_problem(exc: ValidationError) -> str:
+    """A settings error as one line naming each variable at fault."""
+    problems = []
+    for error in exc.errors(include_url=False):
+        message = error["msg"].removeprefix("Value error, ")
+        loc = [str(part) for part in error["loc"]]
+        if not loc:  # a check across settings: its message names them
+            problems.append(message)
             continue
-        line = json.dumps(frame) if raw else describe(frame)
-        if frame["type"] == "chat_response" and streamed and not raw:
-            line = ""  # already printed token by token
-        streamed = frame["type"] == "token_stream"
-        if line:
-            print(line, file=out, end="" if frame["type"] == "token_stream" else "\n")
-            out.flush()
-        if frame["type"] == "error":
-            status = 1
-        if frame.get("update_type") == "agent_request_input":
-            await _answer(ws, frame, answers, out)
-        if frame["type"] == "tool_approval_request":
-            await _approve(ws, frame, approve, out)
-        if frame["type"] == "response_complete":
-            return status
+        name = loc[0] if loc[0].isupper() else f"LOOPWIRE_{loc[0].upper()}"
+        problems.append(f"{name}={error['input']!r}: {message}")
+    return "invalid setting " + "; ".join(problems).replace("\n", " ")
 
 
-async def _answer(
-    ws: ClientConnection, frame: Frame, answers: list[str], out: TextIO
-) -> None:
-    """Answer from --answer values, else from the terminal, else stop the run."""
-    if answers:
-        answer = answers.pop(0)
-        print(f"your answer> {answer}", file=out)
-    elif sys.stdin.isatty():
-        answer = await asyncio.to_thread(input, "your answer> ")
-    else:
-        print(
-            "(no answer to give: pass --answer or use a terminal; stopping)", file=out
-        )
-        await ws.send(json.dumps({"type": "agent_control", "action": "stop"}))
+def load_settings() -> Settings:
+    """The `LOOPWIRE_*` settings; exits with one line (status 2) if one is bad."""
+    try:
+        return Settings()
+    except ValidationError as exc:
+        print(f"loopwire: {settings_problem(exc)}", file=sys.stderr)
+        raise SystemExit(ExitCode.USAGE) from None
+
+
+def server_url(settings: Settings, scheme: str, path: str = "") -> str:
+    """Where this machine reaches the server the settings describe."""
+    host = settings.host
+    if host in ("", "0.0.0.0"):
+        host = "127.0.0.1"
+    elif host == "::":
+        host = "::1"
+    if ":" in host:
+        host = f"[{host}]"
+    return f"{scheme}://{host}:{settings.port}{path}"
+
+
+def _target(args: argparse.Namespace, scheme: str, path: str) -> None:
+    """Fill in `args.url` and `args.token` from the settings when not given."""
+    if args.url is not None and args.token is not None:
         return
-    reply = {
-        "type": "agent_user_input",
-        "content": answer,
-        "question_id": frame["question_id"],
-    }
-    await ws.send(json.dumps(reply))
+    settings = load_settings()
+    args.url = args.url or server_url(settings, scheme, path)
+    args.token = args.token or settings.auth_token
 
 
-async def _approve(
-    ws: ClientConnection, frame: Frame, policy: str | None, out: TextIO
-) -> None:
-    """Decide from --approve, else ask in the terminal, else decline."""
-    if policy is not None:
-        approved = policy == "yes"
-        print(f"approve {frame['tool_name']}? {policy}", file=out)
-    elif sys.stdin.isatty():
-        prompt = (
-            f"approve {frame['tool_name']}({json.dumps(frame['arguments'])})? [y/N] "
-        )
-        approved = (await asyncio.to_thread(input, prompt)).strip().lower() in (
-            "y",
-            "yes",
-        )
-    else:
-        print(
-            "(no one to approve: pass --approve yes|no or use a terminal; declining)",
-            file=out,
-        )
-        approved = False
-    reply: Frame = {
-        "type": "tool_approval_response",
-        "tool_call_id": frame["tool_call_id"],
-        "approved": approved,
-    }
-    await ws.send(json.dumps(reply))
+# ------------------------------------------------------------ chat
 
 
-def describe(frame: Frame) -> str:
-    """A human line for a frame ('' for frames not worth a line)."""
-    kind = frame["type"]
-    if kind == "agent_update":
-        return _describe_update(frame)
-    if kind == "tool_start":
-        return f"  → {frame['tool_name']}({json.dumps(frame['arguments'])})"
-    if kind == "tool_complete":
-        return f"  ← {frame['tool_name']}: {json.dumps(frame['result'])}"
-    if kind == "tool_approval_request":
-        return f"  ! {frame['tool_name']} needs your approval: {frame['description']}"
-    if kind == "tool_error":
-        return f"  ✗ {frame['tool_name']} [{frame['status']}]: {frame['error']}"
-    if kind == "token_stream":
-        return "\n" if frame["is_last"] else str(frame["token"])
-    if kind == "chat_response":
-        return f"\nassistant: {frame['message']}"
-    if kind == "error":
-        return f"error ({frame['error_type']}): {frame['message']}"
-    return ""
+def chat_command(args: argparse.Namespace) -> int:
+    _target(args, "ws", "/ws")
+    try:
+        return asyncio.run(_chat(args, sys.stdout, sys.stderr, sys.stdin))
+    except KeyboardInterrupt:
+        return ExitCode.INTERRUPTED
 
 
-def _describe_update(frame: Frame) -> str:
-    update = frame["update_type"]
-    if update == "agent_turn_start":
-        return f"— step {frame['step']} / {frame['max_steps']}"
-    if update in ("agent_reason", "agent_observe"):
-        phase = "reason" if update == "agent_reason" else "observe"
-        return f"  [{phase}] {frame['content']}"
-    if update == "agent_request_input":
-        return f"  ? {frame['question']}"
-    if update == "agent_completion":
-        steps, ms = frame["steps"], frame["duration_ms"]
-        return f"(done: {frame['reason']}, {steps} step(s), {ms:.0f} ms)"
-    if update in ("agent_stopped", "agent_max_steps_reached", "agent_error"):
-        return f"  ({update.removeprefix('agent_').replace('_', ' ')})"
-    return ""
+async def _chat(
+    args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO | None
+) -> int:
+    terminal = Terminal(out, err, json_lines=args.json)
+    answers = Answers(
+        terminal,
+        stdin,
+        given=args.answer or (),
+        approve=args.approve,
+        no_input=args.no_input,
+    )
+    try:
+        async with AgentClient(
+            args.url, token=args.token, session_id=args.session
+        ) as client:
+            terminal.ready(client.ready)
+            request = Request(args.message, args.agent, args.strategy, args.max_steps)
+            code = await follow(client, request, terminal, answers)
+            if terminal.mode != "json" and client.run_id is not None:
+                terminal.line(
+                    f"(conversation {client.session_id}: --session to continue)"
+                )
+            return code
+    except HandshakeRefused as exc:
+        terminal.problem(f"loopwire: {args.url}: {exc}")
+        return ExitCode.CONNECTION
+    except ConnectionFailed as exc:
+        terminal.problem(f"loopwire: {exc}")
+        return ExitCode.CONNECTION
+    except ClientError as exc:
+        terminal.problem(f"loopwire: {exc}")
+        return ExitCode.ERROR
+    finally:
+        terminal.close()
+
+
+# ------------------------------------------------------------ conversations
 
 
 def conversations_command(args: argparse.Namespace) -> int:
     """`loopwire conversations`: the server's stored conversations, newest first."""
+    _target(args, "http", "")
     url = f"{args.url.rstrip('/')}/api/conversations?limit={args.limit}"
     request = urllib.request.Request(url)
     if args.token:
@@ -196,10 +142,10 @@ def conversations_command(args: argparse.Namespace) -> int:
     except urllib.error.HTTPError as exc:
         detail = exc.read().decode(errors="replace")
         print(f"loopwire: {url}: {exc.code} {detail}", file=sys.stderr)
-        return 1
+        return ExitCode.ERROR
     except OSError as exc:
         print(f"loopwire: cannot talk to {url}: {exc}", file=sys.stderr)
-        return 2
+        return ExitCode.CONNECTION
     print(format_conversations(page["items"]), end="")
     return 0
 

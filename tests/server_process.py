@@ -53,6 +53,15 @@ class ServerProcess:
     def ws_url(self) -> str:
         return f"ws://127.0.0.1:{self.port}/ws"
 
+    @property
+    def pid(self) -> int:
+        assert self._process is not None, "the server is not started"
+        return self._process.pid
+
+    @property
+    def running(self) -> bool:
+        return self._process is not None and self._process.returncode is None
+
     async def start(self) -> ServerProcess:
         self._process = await asyncio.create_subprocess_exec(
             sys.executable,

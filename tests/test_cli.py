@@ -1,17 +1,30 @@
-"""`loopwire chat` against a live server on the offline model."""
+"""`loopwire chat` in process, against a live server on the offline model.
+
+(The command end to end, as a process against a server process, is in
+`tests/test_cli_process.py`.)
+"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import io
+import json
+import os
 import re
 from argparse import Namespace
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TextIO
 
 import pytest
+from pydantic import ValidationError
 
-from backend.cli import _chat, conversations_command
-from tests.conftest import StartServer
+from backend.cli import _chat, conversations_command, server_url, settings_problem
+from backend.protocol import server_message_adapter
+from loopwire.exit_codes import ExitCode, for_reason
+from tests.conftest import StartServer, make_settings
+from tests.ws_client import label
 
 
 def _args(url: str, message: str, **extra: object) -> argparse.Namespace:
@@ -19,31 +32,49 @@ def _args(url: str, message: str, **extra: object) -> argparse.Namespace:
         "url": url,
         "message": message,
         "agent": True,
+        "strategy": None,
         "max_steps": None,
         "json": False,
         "token": None,
         "answer": None,
         "approve": None,
+        "no_input": False,
         "session": None,
     }
     values.update(extra)
     return argparse.Namespace(**values)
 
 
-async def test_chat_answers_questions_from_arguments(start_server: StartServer) -> None:
+@contextmanager
+def piped(text: str) -> Iterator[TextIO]:
+    """A stdin that is a pipe holding `text`, then its end."""
+    read, write = os.pipe()
+    os.write(write, text.encode())
+    os.close(write)
+    with os.fdopen(read) as stdin:
+        yield stdin
+
+
+async def run_chat(
+    url: str, message: str, stdin: TextIO | None = None, **extra: object
+) -> tuple[int, list[str], list[str]]:
+    """Exit status, stdout lines and stderr lines of one `loopwire chat`."""
+    out, err = io.StringIO(), io.StringIO()
+    status = await _chat(_args(url, message, **extra), out, err, stdin)
+    return status, out.getvalue().splitlines(), err.getvalue().splitlines()
+
+
+async def test_questions_are_answered_from_arguments(start_server: StartServer) -> None:
     harness = await start_server(llm_provider="offline")
-    out = io.StringIO()
-    status = await _chat(
-        _args(harness.server.url("/ws", "ws"), "convert 10 miles", answer=["km"]), out
-    )
-    lines = out.getvalue().splitlines()
-    assert status == 0
-    assert lines[:3] == [
+    url = harness.server.url("/ws", "ws")
+    status, lines, err = await run_chat(url, "convert 10 miles", answer=["km"])
+    assert (status, err) == (ExitCode.FINISHED, [])
+    assert lines[:4] == [
         "— step 1 / 10",
         "  [reason] The request doesn't say which unit to convert 10 miles to, so I'll ask the user.",
         "  ? What unit should I convert 10 miles to?",
+        "your answer> km",
     ]
-    assert "your answer> km" in lines
     assert (
         '  → convert_units({"value": 10, "from_unit": "miles", "to_unit": "km"})'
         in lines
@@ -55,38 +86,75 @@ async def test_chat_answers_questions_from_arguments(start_server: StartServer) 
     )
 
 
-async def test_chat_without_an_answer_stops_the_run(start_server: StartServer) -> None:
+async def test_questions_are_answered_from_stdin_lines(
+    start_server: StartServer,
+) -> None:
     harness = await start_server(llm_provider="offline")
-    out = io.StringIO()
-    status = await _chat(_args(harness.server.url("/ws", "ws"), "convert 5 lb"), out)
-    lines = out.getvalue().splitlines()
-    assert status == 0
-    assert lines[-4:-2] == [
-        "(no answer to give: pass --answer or use a terminal; stopping)",
-        "  (stopped)",
+    url = harness.server.url("/ws", "ws")
+    with piped("km\n") as stdin:
+        status, lines, err = await run_chat(url, "convert 10 miles", stdin)
+    assert (status, err) == (ExitCode.FINISHED, [])
+    assert lines[2:4] == [
+        "  ? What unit should I convert 10 miles to?",
+        "your answer> km",
     ]
+    assert "assistant: 10 miles is **16.0934 km**" in lines
+
+
+async def test_no_answer_to_give_stops_the_run(start_server: StartServer) -> None:
+    harness = await start_server(llm_provider="offline")
+    url = harness.server.url("/ws", "ws")
+    with piped("") as stdin:
+        status, lines, err = await run_chat(url, "convert 5 lb", stdin)
+    assert status == ExitCode.NO_INPUT
+    assert err == [
+        "loopwire: the agent asks “What unit should I convert 5 lb to?” but stdin "
+        "has no more lines; stopping the run"
+    ]
+    assert lines[-3] == "  (stopped)"
     assert lines[-2].startswith("(done: stopped, 1 step(s), ")
+
+    status, _, err = await run_chat(url, "convert 5 lb", no_input=True)
+    assert status == ExitCode.NO_INPUT
+    assert err == [
+        "loopwire: the agent asks “What unit should I convert 5 lb to?” but "
+        "--no-input is set; stopping the run"
+    ]
 
 
 async def test_plain_chat_prints_the_streamed_answer_once(
     start_server: StartServer,
 ) -> None:
     harness = await start_server(llm_provider="offline")
-    out = io.StringIO()
-    await _chat(_args(harness.server.url("/ws", "ws"), "what is 6*7", agent=False), out)
-    text, _, footer = out.getvalue().partition("(conversation ")
-    assert text.count("42") == 1 and text.endswith("\n")
-    assert footer.endswith(": --session to continue)\n")
+    url = harness.server.url("/ws", "ws")
+    status, lines, _ = await run_chat(url, "what is 6*7", agent=False)
+    assert status == ExitCode.FINISHED
+    assert lines[:-1] == ["", "assistant: 6 \u00d7 7 = **42**"]
 
 
-async def test_chat_answers_approvals_from_arguments(start_server: StartServer) -> None:
+async def test_json_prints_one_frame_per_line(start_server: StartServer) -> None:
     harness = await start_server(llm_provider="offline")
     url = harness.server.url("/ws", "ws")
-    out = io.StringIO()
-    await _chat(
-        _args(url, "remember that the wifi password is hunter2", approve="yes"), out
-    )
-    lines = out.getvalue().splitlines()
+    status, lines, err = await run_chat(url, "what is 6*7", agent=False, json=True)
+    assert (status, err) == (ExitCode.FINISHED, [])
+    frames = [json.loads(line) for line in lines]
+    for line in lines:
+        server_message_adapter.validate_json(line)
+    assert [label(f) for f in frames] == [
+        "session_ready",
+        *["token_stream"] * 6,
+        "chat_response",
+        "response_complete",
+    ]
+    assert [f["seq"] for f in frames] == list(range(9))
+
+
+async def test_approvals_from_arguments(start_server: StartServer) -> None:
+    harness = await start_server(llm_provider="offline")
+    url = harness.server.url("/ws", "ws")
+    message = "remember that the wifi password is hunter2"
+    status, lines, _ = await run_chat(url, message, approve="yes")
+    assert status == ExitCode.FINISHED
     assert (
         "  ! save_note needs your approval: Save a note the user asked you to remember. Asks the user for approval."
         in lines
@@ -94,32 +162,59 @@ async def test_chat_answers_approvals_from_arguments(start_server: StartServer) 
     assert "approve save_note? yes" in lines
     assert "assistant: Saved note #1: “the wifi password is hunter2”." in lines
 
-    declined = io.StringIO()
-    await _chat(_args(url, "remember that I parked on level 3"), declined)
-    text = declined.getvalue()
+    message = "remember that I parked on level 3"
+    status, lines, err = await run_chat(url, message, approve="no")
+    assert status == ExitCode.REJECTED
+    assert err == ["loopwire: the run ended: a tool call was declined"]
+    assert lines[-2].startswith("(done: rejected, ")
+
+    status, lines, err = await run_chat(url, message)
+    assert status == ExitCode.NO_INPUT
+    assert err == [
+        "loopwire: save_note needs your approval but there is no stdin; declining it"
+    ]
     assert (
-        "(no one to approve: pass --approve yes|no or use a terminal; declining)"
-        in text
-    )
-    assert (
-        "OK — I didn't save the note “I parked on level 3”, since you declined." in text
+        "OK — I didn't save the note “I parked on level 3”, since you declined."
+        in "\n".join(lines)
     )
 
 
-async def test_chat_answers_every_part_of_a_request(start_server: StartServer) -> None:
+async def test_a_request_in_several_parts_and_a_budget(
+    start_server: StartServer,
+) -> None:
     harness = await start_server(llm_provider="offline")
-    out = io.StringIO()
     url = harness.server.url("/ws", "ws")
-    status = await _chat(_args(url, "convert 10 miles to km and 5 kg to lb"), out)
-    lines = out.getvalue().splitlines()
-    assert status == 0
+    message = "convert 10 miles to km and 5 kg to lb"
+    status, lines, _ = await run_chat(url, message)
+    assert status == ExitCode.FINISHED
     assert [line for line in lines if line.startswith("— step")] == [
         "— step 1 / 10",
         "— step 2 / 10",
     ]
     at = lines.index("assistant: 10 miles is **16.0934 km**")
     assert lines[at + 1 : at + 3] == ["", "5 kg is **11.0231 lb**"]
-    assert lines[-2].startswith("(done: finished, 2 step(s), ")
+
+    status, lines, err = await run_chat(url, message, max_steps=1)
+    assert status == ExitCode.MAX_STEPS
+    assert err == ["loopwire: the run ran out of steps"]
+    assert "  (max steps reached)" in lines
+    assert lines[-2].startswith("(done: max_steps, 1 step(s), ")
+
+
+async def test_an_error_frame_ends_the_command(start_server: StartServer) -> None:
+    harness = await start_server(llm_provider="offline")
+    url = harness.server.url("/ws", "ws")
+    status, lines, err = await run_chat(url, "hi", strategy="nope")
+    assert (status, lines) == (ExitCode.ERROR, [])
+    assert len(err) == 1 and err[0].startswith(
+        "loopwire: invalid_message: unknown loop_strategy 'nope'"
+    )
+    for message, extra in [("", {}), ("hi", {"max_steps": 0})]:
+        status, lines, err = await run_chat(url, message, **extra)
+        assert (status, lines) == (ExitCode.ERROR, [])
+        assert len(err) == 1 and err[0].startswith(
+            "loopwire: invalid_message: invalid chat message: "
+        )
 
 
 async def test_session_continues_a_conversation_and_conversations_lists_it(
@@ -127,26 +222,23 @@ async def test_session_continues_a_conversation_and_conversations_lists_it(
 ) -> None:
     harness = await start_server(llm_provider="offline")
     url = harness.server.url("/ws", "ws")
-    first = io.StringIO()
-    assert await _chat(_args(url, "what is 3*7?"), first) == 0
-    session = re.findall(r"conversation ([0-9a-f]{32})", first.getvalue())[0]
+    status, first, _ = await run_chat(url, "what is 3*7?")
+    assert status == ExitCode.FINISHED
+    session = re.findall(r"conversation ([0-9a-f]{32})", first[-1])[0]
 
-    again = io.StringIO()
-    assert await _chat(_args(url, "and 2+2?", session=session), again) == 0
-    lines = again.getvalue().splitlines()
-    assert lines[0] == "— step 1 / 10"  # nothing of the first run replayed
-    assert lines[-1] == f"(conversation {session}: --session to continue)"
+    status, again, _ = await run_chat(url, "and 2+2?", session=session)
+    assert status == ExitCode.FINISHED
+    assert again[0] == "— step 1 / 10"  # nothing of the first run replayed
+    assert again[-1] == f"(conversation {session}: --session to continue)"
     history = harness.service.sessions[session].history
     assert [m.content for m in history if m.role == "user"] == [
         "what is 3*7?",
         "and 2+2?",
     ]
 
-    unknown = io.StringIO()
-    assert await _chat(_args(url, "hi", session="f" * 32), unknown) == 1
-    assert (
-        unknown.getvalue() == f"loopwire: no conversation {'f' * 32} on this server\n"
-    )
+    status, lines, err = await run_chat(url, "hi", session="f" * 32)
+    assert (status, lines) == (ExitCode.ERROR, [])
+    assert err == [f"loopwire: no conversation {'f' * 32} on this server"]
 
     await harness.service.flush_all()
     base = harness.server.url("/")
@@ -154,3 +246,41 @@ async def test_session_continues_a_conversation_and_conversations_lists_it(
     assert await asyncio.to_thread(conversations_command, listing) == 0
     (line,) = capsys.readouterr().out.splitlines()
     assert line.startswith(f"{session}  ") and line.endswith("  what is 3*7?")
+
+
+def test_every_completion_reason_has_its_exit_status() -> None:
+    assert [
+        for_reason(r)
+        for r in (
+            "finished",
+            "stopped",
+            "max_steps",
+            "rejected",
+            "timeout",
+            "error",
+            "interrupted",
+        )
+    ] == [0, 3, 4, 5, 6, 1, 1]
+
+
+def test_a_bad_setting_is_one_line_naming_it() -> None:
+    with pytest.raises(ValidationError) as bad:
+        make_settings(port="abc", agent_max_steps_cap="x")
+    assert settings_problem(bad.value) == (
+        "invalid setting LOOPWIRE_PORT='abc': Input should be a valid integer, "
+        "unable to parse string as an integer; LOOPWIRE_AGENT_MAX_STEPS_CAP='x': "
+        "Input should be a valid integer, unable to parse string as an integer"
+    )
+    with pytest.raises(ValidationError) as across:
+        make_settings(agent_max_steps=9, agent_max_steps_cap=5)
+    assert settings_problem(across.value) == (
+        "invalid setting LOOPWIRE_AGENT_MAX_STEPS (9) exceeds "
+        "LOOPWIRE_AGENT_MAX_STEPS_CAP (5)"
+    )
+
+
+def test_the_url_comes_from_host_and_port() -> None:
+    assert server_url(make_settings(port=9001), "ws", "/ws") == "ws://127.0.0.1:9001/ws"
+    anywhere = make_settings(host="0.0.0.0", port=9002)
+    assert server_url(anywhere, "ws", "/ws") == "ws://127.0.0.1:9002/ws"
+    assert server_url(make_settings(host="::"), "http") == "http://[::1]:8000"

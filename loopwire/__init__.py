@@ -1,0 +1,34 @@
+"""loopwire's Python client: `AgentClient` (async), `SyncAgentClient` (blocking).
+
+See docs/clients.md. Events are the frame models of `backend.protocol`,
+named for client code in `loopwire.events`.
+"""
+
+from loopwire.client import AgentClient, RunResult
+from loopwire.connection import Backoff, Event, envelope
+from loopwire.errors import (
+    AgentError,
+    ClientError,
+    ConnectionFailed,
+    HandshakeRefused,
+    NoPendingQuestion,
+    ProtocolMismatch,
+    SessionNotFound,
+)
+from loopwire.sync import SyncAgentClient
+
+__all__ = [
+    "AgentClient",
+    "AgentError",
+    "Backoff",
+    "ClientError",
+    "ConnectionFailed",
+    "Event",
+    "HandshakeRefused",
+    "NoPendingQuestion",
+    "ProtocolMismatch",
+    "RunResult",
+    "SessionNotFound",
+    "SyncAgentClient",
+    "envelope",
+]

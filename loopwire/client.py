@@ -1,0 +1,336 @@
+"""`AgentClient`: the typed Python client of protocol v1.
+
+```python
+async with AgentClient("ws://127.0.0.1:8000/ws", token=token) as client:
+    async for event in client.chat("convert 10 miles", max_steps=5):
+        if isinstance(event, AgentRequestInput):
+            await client.answer("km")
+```
+
+`chat()` yields the run's frames as the protocol's models, in order and each
+once (across reconnects too), through `response_complete`; an `error` frame
+ends it with `AgentError`. Controls (`stop`, `stop_after_step`,
+`grant_steps`, `answer`, `approve`) may be called from the loop's body or
+from another task. `on_question` / `on_approval` answer without a person:
+they are called with the frame before it is yielded.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, TypeVar, cast
+
+from pydantic import BaseModel, ValidationError
+
+from backend.protocol import (
+    AgentCompletion,
+    AgentControlMessage,
+    AgentRequestInput,
+    AgentRequestInputTimeout,
+    AgentUserInputMessage,
+    ChatMessage,
+    ChatResponse,
+    CompletionReason,
+    Error,
+    ResponseComplete,
+    SessionReady,
+    ToolApprovalRequest,
+    ToolApprovalResponseMessage,
+)
+from loopwire.connection import STALE_CONTROL, Backoff, Connection, Event, envelope
+from loopwire.errors import AgentError, ClientError, NoPendingQuestion
+
+T = TypeVar("T")
+QuestionHandler = Callable[[AgentRequestInput], str | Awaitable[str | None] | None]
+"""Returns the answer, or None to leave the question to the caller."""
+ApprovalHandler = Callable[[ToolApprovalRequest], bool | Awaitable[bool | None] | None]
+"""Returns whether to run the tool, or None to leave it to the caller."""
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """What `run()` returns: the answer and how the run ended."""
+
+    answer: str | None
+    reason: CompletionReason
+    """`agent_completion.reason`; a plain run that completes is `finished`."""
+    steps: int
+    events: tuple[Event, ...]
+
+
+async def _settle(value: T | Awaitable[T]) -> T:
+    """A handler's reply, awaited if the handler was async."""
+    if inspect.isawaitable(value):
+        return cast(T, await value)
+    return value
+
+
+class AgentClient:
+    """A session on a loopwire server: `async with AgentClient(url) as client`."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        token: str | None = None,
+        session_id: str | None = None,
+        on_question: QuestionHandler | None = None,
+        on_approval: ApprovalHandler | None = None,
+        backoff: Backoff | None = None,
+        open_timeout_s: float = 10.0,
+    ) -> None:
+        self.connection = Connection(
+            url,
+            token=token,
+            session_id=session_id,
+            backoff=backoff,
+            open_timeout_s=open_timeout_s,
+        )
+        self.on_question = on_question
+        self.on_approval = on_approval
+        self.run_id: str | None = None
+        """The run of the latest `chat()`, once its first frame arrived."""
+        self.run_open = False
+        """A `chat` was sent and its run's end not yet seen."""
+        self.pending_question: AgentRequestInput | None = None
+        self._receiving = False
+        self._turn: object | None = None
+        self._abandoned: set[str] = set()
+
+    async def __aenter__(self) -> AgentClient:
+        await self.connection.open()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self.connection.close()
+
+    @property
+    def ready(self) -> SessionReady:
+        return self.connection.ready
+
+    @property
+    def session_id(self) -> str:
+        return envelope(self.ready).session_id
+
+    @property
+    def reconnects(self) -> int:
+        return self.connection.reconnects
+
+    # ------------------------------------------------------------ a run
+
+    async def chat(
+        self,
+        content: str,
+        *,
+        agent: bool = True,
+        strategy: str | None = None,
+        max_steps: int | None = None,
+        tools: list[str] | None = None,
+        read_only: bool = False,
+        model: str | None = None,
+        temperature: float | None = None,
+    ) -> AsyncGenerator[Event, None]:
+        """Send `content` and yield the run's frames through `response_complete`.
+
+        `agent=False` asks for a plain reply (or tool mode with `tools`);
+        a `strategy` always means an agent run. Raises `AgentError` on an
+        `error` frame, or before sending what the protocol refuses. The
+        message is sent when the iteration starts. Leaving the loop early
+        leaves the run going on the server: `stop()` ends it,
+        `wait_for_run_end()` reads what is left of it (and so does the next
+        `chat()`, which drops it).
+        """
+        if self._receiving:
+            raise ClientError("another chat() is reading this client; one at a time")
+        message = _chat_message(
+            content,
+            agent_mode=agent or strategy is not None,
+            agent_max_steps=max_steps,
+            selected_tools=tools,
+            loop_strategy=strategy,
+            read_only=read_only,
+            model=model,
+            temperature=temperature,
+        )
+        if self.run_open and self.run_id is not None:
+            self._abandoned.add(self.run_id)  # left early: skip its late frames
+        turn = self._turn = object()
+        self.run_id, self.pending_question = None, None
+        self.connection.settle()
+        await self.connection.send(message)
+        self.run_open = True
+        async for event in self._frames(turn):
+            yield event
+
+    async def run(self, content: str, **options: Any) -> RunResult:
+        """`chat()` to the end, collected: the answer and how it ended."""
+        events: list[Event] = []
+        answer: str | None = None
+        reason: CompletionReason = "finished"
+        steps = 0
+        async for event in self.chat(content, **options):
+            events.append(event)
+            if isinstance(event, ChatResponse):
+                answer = event.message
+            elif isinstance(event, AgentCompletion):
+                reason, steps = event.reason, event.steps
+        return RunResult(answer, reason, steps, tuple(events))
+
+    async def wait_for_run_end(self) -> None:
+        """Read, and drop, what is left of a run this client left early,
+        until it ends (`stop()` it first unless it ends by itself)."""
+        if self._receiving:
+            raise ClientError("a chat() is reading this client; one at a time")
+        while self.run_open:
+            self._receiving = True
+            try:
+                frame = await self.connection.receive()
+            finally:
+                self._receiving = False
+            run_id = envelope(frame).run_id
+            mine = self.run_id is None or run_id == self.run_id
+            if isinstance(frame, ResponseComplete) and mine:
+                self._abandoned.discard(run_id)
+                self.run_open, self.pending_question = False, None
+                self.connection.settle()
+
+    async def _frames(self, turn: object) -> AsyncIterator[Event]:
+        while True:
+            if self._turn is not turn:
+                raise ClientError("a newer chat() has taken over this client")
+            self._receiving = True
+            try:
+                frame = await self.connection.receive()
+            finally:
+                self._receiving = False
+            run_id = envelope(frame).run_id
+            if run_id is not None and run_id in self._abandoned:
+                if isinstance(frame, ResponseComplete):
+                    self._abandoned.discard(run_id)
+                continue
+            if isinstance(frame, Error) and frame.error_type not in STALE_CONTROL:
+                if self.run_id is None:
+                    self.run_open = False  # refused: no run started
+                raise AgentError(frame.error_type, frame.message, frame)
+            if run_id is not None and self.run_id is None:
+                self.run_id = run_id
+            await self._track(frame)
+            yield frame
+            if isinstance(frame, ResponseComplete):
+                return
+
+    async def _track(self, frame: Event) -> None:
+        """Note what the run waits for, and let the handlers answer it."""
+        if isinstance(frame, AgentRequestInput):
+            self.pending_question = frame
+            if self.on_question is not None:
+                reply = await _settle(self.on_question(frame))
+                if reply is not None:
+                    await self.answer(reply)
+        elif isinstance(frame, ToolApprovalRequest) and self.on_approval is not None:
+            approved = await _settle(self.on_approval(frame))
+            if approved is not None:
+                await self.approve(frame.tool_call_id, approved)
+        elif isinstance(frame, AgentRequestInputTimeout):
+            self.pending_question = None
+        elif isinstance(frame, ResponseComplete):
+            self.pending_question, self.run_open = None, False
+            self.connection.settle()
+
+    # ------------------------------------------------------------ controls
+
+    async def stop(self) -> None:
+        """End the run at once (nothing when this client has no run open)."""
+        await self._control(
+            AgentControlMessage(type="agent_control", action="stop"), resend=True
+        )
+
+    async def stop_after_step(self) -> None:
+        """End the run at its next phase boundary."""
+        await self._control(
+            AgentControlMessage(type="agent_control", action="stop_after_step"),
+            resend=True,
+        )
+
+    async def grant_steps(self, steps: int) -> None:
+        """Raise the running loop's budget by `steps` (up to the server's cap).
+        Not sent again after a reconnect: twice would grant twice."""
+        await self._control(
+            _validated(
+                AgentControlMessage,
+                type="agent_control",
+                action="grant_steps",
+                steps=steps,
+            )
+        )
+
+    async def answer(self, text: str) -> None:
+        """Answer the question the agent is waiting on."""
+        question = self.pending_question
+        if question is None:
+            raise NoPendingQuestion("the agent is not waiting for an answer")
+        self.pending_question = None
+        await self.connection.send(
+            _validated(
+                AgentUserInputMessage,
+                type="agent_user_input",
+                content=text,
+                question_id=question.question_id,
+            ),
+            resend=True,
+        )
+
+    async def approve(
+        self, call_id: str, approved: bool, reason: str | None = None
+    ) -> None:
+        """Allow (or decline, with an optional reason) a tool call that waits."""
+        await self.connection.send(
+            _validated(
+                ToolApprovalResponseMessage,
+                type="tool_approval_response",
+                tool_call_id=call_id,
+                approved=approved,
+                reason=reason,
+            ),
+            resend=True,
+        )
+
+    async def _control(
+        self, message: AgentControlMessage, *, resend: bool = False
+    ) -> None:
+        if self.run_open:
+            await self.connection.send(message, resend=resend)
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def _validated(model: type[M], /, **fields: Any) -> M:
+    """A client frame, checked as the server will check it."""
+    try:
+        return model(**fields)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(map(str, e['loc'])) or 'message'}: "
+            + e["msg"].removeprefix("Value error, ")
+            for e in exc.errors(include_url=False)
+        )
+        kind = fields.get("type", model.__name__)
+        raise AgentError(
+            "invalid_message", f"invalid {kind} message: {problems}"
+        ) from exc
+
+
+def _chat_message(content: str, **fields: Any) -> ChatMessage:
+    return _validated(ChatMessage, type="chat", content=content, **fields)

@@ -1,0 +1,69 @@
+"""The frames `AgentClient.chat()` yields, by kind: the payload models of
+`backend.protocol` (THE wire contract), named here for client code.
+
+Every event is an instance of one of these and of `backend.protocol.Envelope`
+(`seq`, `session_id`, `run_id`, `ts`; `loopwire.connection.envelope()` gives
+it a type). `AgentErrorUpdate` is the protocol's `AgentError` (the model
+failed; the run still ends properly), renamed so as not to be taken for the
+exception `loopwire.AgentError` (an `error` frame). Tell them apart with
+`isinstance`:
+
+```python
+if isinstance(event, events.AgentRequestInput):
+    await client.answer(ask_someone(event.question))
+```
+"""
+
+from backend.protocol import (
+    AgentCompletion,
+    AgentDuplicateCall,
+    AgentMaxStepsReached,
+    AgentObserve,
+    AgentPlan,
+    AgentReason,
+    AgentRequestInput,
+    AgentRequestInputTimeout,
+    AgentStart,
+    AgentStepsGranted,
+    AgentStopped,
+    AgentTurnStart,
+    ChatResponse,
+    Envelope,
+    Error,
+    ResponseComplete,
+    SessionReady,
+    SessionReset,
+    TokenStream,
+    ToolApprovalRequest,
+    ToolComplete,
+    ToolError,
+    ToolStart,
+)
+from backend.protocol import AgentError as AgentErrorUpdate
+
+__all__ = [
+    "AgentCompletion",
+    "AgentDuplicateCall",
+    "AgentErrorUpdate",
+    "AgentMaxStepsReached",
+    "AgentObserve",
+    "AgentPlan",
+    "AgentReason",
+    "AgentRequestInput",
+    "AgentRequestInputTimeout",
+    "AgentStart",
+    "AgentStepsGranted",
+    "AgentStopped",
+    "AgentTurnStart",
+    "ChatResponse",
+    "Envelope",
+    "Error",
+    "ResponseComplete",
+    "SessionReady",
+    "SessionReset",
+    "TokenStream",
+    "ToolApprovalRequest",
+    "ToolComplete",
+    "ToolError",
+    "ToolStart",
+]

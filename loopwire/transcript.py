@@ -1,0 +1,96 @@
+"""A run as a person reads it: one line per frame worth a line, and what the
+run is busy with between frames (the spinner's label)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from backend.protocol import (
+    AgentCompletion,
+    AgentError,
+    AgentMaxStepsReached,
+    AgentObserve,
+    AgentPlan,
+    AgentReason,
+    AgentRequestInput,
+    AgentRequestInputTimeout,
+    AgentStart,
+    AgentStepsGranted,
+    AgentStopped,
+    AgentTurnStart,
+    Error,
+    TokenStream,
+    ToolApprovalRequest,
+    ToolComplete,
+    ToolError,
+    ToolStart,
+)
+from loopwire.connection import Event
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+def describe(event: Event) -> str:
+    """The line for `event` ('' for frames not worth one; the answer and the
+    streamed tokens are the terminal's to show)."""
+    if isinstance(event, ToolStart):
+        return f"  → {event.tool_name}({_json(event.arguments)})"
+    if isinstance(event, ToolComplete):
+        return f"  ← {event.tool_name}: {_json(event.result)}"
+    if isinstance(event, ToolApprovalRequest):
+        return f"  ! {event.tool_name} needs your approval: {event.description}"
+    if isinstance(event, ToolError):
+        return f"  ✗ {event.tool_name} [{event.status}]: {event.error}"
+    if isinstance(event, Error):
+        return f"  (note: {event.message})"
+    return _describe_update(event)
+
+
+def _describe_update(event: Event) -> str:
+    if isinstance(event, AgentTurnStart):
+        return f"— step {event.step} / {event.max_steps}"
+    if isinstance(event, AgentPlan):
+        return "  [plan] " + "; ".join(
+            f"{n}. {step}" for n, step in enumerate(event.steps, 1)
+        )
+    if isinstance(event, AgentReason):
+        return f"  [reason] {event.content}"
+    if isinstance(event, AgentObserve):
+        return f"  [observe] {event.content}"
+    if isinstance(event, AgentRequestInput):
+        return f"  ? {event.question}"
+    if isinstance(event, AgentRequestInputTimeout):
+        return "  (the question timed out)"
+    if isinstance(event, AgentStepsGranted):
+        return f"  (budget raised to {event.max_steps} steps)"
+    if isinstance(event, AgentCompletion):
+        steps, ms = event.steps, event.duration_ms
+        return f"(done: {event.reason}, {steps} step(s), {ms:.0f} ms)"
+    if isinstance(event, AgentMaxStepsReached):
+        return "  (max steps reached)"
+    if isinstance(event, AgentStopped):
+        return "  (stopped)"
+    if isinstance(event, AgentError):
+        return f"  (model error: {event.message})"
+    return ""
+
+
+def activity(event: Event) -> str | None:
+    """What the run does after `event`, until the next frame (None: nothing
+    to wait on here: it waits for the user, or it is over)."""
+    if isinstance(event, AgentStart | AgentObserve):
+        return "thinking"
+    if isinstance(event, AgentTurnStart):
+        return f"step {event.step}: reasoning"
+    if isinstance(event, AgentReason | AgentPlan):
+        return f"step {event.step}: acting"
+    if isinstance(event, ToolStart):
+        return f"running {event.tool_name}"
+    if isinstance(event, ToolComplete | ToolError):
+        return "thinking"
+    if isinstance(event, AgentMaxStepsReached | AgentStopped | TokenStream):
+        return "writing the answer"
+    return None
