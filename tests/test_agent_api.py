@@ -490,3 +490,22 @@ async def test_the_openapi_document_is_served_and_matches_the_routes(
     ]
     routes = {getattr(r, "path", "") for r in harness.server.app.routes}
     assert set(paths) <= routes
+
+
+async def test_a_body_of_many_long_unknown_fields_is_not_echoed(
+    start_server: StartServer,
+) -> None:
+    harness = await serve(start_server)
+    body: dict[str, Any] = {"query": "x"} | {
+        f"{i:03d}" + "k" * 300: 1 for i in range(30)
+    }
+    async with client(harness) as http:
+        response = await http.post("/api/agent", json=body)
+    answer = response.json()
+    assert response.status_code == 400 and len(answer["fields"]) == 20
+    assert answer["fields"][0] == {
+        "field": "000" + "k" * 36 + "…",
+        "problem": "unknown field",
+    }
+    assert answer["message"].endswith("; and 10 more")
+    assert len(response.content) < 3000

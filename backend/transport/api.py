@@ -22,6 +22,9 @@ from backend.errors import InvalidMessage, ProtocolError
 from backend.transport.auth import user_of
 
 MAX_BODY_BYTES = 16 * 1024
+MAX_PROBLEMS = 20
+"""Validation problems listed in one error (field names come from the
+client: each is cut to a preview, and the rest are only counted)."""
 Body = TypeVar("Body", bound=BaseModel)
 
 
@@ -30,6 +33,10 @@ class ApprovalBody(BaseModel):
 
     approved: bool
     reason: Annotated[str, Field(max_length=2000)] | None = None
+
+
+def _preview(name: str, limit: int = 40) -> str:
+    return name if len(name) <= limit else name[: limit - 1] + "…"
 
 
 def error(status: int, error_type: str, message: str) -> JSONResponse:
@@ -77,16 +84,19 @@ async def read_model(
     try:
         return model.model_validate(data)
     except ValidationError as exc:
+        errors = exc.errors(include_url=False)
         fields = [
             {
-                "field": ".".join(str(p) for p in e["loc"]) or "body",
+                "field": _preview(".".join(str(p) for p in e["loc"]) or "body"),
                 "problem": "unknown field"
                 if e["type"] == "extra_forbidden"
                 else e["msg"].removeprefix("Value error, "),
             }
-            for e in exc.errors(include_url=False)
+            for e in errors[:MAX_PROBLEMS]
         ]
         problems = "; ".join(f"{f['field']}: {f['problem']}" for f in fields)
+        if len(errors) > MAX_PROBLEMS:
+            problems += f"; and {len(errors) - MAX_PROBLEMS} more"
         return JSONResponse(
             {
                 "error_type": "invalid_message",
