@@ -161,6 +161,9 @@ async def _read(
     settings = service.settings
     limit = settings.max_message_bytes
     bucket = TokenBucket(settings.ws_messages_per_s, settings.ws_message_burst)
+    # refused frames, at the same rate: a socket that keeps flooding is
+    # closed even when a token now and then breaks its run of refusals
+    excess = TokenBucket(settings.ws_messages_per_s, settings.ws_message_burst)
     refused = 0
     while True:
         try:
@@ -171,7 +174,7 @@ async def _read(
             return None
         if not (bucket.take() and (shared is None or shared.take())):
             refused += 1
-            if refused > settings.ws_message_burst:
+            if not excess.take():  # a burst's worth past the rate: flooding
                 return CLOSE_POLICY_VIOLATION, FLOODING
             if refused == 1:  # one error per burst, not one per frame
                 session.notify.error(_too_many(settings), "rate_limited")
@@ -181,6 +184,7 @@ async def _read(
             message = decode(event, limit)
         except InvalidMessage as exc:
             session.notify.error(str(exc), "invalid_message")
+            await asyncio.sleep(0)  # one read can hold thousands of bad frames
             continue
         try:
             service.handle(session, message)
@@ -241,16 +245,27 @@ def parse_message(data: Any) -> ClientMessage:
         raise InvalidMessage(f"invalid {kind} message: {describe(exc)}") from exc
 
 
+MAX_PROBLEMS = 5
+"""Validation problems named in one error; the rest are only counted."""
+
+
 def describe(exc: ValidationError) -> str:
-    """`field: problem; …` for every validation error, tagged-union noise removed."""
+    """`field: problem; …` for the first few validation errors, tagged-union
+    noise removed. Field names come from the client (unknown fields), so
+    each is cut to a preview: an error never echoes the input at length."""
+    errors = exc.errors(include_url=False)
     problems = []
-    for error in exc.errors(include_url=False):
+    for error in errors[:MAX_PROBLEMS]:
         loc = [str(p) for p in error["loc"][1:]]  # first item is the union tag
         where = ".".join(loc) or "message"
+        if len(where) > 40:
+            where = where[:39] + "…"
         message = error["msg"].removeprefix("Value error, ")
         if error["type"] == "extra_forbidden":
             message = "unknown field"
         problems.append(f"{where}: {message}")
+    if len(errors) > MAX_PROBLEMS:
+        problems.append(f"and {len(errors) - MAX_PROBLEMS} more")
     return "; ".join(problems)
 
 
