@@ -2,14 +2,16 @@
 [FRAMES_PER_S]` (default: as fast as it can).
 
 Run by `tests/test_flood.py`, so that the flood's own CPU cost does not
-land in the event loop that times the neighbour. It opens a socket and
-sends frames (as fast as it can, or at the rate given) while reading what
-comes back, until the server closes it; then it opens the next, and so on
-until its stdin is closed (a socket the server has not closed by then is
-closed by the client: code 1000). It prints `flooding` once the first
-socket is closed (the throttle has been seen to work), and at the end one
-JSON object: per socket, the frames sent, the labels received (counted),
-the close code and reason, and how long it lived.
+land in the event loop that times the neighbour. Driven by lines on its
+stdin: `go` starts a flood: it opens a socket and sends frames (as fast as
+it can, or at the rate given) while reading what comes back, until the
+server closes it; then it opens the next, and so on. It prints `flooding`
+once the first socket is closed (the throttle has been seen to work).
+`stop` ends the flood (a socket the server has not closed by then is
+closed by the client, code 1000, and marked `stopped`) and it prints
+`stopped`. At the end of its stdin it prints one JSON object: per socket,
+the frames sent, the labels received (counted), the close code and
+reason, and how long it lived; and the seconds spent flooding.
 """
 
 from __future__ import annotations
@@ -53,16 +55,16 @@ async def read(connection: ClientConnection) -> Counter[str]:
 
 
 async def one_socket(
-    url: str, per_s: float | None, stop: asyncio.Future[str]
+    url: str, per_s: float | None, stop: asyncio.Future[bytes]
 ) -> dict[str, Any]:
-    """One socket's flood, until the server closes it (or, if it never
-    does, until `stop`: then the client closes it, with 1000)."""
+    """One socket's flood, until the server closes it (or `stop`)."""
     start = time.perf_counter()
     async with connect(url) as connection:
         sending = asyncio.create_task(blast(connection, per_s))
         reading = asyncio.create_task(read(connection))
         await asyncio.wait({reading, stop}, return_when=asyncio.FIRST_COMPLETED)
-        if not reading.done():
+        stopped = not reading.done()
+        if stopped:
             await connection.close()
         labels = await reading
         sent = await sending
@@ -72,23 +74,36 @@ async def one_socket(
         "code": connection.close_code,
         "reason": connection.close_reason,
         "seconds": time.perf_counter() - start,
+        "stopped": stopped,
     }
 
 
-async def flood(url: str, per_s: float | None) -> list[dict[str, Any]]:
+async def commands() -> asyncio.StreamReader:
     loop = asyncio.get_running_loop()
-    stdin_closed = loop.run_in_executor(None, sys.stdin.read)
+    reader = asyncio.StreamReader()
+    protocol = asyncio.StreamReaderProtocol(reader)
+    await loop.connect_read_pipe(lambda: protocol, sys.stdin)
+    return reader
+
+
+async def flood(url: str, per_s: float | None) -> dict[str, Any]:
+    stdin = await commands()
     sockets: list[dict[str, Any]] = []
-    while not stdin_closed.done():
-        sockets.append(await one_socket(url, per_s, stdin_closed))
-        if len(sockets) == 1:
-            print("flooding", flush=True)
-    return sockets
+    flooding_s = 0.0
+    while await stdin.readline() == b"go\n":
+        started = time.perf_counter()
+        stop = asyncio.ensure_future(stdin.readline())
+        sockets.append(await one_socket(url, per_s, stop))
+        print("flooding", flush=True)
+        while not stop.done():
+            sockets.append(await one_socket(url, per_s, stop))
+        flooding_s += time.perf_counter() - started
+        print("stopped", flush=True)
+        if await stop != b"stop\n":
+            break
+    return {"sockets": sockets, "seconds": flooding_s}
 
 
 if __name__ == "__main__":
-    started = time.perf_counter()
     per_s = float(sys.argv[2]) if len(sys.argv) > 2 else None
-    sockets = asyncio.run(flood(sys.argv[1], per_s))
-    seconds = time.perf_counter() - started
-    print(json.dumps({"sockets": sockets, "seconds": seconds}), flush=True)
+    print(json.dumps(asyncio.run(flood(sys.argv[1], per_s))), flush=True)

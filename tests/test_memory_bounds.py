@@ -54,7 +54,9 @@ WRONG = (
     '"selected_tools": 1, "read_only": 1, "save_chat": 1}'
 )
 """An error of ~390 bytes (six problems, five named) for 124 bytes sent."""
-STALLED_FRAMES = 50_000
+STALLED_FRAMES = 30_000
+"""Few enough to be done well within uvicorn's keepalive (a ping after
+20 s, unanswered for 20 s, closes the stalled socket with 1011)."""
 STALLED_GROWTH = 48 * MiB
 TUNED = {"MALLOC_ARENA_MAX": "1", "MALLOC_MMAP_THRESHOLD_": "32768"}
 
@@ -157,7 +159,7 @@ async def test_a_client_that_never_reads_is_cut_off_not_buffered(
     print(json.dumps({"rss_before": before, "rss_stuck": stuck, "rss_after": after}))
     print(json.dumps({"frames_received": received, "bytes": [size, produced]}))
     assert code == 1013
-    assert size < produced / 3  # the rest was dropped, not queued
+    assert size < produced / 2  # the rest was dropped, not queued
     assert stuck - before < STALLED_GROWTH, (
         f"{before / MiB:.0f} → {stuck / MiB:.0f} MiB"
     )
