@@ -14,18 +14,18 @@ the server keeps (docs/security.md has the default's figures too).
   MiB (with default glibc settings it jumps by 80-240 MiB, then hovers,
   with no trend over 40,000 such frames).
 - A client whose TCP receive window is closed (a 16 KiB socket buffer, no
-  compression, and it never reads) sends 50,000 small invalid frames: ~19 MB of error
-  frames the server must send it. Its queue is capped in bytes
-  (`Subscription`: 2 MiB here); past that it is dropped, and when the
-  client reads again it gets what was in flight, then close 1013. Another
-  socket on the same session, resuming from the last `seq`, tells when the
-  server has handled every frame; a third, another session, is served
-  throughout, and first sends the same 50,000 frames itself, reading the
-  errors: the baseline. The proof that the output was not kept is what
-  the stalled client gets when it reads again: ~3.9 MB (2 MiB queued, the
-  rest in socket buffers) of the ~20.8 MB the server produced for it. RSS
-  grew 2-26 MiB over the baseline (the journal writing 50,000 rows adds
-  its own noise), held to `STALLED_GROWTH`.
+  compression, and it never reads) sends 30,000 small invalid frames:
+  ~12.5 MB of error frames the server must send it. Its queue is capped in
+  bytes (`Subscription`: 2 MiB here); past that it is dropped, and when
+  the client reads again it gets what was in flight, then close 1013.
+  Another socket on the same session, resuming from the last `seq`, tells
+  when the server has handled every frame; a third, another session, is
+  served throughout, and first sends the same 30,000 frames itself,
+  reading the errors: the baseline. The proof that the output was not kept
+  is what the stalled client gets when it reads again: ~3.8 MB (2 MiB
+  queued, the rest in socket buffers) of the ~12.5 MB produced for it.
+  RSS grew 0-9 MiB over the baseline (26 MiB once with 50,000 frames: the
+  journal writing the rows adds its own noise), held to `STALLED_GROWTH`.
 """
 
 from __future__ import annotations
@@ -112,7 +112,7 @@ async def stalled_client(url: str) -> tuple[ClientConnection, str]:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16 * 1024)
     host, port = url.removeprefix("ws://").split("/")[0].split(":")
     sock.connect((host, int(port)))
-    # no compression: ~20 MB of similar frames deflate to ~1 MB, which the
+    # no compression: ~12 MB of similar frames deflate to ~1 MB, which the
     # socket buffers would simply hold
     connection = await connect(url, sock=sock, ping_interval=None, compression=None)
     ready = json.loads(await connection.recv())
