@@ -270,9 +270,8 @@ class AgentAPI:
             session.outbox.unsubscribe(subscription)
             session.touch()
             run = session.run
-            mine = run is not None and run.run_id == follow.run_id
-            if mine and not follow.ended and not detach:
-                assert run is not None
+            left_early = not follow.ended and not detach
+            if left_early and run is not None and run.run_id == follow.run_id:
                 run.control.stop("immediate")
 
     async def _collect(
@@ -380,7 +379,6 @@ class _Positions:
     def __init__(
         self, session: Session, run: ActiveRun | None, user: int | None, *, saved: bool
     ) -> None:
-        self.session = session
         self.user = user if saved else None
         self.saved = saved
         self.history = run.history if run is not None else session.history
