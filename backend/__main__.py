@@ -63,6 +63,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     chat.add_argument("--max-steps", type=int, default=None, help="step budget")
     chat.add_argument(
+        "--system",
+        metavar="TEXT",
+        help="instructions for this run, after the server's own system prompt",
+    )
+    chat.add_argument(
         "--json", action="store_true", help="print each frame as one JSON line"
     )
     chat.add_argument(

@@ -106,7 +106,9 @@ async def _chat(
             args.url, token=args.token, session_id=args.session
         ) as client:
             terminal.ready(client.ready)
-            request = Request(args.message, args.agent, args.strategy, args.max_steps)
+            request = Request(
+                args.message, args.agent, args.strategy, args.max_steps, args.system
+            )
             code = await follow(client, request, terminal, answers)
             if terminal.mode != "json" and client.run_id is not None:
                 terminal.line(

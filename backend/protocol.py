@@ -37,6 +37,8 @@ Name = Annotated[str, Field(min_length=1, max_length=128)]
 """A tool, strategy or model name."""
 STEPS_LIMIT = 10_000
 """No step count a client sends may exceed this (the server's cap is lower)."""
+SYSTEM_PROMPT_LIMIT = 20_000
+"""Characters of a client's own instructions (`ChatMessage.system_prompt`)."""
 
 
 # ---------------------------------------------------------------- client → server
@@ -59,11 +61,18 @@ class ChatMessage(_Frame):
     conversation's history (the model of later runs never sees it)."""
     include_history: bool = True
     """False: the model sees only this message, not the conversation before."""
+    system_prompt: (
+        Annotated[str, Field(min_length=1, max_length=SYSTEM_PROMPT_LIMIT)] | None
+    ) = None
+    """Instructions for this run, given to the model after the server's own
+    system prompt on every call of the run (the server may refuse them)."""
 
     @model_validator(mode="after")
     def _content_not_blank(self) -> ChatMessage:
         if not self.content.strip():
             raise ValueError("content must not be blank")
+        if self.system_prompt is not None and not self.system_prompt.strip():
+            raise ValueError("system_prompt must not be blank (leave it out for none)")
         return self
 
 

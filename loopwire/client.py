@@ -140,11 +140,13 @@ class AgentClient:
         read_only: bool = False,
         model: str | None = None,
         temperature: float | None = None,
+        system_prompt: str | None = None,
     ) -> AsyncGenerator[Event, None]:
         """Send `content` and yield the run's frames through `response_complete`.
 
         `agent=False` asks for a plain reply (or tool mode with `tools`);
-        a `strategy` always means an agent run. Raises `AgentError` on an
+        a `strategy` always means an agent run; `system_prompt` adds
+        instructions for this run after the server's own. Raises `AgentError` on an
         `error` frame, or before sending what the protocol refuses. The
         message is sent when the iteration starts. Leaving the loop early
         leaves the run going on the server: `stop()` ends it,
@@ -162,6 +164,7 @@ class AgentClient:
             read_only=read_only,
             model=model,
             temperature=temperature,
+            system_prompt=system_prompt,
         )
         if self.run_open and self.run_id is not None:
             self._abandoned.add(self.run_id)  # left early: skip its late frames

@@ -52,6 +52,7 @@ class Request:
     agent: bool = False
     strategy: str | None = None
     max_steps: int | None = None
+    system_prompt: str | None = None
 
 
 @dataclass
@@ -123,6 +124,7 @@ class _Reader:
             agent=request.agent or request.strategy is not None,
             strategy=request.strategy,
             max_steps=request.max_steps,
+            system_prompt=request.system_prompt,
         )
         async for event in events:
             if not isinstance(event, Error | AgentStepsGranted):

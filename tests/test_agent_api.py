@@ -106,6 +106,15 @@ async def test_no_token_no_run(start_server: StartServer) -> None:
         ({}, [("query", "Field required")]),
         ({"query": ""}, [("query", "String should have at least 1 character")]),
         ({"query": 1}, [("query", "Input should be a valid string")]),
+        ({"query": " \n"}, [("query", "must not be blank")]),
+        (
+            {"query": "x", "system_prompt": "  "},
+            [("system_prompt", "must not be blank")],
+        ),
+        (
+            {"query": "x", "system_prompt": "s" * 20_001},
+            [("system_prompt", "String should have at most 20000 characters")],
+        ),
         (
             {"query": "x", "conversation_id": "../etc"},
             [("conversation_id", "String should match pattern '^[0-9a-f]{32}$'")],
@@ -166,6 +175,32 @@ async def test_what_the_service_refuses_is_a_400(start_server: StartServer) -> N
     assert tool.json()["message"].startswith("unknown tool(s) in selected_tools: nope")
     assert model.json()["message"].startswith("model 'o1-pro' is not offered here")
     assert (unknown.status_code, unknown.json()["error_type"]) == (404, "not_found")
+    assert harness.service.llm.requests == []
+
+
+async def test_a_body_is_bounded_as_a_chat_frame_is(start_server: StartServer) -> None:
+    harness = await serve(start_server, max_message_bytes=4096)
+    body = json.dumps({"query": "q" * 5000}).encode()
+    async with client(harness) as http:
+        declared = await http.post(
+            "/api/agent", content=body, headers={"Content-Type": "application/json"}
+        )
+
+        async def chunks() -> AsyncIterator[bytes]:
+            yield body[:3000]
+            yield body[3000:]
+
+        streamed = await http.post(
+            "/api/agent", content=chunks(), headers={"Content-Type": "application/json"}
+        )
+    assert (declared.status_code, declared.json()["message"]) == (
+        413,
+        f"body is {len(body)} bytes; the limit is 4096",
+    )
+    assert (streamed.status_code, streamed.json()["message"]) == (
+        413,
+        "body is over 4096 bytes, the limit",
+    )
     assert harness.service.llm.requests == []
 
 
@@ -420,6 +455,52 @@ async def test_stream_false_answers_one_document(start_server: StartServer) -> N
         "llm_calls",
         "tool_calls",
     }
+
+
+async def test_a_system_prompt_reaches_every_call_of_the_run(
+    start_server: StartServer,
+) -> None:
+    harness = await serve(start_server, *one_step())
+    async with client(harness) as http:
+        response = await http.post(
+            "/api/agent",
+            json={
+                "query": "2+3?",
+                "stream": False,
+                "system_prompt": "Answer in French.",
+            },
+        )
+    assert response.status_code == 200
+    requests = harness.service.llm.requests
+    assert [r.purpose for r in requests] == ["reason", "act", "observe"]
+    for request in requests:
+        server, client_own = request.messages[:2]
+        assert (server.role, client_own.role) == ("system", "system")
+        assert server.content.startswith("You are loopwire")  # the server's own first
+        assert client_own.content == "Answer in French."
+        assert [m.content for m in request.messages].count("Answer in French.") == 1
+    # the instructions are the run's, not the conversation's: never in history
+    session = harness.service.sessions[response.json()["conversation_id"]]
+    assert all(m.content != "Answer in French." for m in session.history)
+
+
+async def test_an_operator_can_refuse_client_system_prompts(
+    start_server: StartServer,
+) -> None:
+    harness = await serve(start_server, *one_step(), client_system_prompts=False)
+    async with client(harness) as http:
+        refused = await http.post(
+            "/api/agent", json={"query": "2+3?", "system_prompt": "Be terse."}
+        )
+        plain = await http.post("/api/agent", json={"query": "2+3?", "stream": False})
+    assert refused.status_code == 400
+    assert refused.json() == {
+        "error_type": "invalid_message",
+        "message": "this server does not take a system_prompt from clients "
+        "(LOOPWIRE_CLIENT_SYSTEM_PROMPTS=false); send the message without it",
+    }
+    assert plain.status_code == 200
+    assert all(r.messages[1].role != "system" for r in harness.service.llm.requests)
 
 
 async def test_another_users_conversation_cannot_be_driven(

@@ -24,6 +24,7 @@ from backend.cli import _chat, conversations_command, server_url, settings_probl
 from backend.protocol import server_message_adapter
 from loopwire.exit_codes import ExitCode, for_reason
 from tests.conftest import StartServer, make_settings
+from tests.fakes import ScriptedLLM
 from tests.ws_client import label
 
 
@@ -40,6 +41,7 @@ def _args(url: str, message: str, **extra: object) -> argparse.Namespace:
         "approve": None,
         "no_input": False,
         "session": None,
+        "system": None,
     }
     values.update(extra)
     return argparse.Namespace(**values)
@@ -130,6 +132,23 @@ async def test_plain_chat_prints_the_streamed_answer_once(
     status, lines, _ = await run_chat(url, "what is 6*7", agent=False)
     assert status == ExitCode.FINISHED
     assert lines[:-1] == ["", "assistant: 6 \u00d7 7 = **42**"]
+
+
+async def test_system_gives_the_run_its_instructions(
+    start_server: StartServer,
+) -> None:
+    llm = ScriptedLLM("Oui.")
+    harness = await start_server(llm)
+    url = harness.server.url("/ws", "ws")
+    status, lines, _ = await run_chat(
+        url, "hello", agent=False, system="Answer in French."
+    )
+    assert status == ExitCode.FINISHED and lines[1] == "assistant: Oui."
+    [request] = llm.requests
+    assert [(m.role, m.content) for m in request.messages[1:]] == [
+        ("system", "Answer in French."),
+        ("user", "hello"),
+    ]
 
 
 async def test_json_prints_one_frame_per_line(start_server: StartServer) -> None:

@@ -318,6 +318,12 @@ async def test_an_error_frame_raises_and_the_client_stays_usable(
             )
         with pytest.raises(AgentError, match="agent_max_steps: Input should be"):
             await client.run("hi", max_steps=0)
+        with pytest.raises(AgentError) as no_prompt:
+            await client.run("hi", system_prompt=" ")
+        assert no_prompt.value.message == (
+            "invalid chat message: message: "
+            "system_prompt must not be blank (leave it out for none)"
+        )
 
         assert (await client.run("hi", agent=False)).answer == "Hi."
 

@@ -289,3 +289,40 @@ async def test_the_service_continues_a_checkpointed_run_in_a_session() -> None:
     ]
     assert world.counter.calls == [1, 2]
     assert session.history[-1].content == ANSWER
+
+
+async def test_a_client_system_prompt_is_kept_across_the_checkpoint() -> None:
+    """The instructions live in the run's state: the calls after a restart
+    carry them as the calls before it did."""
+    actions = with_question("react")
+    before_llm, after_llm = ProtocolLLM(*actions), ProtocolLLM(*actions)
+    world = World()
+
+    def react(llm: ProtocolLLM) -> AgentLoop:
+        found = default_strategies(make_kit(llm, world.registry())).get("react")
+        assert found is not None
+        return found
+
+    first = Run(react(before_llm), max_steps=6)
+    first.state.request = first.state.request.model_copy(
+        update={"system_prompt": "Reply in haiku."}
+    )
+    state_json, messages = await dropped_when(
+        first, seen(first, AgentRequestInput).wait
+    )
+    assert RunState.from_json(state_json).request.system_prompt == "Reply in haiku."
+
+    second = Run.restore(react(after_llm), state_json, messages)
+    respond(second)
+    driver = second.driver()
+    pending = second.state.pending_question
+    assert pending is not None
+    second.control.answer(UserAnswer(pending.question_id, "yes"))
+    result = await driver.run()
+
+    assert result.answer == ANSWER
+    for llm in (before_llm, after_llm):
+        assert llm.requests
+        for request in llm.requests:
+            assert [m.role for m in request.messages[:2]] == ["system", "system"]
+            assert request.messages[1].content == "Reply in haiku."

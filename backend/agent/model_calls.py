@@ -1,8 +1,9 @@
 """`ModelCalls`: how every strategy talks to the model.
 
-A request is `[system prompt, history window, phase prompt]`, the window being
-the newest history that fits `history_window_tokens` (`History.window`; the
-budget bounds the history part only). `complete` and `stream` add the reply's
+A request is `[system prompt, the client's system prompt if it gave one,
+history window, phase prompt]`, the window being the newest history that
+fits `history_window_tokens` (`History.window`; the budget bounds the history
+part only). `complete` and `stream` add the reply's
 usage to the run state, and `stream` reports the text as `token_stream`
 frames while keeping it in `state.streamed`, so a stop in mid-stream keeps
 what the user already saw. `final_answer` is the one final-answer call every
@@ -79,8 +80,9 @@ class ModelCalls:
         )
         tail = (Message.system(prompt),) if prompt else ()
         request = ctx.state.request
+        own = (Message.system(request.system_prompt),) if request.system_prompt else ()
         return LLMRequest(
-            messages=(Message.system(system), *window, *tail),
+            messages=(Message.system(system), *own, *window, *tail),
             tools=tuple(tools),
             tool_choice=tool_choice,
             model=request.model,

@@ -48,6 +48,8 @@ class RunRequest(_Value):
     temperature: float | None = None
     save_chat: bool = True
     include_history: bool = True
+    system_prompt: str | None = None
+    """The client's instructions, sent after the server's system prompt."""
 
 
 class PendingQuestion(_Value):

@@ -437,6 +437,14 @@ class ChatService:
             raise InvalidMessage(
                 f"unknown tool(s) in selected_tools: {names}; available: {known}"
             )
+        if (
+            message.system_prompt is not None
+            and not self.settings.client_system_prompts
+        ):
+            raise InvalidMessage(
+                "this server does not take a system_prompt from clients "
+                "(LOOPWIRE_CLIENT_SYSTEM_PROMPTS=false); send the message without it"
+            )
         if message.model is not None and message.model not in self.models:
             raise InvalidMessage(
                 f"model {message.model!r} is not offered here; "
@@ -458,6 +466,7 @@ class ChatService:
                 temperature=message.temperature,
                 save_chat=message.save_chat,
                 include_history=message.include_history,
+                system_prompt=message.system_prompt,
             ),
             max_steps=self._budget(message, strategy.name, agent),
             max_steps_cap=self.settings.agent_max_steps_cap,

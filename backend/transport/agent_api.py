@@ -31,7 +31,7 @@ import json
 from collections.abc import AsyncIterator
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -44,6 +44,7 @@ from backend.chat.session import CLOSING, OVERFLOW, ActiveRun, Session, Subscrip
 from backend.errors import ProtocolError
 from backend.protocol import (
     STEPS_LIMIT,
+    SYSTEM_PROMPT_LIMIT,
     AgentControlMessage,
     AgentUserInputMessage,
     ChatMessage,
@@ -83,6 +84,16 @@ class AgentRequest(_Body):
     loop_strategy: Name | None = None
     selected_tools: Annotated[list[Name], Field(max_length=256)] | None = None
     model: Name | None = None
+    system_prompt: (
+        Annotated[str, Field(min_length=1, max_length=SYSTEM_PROMPT_LIMIT)] | None
+    ) = None
+
+    @field_validator("query", "system_prompt")
+    @classmethod
+    def _not_blank(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            raise ValueError("must not be blank")
+        return value
 
     def message(self) -> ChatMessage:
         return ChatMessage(
@@ -95,6 +106,7 @@ class AgentRequest(_Body):
             model=self.model,
             save_chat=self.save_chat,
             include_history=self.include_history,
+            system_prompt=self.system_prompt,
         )
 
 
@@ -160,7 +172,9 @@ class AgentAPI:
 
     async def agent(self, request: Request) -> Response:
         service: ChatService = request.app.state.chat
-        body = await read_model(request, AgentRequest, "agent request")
+        # as large as a chat frame may be on the WebSocket
+        limit = service.settings.max_message_bytes
+        body = await read_model(request, AgentRequest, "agent request", limit)
         if isinstance(body, Response):
             return body
         resume_from = request.headers.get("last-event-id")

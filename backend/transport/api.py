@@ -74,11 +74,12 @@ async def read_json(request: Request, limit: int) -> Any:
 
 
 async def read_model(
-    request: Request, model: type[Body], what: str
+    request: Request, model: type[Body], what: str, limit: int = MAX_BODY_BYTES
 ) -> Body | JSONResponse:
-    """The body, validated as `model`, or the error response saying why not
-    (400, naming each bad field in `fields` and in the message)."""
-    data = await read_json(request, MAX_BODY_BYTES)
+    """The body (at most `limit` bytes), validated as `model`, or the error
+    response saying why not (400, naming each bad field in `fields` and in
+    the message; 413 past the limit)."""
+    data = await read_json(request, limit)
     if isinstance(data, JSONResponse):
         return data
     try:
