@@ -17,7 +17,6 @@ from backend.agent.strategies.act import ActUntilAnswer
 from backend.agent.strategies.llm_only import LLMOnly
 from backend.agent.strategies.plan_execute import PlanAndExecute
 from backend.agent.strategies.react import ReasonActObserve
-from backend.agent.time_limit import TimeLimit
 from backend.chat.service import ChatService
 from backend.llm.base import LLMClient
 from backend.prompts import PromptProvider
@@ -107,10 +106,6 @@ def make_service(
         on_reject=settings.approval_on_reject,
         max_replans=settings.agent_max_replans,
         max_tool_calls_per_step=settings.agent_max_tool_calls_per_step,
-        time_limit=TimeLimit(
-            active_s=settings.run_timeout_s,
-            final_answer_s=settings.run_final_answer_timeout_s,
-        ),
     )
     kit = LoopKit.build(llm, registry, executor, prompts, config)
     return ChatService(

@@ -4,7 +4,7 @@ every payload it reports, the checkpoints it saves and its result."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Self
 
 from backend.agent.driver import RunDriver
 from backend.agent.kit import LoopKit
@@ -97,7 +97,7 @@ class Run:
     @classmethod
     def restore(
         cls, strategy: AgentLoop, state_json: str, messages: Sequence[Message]
-    ) -> Run:
+    ) -> Self:
         """A run continued from a checkpoint: its state's JSON and its history."""
         run = cls(strategy)
         run.state = RunState.from_json(state_json)

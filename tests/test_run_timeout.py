@@ -81,10 +81,13 @@ class TimedRun(Run):
         self,
         strategy: AgentLoop,
         monotonic: Callable[[], float] = time.perf_counter,
+        *,
+        limit: TimeLimit = LIMIT,
         **kwargs: Any,
     ) -> None:
         super().__init__(strategy, **kwargs)
         self.monotonic = monotonic
+        self.limit = limit
 
     def driver(self) -> RunDriver:
         ctx = AgentContext(self.state, self.history, self.emit)
@@ -93,14 +96,13 @@ class TimedRun(Run):
             ctx,
             self.control,
             checkpoint=self._save,
+            time_limit=self.limit,
             monotonic=self.monotonic,
         )
 
 
-def react(
-    llm: ScriptedLLM, limit: TimeLimit = LIMIT, slow: SlowTool | None = None
-) -> AgentLoop:
-    return ReasonActObserve(make_kit(llm, tools(slow), time_limit=limit))
+def react(llm: ScriptedLLM, slow: SlowTool | None = None) -> AgentLoop:
+    return ReasonActObserve(make_kit(llm, tools(slow)))
 
 
 def final_prompt(llm: ScriptedLLM) -> str:
@@ -188,8 +190,8 @@ def restored(
     checkpoint: tuple[str, tuple[Message, ...]],
 ) -> TimedRun:
     state_json, messages = checkpoint
-    run = TimedRun.restore(react(llm, limit), state_json, messages)
-    run.monotonic = clock
+    run = TimedRun.restore(react(llm), state_json, messages)
+    run.monotonic, run.limit = clock, limit
     return run
 
 
@@ -237,7 +239,7 @@ async def test_a_question_is_not_put_once_the_time_is_up() -> None:
 async def test_a_hung_llm_call_is_cancelled_and_the_model_answers() -> None:
     hang = Hang()
     llm = ScriptedLLM(hang, FINAL)
-    run = TimedRun(react(llm, TimeLimit(active_s=0.2, final_answer_s=5.0)))
+    run = TimedRun(react(llm), limit=TimeLimit(active_s=0.2, final_answer_s=5.0))
 
     began = time.monotonic()
     result = await run.go()
@@ -254,7 +256,7 @@ async def test_a_hung_llm_call_is_cancelled_and_the_model_answers() -> None:
 async def test_a_hung_final_answer_is_cut_off_too() -> None:
     first, last = Hang(), Hang()
     llm = ScriptedLLM(first, last)
-    run = TimedRun(react(llm, TimeLimit(active_s=0.1, final_answer_s=0.1)))
+    run = TimedRun(react(llm), limit=TimeLimit(active_s=0.1, final_answer_s=0.1))
 
     began = time.monotonic()
     result = await run.go()
@@ -277,7 +279,9 @@ async def test_a_running_tool_is_cancelled_and_reported() -> None:
         calls(("slow", {"label": "x"})),
         FINAL,
     )
-    run = TimedRun(react(llm, TimeLimit(active_s=0.2, final_answer_s=5.0), slow=slow))
+    run = TimedRun(
+        react(llm, slow=slow), limit=TimeLimit(active_s=0.2, final_answer_s=5.0)
+    )
 
     result = await run.go()
 

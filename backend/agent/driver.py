@@ -46,7 +46,7 @@ from backend.agent.state import (
     WaitOutcome,
 )
 from backend.agent.summary import summarize_outcomes
-from backend.agent.time_limit import ActiveTime
+from backend.agent.time_limit import DEFAULT_TIME_LIMIT, ActiveTime, TimeLimit
 from backend.aio import race
 from backend.errors import LLMError
 from backend.protocol import (
@@ -78,17 +78,18 @@ class RunDriver:
         control: RunControl,
         *,
         checkpoint: Checkpoint | None = None,
+        time_limit: TimeLimit = DEFAULT_TIME_LIMIT,
         clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.perf_counter,
     ) -> None:
-        """`clock` gives epoch time (deadlines of waits, timestamps);
-        `monotonic` times the phases (the run's active time)."""
+        """`time_limit` bounds the run's active time; `clock` gives epoch
+        time (deadlines of waits, timestamps); `monotonic` times the phases."""
         self.loop = loop
         self.ctx = ctx
         self.control = control
         self._checkpoint = checkpoint
         self._clock = clock
-        self._time = ActiveTime(ctx.state, loop.time_limit, monotonic)
+        self._time = ActiveTime(ctx.state, time_limit, monotonic)
         self._stoppable = True
         ctx.resumed = ctx.state.phase != START
         approval = ctx.state.pending_approval

@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from backend.agent.state import PendingApproval, PendingQuestion, RunState
-from backend.agent.time_limit import TimeLimit
 from backend.history import History
 from backend.llm.base import Usage
 from backend.protocol import CompletionReason, RunEvent, StopMode
@@ -108,8 +107,6 @@ class AgentLoop(Protocol):
     description: str
     uses_tools: bool
     """Whether the model may call tools in this strategy's runs."""
-    time_limit: TimeLimit
-    """How long its runs may work (the driver enforces it)."""
 
     def first_phase(self, state: RunState) -> str:
         """The phase a new run starts in."""

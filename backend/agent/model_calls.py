@@ -13,11 +13,10 @@ strategy shares: the final prompt, tools off, streamed.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from backend.agent.loop import AgentContext
 from backend.agent.rules import OnReject
-from backend.agent.time_limit import TimeLimit
 from backend.errors import LLMError
 from backend.llm.base import (
     Completion,
@@ -48,7 +47,6 @@ class LoopConfig:
     on_reject: OnReject = "stop"
     max_replans: int = 2
     max_tool_calls_per_step: int = 10
-    time_limit: TimeLimit = field(default_factory=TimeLimit)
 
 
 class ModelCalls:

@@ -31,7 +31,6 @@ class PhasedStrategy:
     def __init__(self, kit: LoopKit) -> None:
         self.kit = kit
         self.phases: dict[str, Phase] = {}
-        self.time_limit = kit.config.time_limit
 
     def first_phase(self, state: RunState) -> str:
         return self.first

@@ -34,6 +34,10 @@ class TimeLimit:
         )
 
 
+DEFAULT_TIME_LIMIT = TimeLimit()
+"""The settings' defaults (`LOOPWIRE_RUN_TIMEOUT_S`, …)."""
+
+
 class ActiveTime:
     """One run's active time against its `TimeLimit`, measured by `monotonic`."""
 

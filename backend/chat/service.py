@@ -36,6 +36,7 @@ from backend.agent.registry import StrategyRegistry
 from backend.agent.run_control import RunControl
 from backend.agent.state import RunRequest, RunState
 from backend.agent.summary import summarize_outcomes
+from backend.agent.time_limit import TimeLimit
 from backend.chat.session import ActiveRun, Session
 from backend.chat.sessions import SessionTable
 from backend.errors import (
@@ -113,6 +114,10 @@ class ChatService:
         self.strategies = strategies
         self.settings = settings
         self.store = store
+        self.time_limit = TimeLimit(
+            active_s=settings.run_timeout_s,
+            final_answer_s=settings.run_final_answer_timeout_s,
+        )
         self._clock = clock
         self.table = SessionTable(
             settings, store, forget_session=forget_session, clock=clock
@@ -503,7 +508,13 @@ class ChatService:
         async def checkpoint(_ctx: AgentContext) -> None:
             await self._checkpoint(session, run)
 
-        driver = RunDriver(strategy, ctx, run.control, checkpoint=checkpoint)
+        driver = RunDriver(
+            strategy,
+            ctx,
+            run.control,
+            checkpoint=checkpoint,
+            time_limit=self.time_limit,
+        )
         try:
             if self._keep(session, state, "waiting" if state.waiting else "running"):
                 await self.flush(session)  # known from its start: a crash reports it
