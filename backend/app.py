@@ -56,6 +56,7 @@ def make_llm(settings: Settings, registry: ToolRegistry) -> LLMClient:
             max_retries=settings.llm_max_retries,
             retry_backoff_s=settings.llm_retry_backoff_s,
             retry_max_wait_s=settings.llm_retry_max_wait_s,
+            max_connections=settings.llm_max_connections,
         )
     from backend.llm.offline import OfflineLLM
 

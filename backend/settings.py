@@ -44,6 +44,9 @@ class Settings(BaseSettings):
     llm_retry_max_wait_s: float = Field(default=30.0, ge=0)
     """No wait between LLM attempts is longer, the server's Retry-After included."""
     llm_temperature: float | None = Field(default=None, ge=0, le=2)
+    llm_max_connections: int = Field(default=1000, ge=1, le=100_000)
+    """Connections to the LLM server at once (kept for reuse); requests past
+    this many wait for one to come free."""
     client_system_prompts: bool = True
     """Whether a client may add its own instructions (`system_prompt`) to a
     run; false refuses such a request with an error naming this setting."""

@@ -25,21 +25,9 @@ from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import aiohttp
+import httpx2
 import openai
-from openai import AsyncStream, Omit, omit
-from openai.types import CompletionUsage
-from openai.types.chat import (
-    ChatCompletion,
-    ChatCompletionAssistantMessageParam,
-    ChatCompletionChunk,
-    ChatCompletionFunctionToolParam,
-    ChatCompletionMessageFunctionToolCallParam,
-    ChatCompletionMessageParam,
-    ChatCompletionStreamOptionsParam,
-    ChatCompletionSystemMessageParam,
-    ChatCompletionToolMessageParam,
-    ChatCompletionUserMessageParam,
-)
 
 from backend.llm.base import (
     Completion,
@@ -48,12 +36,12 @@ from backend.llm.base import (
     StreamEvent,
     TextDelta,
     ToolCall,
-    ToolChoice,
     ToolSpec,
     Usage,
 )
 from backend.llm.redaction import bare_urls, redact
 from backend.llm.retries import Failure, Retrier, RetryPolicy, Sleep, retry_after_s
+from backend.llm.sse import EventTooLarge, SSEReader
 
 __all__ = ["OpenAIClient"]
 
@@ -71,7 +59,9 @@ class OpenAIClient:
     attempt: connecting, and every read — so a server that goes silent, before
     its answer or between two chunks of a stream, fails the attempt after
     `timeout_s`. A call makes at most `1 + max_retries` attempts (see the
-    module docstring); `sleep` is how it waits between them.
+    module docstring); `sleep` is how it waits between them. At most
+    `max_connections` requests are open at once (and kept open for reuse);
+    more wait for one to come free.
     """
 
     def __init__(
@@ -84,16 +74,25 @@ class OpenAIClient:
         max_retries: int = 2,
         retry_backoff_s: float = 0.5,
         retry_max_wait_s: float = 30.0,
+        max_connections: int = 1000,
         sleep: Sleep = asyncio.sleep,
     ) -> None:
         self._model = model
         self._timeout_s = timeout_s
         self._api_key = api_key or os.environ.get("OPENAI_API_KEY") or ""
+        # aiohttp under the SDK: its pool finds a free connection in constant
+        # time, where httpx's scans them all at every request's start and end
+        pool = httpx2.Limits(
+            max_connections=max_connections,
+            max_keepalive_connections=max_connections,
+        )
+        http_client = openai.DefaultAioHttpClient(limits=pool, timeout=timeout_s)
         self._sdk = openai.AsyncOpenAI(
             api_key=self._api_key or _PLACEHOLDER_API_KEY,
             base_url=base_url,
             timeout=timeout_s,
             max_retries=0,  # retried here, once, not by the SDK as well
+            http_client=http_client,
         )
         self._retry = RetryPolicy(max_retries, retry_backoff_s, retry_max_wait_s)
         self._sleep = sleep
@@ -120,18 +119,12 @@ class OpenAIClient:
 
     async def complete(self, request: LLMRequest) -> Completion:
         """One non-streaming chat completion."""
-        body = _RequestBody.build(request, default_model=self._model)
+        payload = _payload(request, default_model=self._model)
         retrier = Retrier(self._retry, self._sleep)
         while True:
             try:
-                response = await self._sdk.chat.completions.create(
-                    model=body.model,
-                    messages=body.messages,
-                    tools=body.tools or omit,
-                    tool_choice=body.tool_choice or omit,
-                    temperature=omit if body.temperature is None else body.temperature,
-                )
-                return self._completion_from_response(response)
+                response = await self._post(_encode(payload), stream=False)
+                return self._completion_from_data(_json_object(response.content))
             except _FAULTS as exc:
                 await retrier.after(self._failure(exc))
 
@@ -141,17 +134,20 @@ class OpenAIClient:
         A failed attempt is retried only if none of its text was yielded.
         Leaving early (break, cancellation) closes the upstream HTTP response.
         """
-        body = _RequestBody.build(request, default_model=self._model)
+        payload = _payload(request, default_model=self._model)
+        payload["stream"] = True
         retrier = Retrier(self._retry, self._sleep)
         while True:
             assembler = _StreamAssembler(new_call_id=self._new_call_id)
             try:
-                sdk_stream = await self._open_stream(body)
-                async with sdk_stream:
-                    async for chunk in sdk_stream:
-                        text = assembler.feed(chunk)
+                response = await self._open_stream(payload)
+                try:
+                    async for data in _chunks(response):
+                        text = assembler.feed(data)
                         if text:
                             yield TextDelta(text=text)
+                finally:
+                    await response.aclose()
                 completion = assembler.completion()
             except _FAULTS as exc:
                 failure = self._failure(exc)
@@ -162,9 +158,7 @@ class OpenAIClient:
             yield completion
             return
 
-    async def _open_stream(
-        self, body: _RequestBody
-    ) -> AsyncStream[ChatCompletionChunk]:
+    async def _open_stream(self, payload: dict[str, Any]) -> httpx2.Response:
         """Start a streaming request, asking for usage when the server allows it.
 
         A server that rejects `stream_options` with a 400 is asked again without
@@ -172,56 +166,57 @@ class OpenAIClient:
         """
         if self._stream_usage_supported:
             try:
-                return await self._create_stream(body, {"include_usage": True})
+                with_usage = {**payload, "stream_options": {"include_usage": True}}
+                return await self._post(_encode(with_usage), stream=True)
             except openai.BadRequestError as exc:
                 if "stream_options" not in _status_detail(exc):
                     raise
                 self._stream_usage_supported = False
-        return await self._create_stream(body, omit)
+        return await self._post(_encode(payload), stream=True)
 
-    async def _create_stream(
-        self,
-        body: _RequestBody,
-        stream_options: ChatCompletionStreamOptionsParam | Omit,
-    ) -> AsyncStream[ChatCompletionChunk]:
-        return await self._sdk.chat.completions.create(
-            model=body.model,
-            messages=body.messages,
-            tools=body.tools or omit,
-            tool_choice=body.tool_choice or omit,
-            temperature=omit if body.temperature is None else body.temperature,
-            stream=True,
-            stream_options=stream_options,
+    async def _post(self, body: bytes, *, stream: bool) -> httpx2.Response:
+        """POST a chat completions request through the SDK, which adds the
+        headers and turns a failed request into its exception; the reply comes
+        back as the raw HTTP response, read here without the SDK's models (with
+        `stream`, unread: the caller closes it)."""
+        return await self._sdk.post(
+            "/chat/completions",
+            cast_to=httpx2.Response,
+            content=body,
+            options={"headers": {"Content-Type": "application/json"}},
+            stream=stream,
         )
 
     def _new_call_id(self) -> str:
         """An id for a tool call the server sent without one (unique per client)."""
         return f"call_{next(self._call_ids)}"
 
-    def _completion_from_response(self, response: ChatCompletion) -> Completion:
-        choices = getattr(response, "choices", None)
+    def _completion_from_data(self, data: dict[str, Any]) -> Completion:
+        choices = data.get("choices")
         if not choices or not isinstance(choices, list):
             raise _BadReply("the LLM server answered without any choices")
         choice = choices[0]
-        message = getattr(choice, "message", None)
-        if message is None:
+        message = choice.get("message") if isinstance(choice, dict) else None
+        if not isinstance(message, dict):
             raise _BadReply("the LLM server answered without a message")
+        calls = message.get("tool_calls")
         tool_calls = tuple(
             ToolCall(
-                id=getattr(call, "id", None) or self._new_call_id(),
-                name=function.name,
-                arguments=function.arguments or "{}",
+                id=_text(call.get("id")) or self._new_call_id(),
+                name=name,
+                arguments=_text(function.get("arguments")) or "{}",
             )
-            for call in (getattr(message, "tool_calls", None) or ())
+            for call in (calls if isinstance(calls, list) else ())
             # Only function calls with a name can be executed.
-            if (function := getattr(call, "function", None)) is not None
-            and getattr(function, "name", None)
+            if isinstance(call, dict)
+            and isinstance(function := call.get("function"), dict)
+            and (name := _text(function.get("name")))
         )
         return Completion(
-            content=getattr(message, "content", None) or "",
+            content=_text(message.get("content")),
             tool_calls=tool_calls,
-            usage=_usage(getattr(response, "usage", None)),
-            finish_reason=getattr(choice, "finish_reason", None),
+            usage=_usage(data.get("usage")),
+            finish_reason=_text(choice.get("finish_reason")) or None,
         )
 
     def _failure(self, exc: Exception) -> Failure:
@@ -256,7 +251,7 @@ _RETRIED_STATUSES = frozenset({408, 409, 429})
 def _meaning(exc: Exception, timeout_s: float) -> tuple[str, bool, float | None]:
     """The user's message for `exc`, whether it is worth retrying, and the
     server's `Retry-After`."""
-    if isinstance(exc, openai.APITimeoutError):
+    if isinstance(exc, openai.APITimeoutError) and _timed_out(exc):
         return f"the LLM request timed out after {timeout_s:g}s", True, None
     if isinstance(exc, openai.APIConnectionError):
         return _connection_message(exc), True, None
@@ -276,6 +271,20 @@ def _meaning(exc: Exception, timeout_s: float) -> tuple[str, bool, float | None]
     return "the LLM request failed", False, None
 
 
+def _timed_out(exc: BaseException) -> bool:
+    """Whether a timeout error was one: the aiohttp transport under the SDK
+    also reports a refused or dropped connection as a connect timeout, but
+    only a real one has a `TimeoutError` among its causes."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc.__cause__ or exc.__context__
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, TimeoutError):
+            return True
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return cause is None and not seen  # no cause at all: take it at its word
+
+
 def _status_meaning(exc: openai.APIStatusError) -> tuple[str, bool, float | None]:
     status = exc.status_code
     message = f"the LLM server answered {status}: {_status_detail(exc)}"
@@ -291,69 +300,46 @@ def _status_meaning(exc: openai.APIStatusError) -> tuple[str, bool, float | None
 # -- request mapping ---------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class _RequestBody:
-    """The wire-format pieces of one chat completions request."""
-
-    model: str
-    messages: list[ChatCompletionMessageParam]
-    tools: list[ChatCompletionFunctionToolParam]
-    tool_choice: ToolChoice | None
-    temperature: float | None
-
-    @classmethod
-    def build(cls, request: LLMRequest, *, default_model: str) -> _RequestBody:
-        tools = [_tool_param(spec) for spec in request.tools]
-        return cls(
-            model=request.model or default_model,
-            messages=[_message_param(message) for message in request.messages],
-            tools=tools,
-            # Without tools there is nothing to choose from: send neither.
-            tool_choice=request.tool_choice if tools else None,
-            temperature=request.temperature,
-        )
+def _payload(request: LLMRequest, *, default_model: str) -> dict[str, Any]:
+    """The chat completions request body (without `stream`)."""
+    payload: dict[str, Any] = {
+        "model": request.model or default_model,
+        "messages": [_message_param(message) for message in request.messages],
+    }
+    if request.tools:
+        payload["tools"] = [_tool_param(spec) for spec in request.tools]
+        # Without tools there is nothing to choose from: send neither.
+        if request.tool_choice is not None:
+            payload["tool_choice"] = request.tool_choice
+    if request.temperature is not None:
+        payload["temperature"] = request.temperature
+    return payload
 
 
-def _message_param(message: Message) -> ChatCompletionMessageParam:
-    """One `Message` as an OpenAI message dict, without null fields."""
-    if message.role == "assistant":
-        return _assistant_param(message)
-    if message.role == "tool":
-        tool: ChatCompletionToolMessageParam = {
+def _encode(payload: dict[str, Any]) -> bytes:
+    return json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def _message_param(message: Message) -> dict[str, Any]:
+    """One `Message` as an OpenAI message, without null fields."""
+    role = message.role
+    if role == "tool":
+        return {
             "role": "tool",
             "tool_call_id": message.tool_call_id or "",
             "content": message.content or "",
         }
-        return tool
-    if message.role == "system":
-        system: ChatCompletionSystemMessageParam = {
-            "role": "system",
-            "content": message.content or "",
-        }
-        if message.name is not None:
-            system["name"] = message.name
-        return system
-    user: ChatCompletionUserMessageParam = {
-        "role": "user",
-        "content": message.content or "",
-    }
-    if message.name is not None:
-        user["name"] = message.name
-    return user
-
-
-def _assistant_param(message: Message) -> ChatCompletionAssistantMessageParam:
-    param: ChatCompletionAssistantMessageParam = {"role": "assistant"}
-    if message.content is not None or not message.tool_calls:
+    param: dict[str, Any] = {"role": role}
+    if role != "assistant" or message.content is not None or not message.tool_calls:
         param["content"] = message.content or ""
-    if message.tool_calls:
+    if role == "assistant" and message.tool_calls:
         param["tool_calls"] = [_tool_call_param(call) for call in message.tool_calls]
     if message.name is not None:
         param["name"] = message.name
     return param
 
 
-def _tool_call_param(call: ToolCall) -> ChatCompletionMessageFunctionToolCallParam:
+def _tool_call_param(call: ToolCall) -> dict[str, Any]:
     return {
         "id": call.id,
         "type": "function",
@@ -361,7 +347,7 @@ def _tool_call_param(call: ToolCall) -> ChatCompletionMessageFunctionToolCallPar
     }
 
 
-def _tool_param(spec: ToolSpec) -> ChatCompletionFunctionToolParam:
+def _tool_param(spec: ToolSpec) -> dict[str, Any]:
     return {
         "type": "function",
         "function": {
@@ -374,14 +360,55 @@ def _tool_param(spec: ToolSpec) -> ChatCompletionFunctionToolParam:
 
 # -- response mapping --------------------------------------------------------
 
+_SSE = SSEReader()
 
-def _usage(usage: CompletionUsage | None) -> Usage:
+
+async def _chunks(response: httpx2.Response) -> AsyncIterator[dict[str, Any]]:
+    """The stream's chunks, parsed, up to `[DONE]`; read failures become the
+    SDK's exceptions, an error event the server sends an `APIError`."""
+    try:
+        async for data in _SSE.events(response.aiter_bytes()):
+            if data == b"[DONE]":
+                return
+            chunk = _json_object(data)
+            error = chunk.get("error")
+            if error is not None:
+                message = error.get("message") if isinstance(error, dict) else error
+                raise openai.APIError(
+                    str(message or "the stream reported an error"),
+                    response.request,
+                    body=error,
+                )
+            yield chunk
+    except httpx2.TimeoutException as exc:
+        raise openai.APITimeoutError(request=response.request) from exc
+    except (httpx2.TransportError, EventTooLarge) as exc:
+        raise openai.APIConnectionError(request=response.request) from exc
+
+
+def _json_object(raw: bytes) -> dict[str, Any]:
+    """`raw` parsed as a JSON object (`json.JSONDecodeError` if it is not JSON)."""
+    data = json.loads(raw)
+    if not isinstance(data, dict):
+        raise _BadReply("the LLM server sent a reply of an unexpected shape")
+    return data
+
+
+def _text(value: object) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _count(value: object) -> int:
+    return value if isinstance(value, int) and value > 0 else 0
+
+
+def _usage(usage: object) -> Usage:
     """Provider usage as `Usage` (one LLM call); missing numbers count as 0."""
-    if usage is None:
+    if not isinstance(usage, dict):
         return Usage(llm_calls=1)
-    prompt = getattr(usage, "prompt_tokens", None) or 0
-    completion = getattr(usage, "completion_tokens", None) or 0
-    total = getattr(usage, "total_tokens", None) or prompt + completion
+    prompt = _count(usage.get("prompt_tokens"))
+    completion = _count(usage.get("completion_tokens"))
+    total = _count(usage.get("total_tokens")) or prompt + completion
     return Usage(
         prompt_tokens=prompt,
         completion_tokens=completion,
@@ -417,24 +444,31 @@ class _StreamAssembler:
     usage: Usage | None = None
     finish_reason: str | None = None
 
-    def feed(self, chunk: ChatCompletionChunk) -> str:
+    def feed(self, chunk: dict[str, Any]) -> str:
         """Absorb one chunk; return its new text ("" when none)."""
-        chunk_usage = getattr(chunk, "usage", None)
+        chunk_usage = chunk.get("usage")
         if chunk_usage is not None:
             self.usage = _usage(chunk_usage)
+        choices = chunk.get("choices")
+        if not choices or not isinstance(choices, list):
+            return ""
         new_text = ""
-        for choice in getattr(chunk, "choices", None) or ():
-            if getattr(choice, "index", 0) != 0:
+        for choice in choices:
+            if not isinstance(choice, dict) or choice.get("index", 0) != 0:
                 continue  # only the first choice is used (n is never > 1)
-            if getattr(choice, "finish_reason", None):
-                self.finish_reason = choice.finish_reason
-            delta = getattr(choice, "delta", None)
-            if delta is None:
+            finish = choice.get("finish_reason")
+            if finish:
+                self.finish_reason = str(finish)
+            delta = choice.get("delta")
+            if not isinstance(delta, dict):
                 continue
-            for fragment in getattr(delta, "tool_calls", None) or ():
-                self._feed_tool_call(fragment)
-            content = getattr(delta, "content", None)
-            if isinstance(content, str) and content:
+            fragments = delta.get("tool_calls")
+            if fragments and isinstance(fragments, list):
+                for fragment in fragments:
+                    if isinstance(fragment, dict):
+                        self._feed_tool_call(fragment)
+            content = delta.get("content")
+            if content and isinstance(content, str):
                 self.text.append(content)
                 new_text += content
         return new_text
@@ -451,17 +485,20 @@ class _StreamAssembler:
             finish_reason=self.finish_reason,
         )
 
-    def _feed_tool_call(self, fragment: Any) -> None:
-        function = getattr(fragment, "function", None)
-        name = (getattr(function, "name", None) or "") if function else ""
+    def _feed_tool_call(self, fragment: dict[str, Any]) -> None:
+        function = fragment.get("function")
+        if not isinstance(function, dict):
+            function = {}
+        name = _text(function.get("name"))
+        index = fragment.get("index")
         call = self._call_for(
-            index=getattr(fragment, "index", None),
-            call_id=getattr(fragment, "id", None) or None,
+            index=index if isinstance(index, int) else None,
+            call_id=_text(fragment.get("id")) or None,
             name=name,
         )
         if name and not call.name:
             call.name = name
-        arguments = getattr(function, "arguments", None) if function else None
+        arguments = _text(function.get("arguments"))
         if arguments:
             call.arguments.append(arguments)
 
@@ -537,7 +574,12 @@ def _connection_message(exc: BaseException) -> str:
             return "cannot reach the LLM server: unknown host"
         if "certificate" in text.lower() or "SSL" in text:
             return "cannot reach the LLM server: the TLS handshake failed"
-        if isinstance(cause, ConnectionResetError) or "peer closed" in text:
+        closed = (
+            ConnectionResetError,
+            aiohttp.ClientPayloadError,
+            aiohttp.ServerDisconnectedError,
+        )
+        if isinstance(cause, closed) or "peer closed" in text:
             return "the LLM server closed the connection before its reply was complete"
         cause = cause.__cause__ or cause.__context__
     return "cannot reach the LLM server: connection error"
