@@ -102,16 +102,15 @@ def _parser() -> argparse.ArgumentParser:
 def _serve(args: argparse.Namespace) -> int:
     import logging
 
-    import uvicorn
-
     from backend.app import create_app
     from backend.cli import load_settings
     from backend.errors import ConfigError
     from backend.server import (
         Server,
-        WebSocketProtocol,
         exposure_problem,
+        quiet_client_logs,
         redact_request_logs,
+        uvicorn_config,
     )
 
     settings = load_settings()
@@ -120,6 +119,7 @@ def _serve(args: argparse.Namespace) -> int:
     logging.basicConfig(
         level=settings.log_level.upper(), format="%(levelname)s %(message)s"
     )
+    quiet_client_logs(settings)
     try:
         app = create_app(settings)
     except ConfigError as exc:
@@ -130,15 +130,8 @@ def _serve(args: argparse.Namespace) -> int:
         print(f"loopwire: {problem}", file=sys.stderr)
         return 2
     print(f"loopwire: open http://{host}:{port}/ (model: {app.state.chat.llm.model})")
-    config = uvicorn.Config(
-        app,
-        host=host,
-        port=port,
-        log_level=settings.log_level,
-        ws=WebSocketProtocol,
-        ws_max_size=max(4 * settings.max_message_bytes, 1 << 20),
-    )
-    redact_request_logs()
+    config = uvicorn_config(app, settings, host=host, port=port)
+    redact_request_logs(settings)
     Server(config, app.state.chat).run()
     return 0
 

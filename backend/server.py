@@ -95,18 +95,60 @@ class RedactQuery(logging.Filter):
         return True
 
 
+class ConnectionLines(logging.Filter):
+    """Drops uvicorn's line per WebSocket handshake (`"WebSocket /ws"
+    [accepted]`), which it logs whatever its access log setting says."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith('%s - "WebSocket %s"')
+
+
 def _redacted(arg: object) -> object:
     if isinstance(arg, str) and arg.startswith("/") and "?" in arg:
         return arg.partition("?")[0] + "?[redacted]"
     return arg
 
 
-def redact_request_logs() -> None:
-    """Install `RedactQuery` on uvicorn's loggers (after uvicorn set them up)."""
+def uvicorn_config(
+    app: Any, settings: Settings, *, host: str, port: int, **options: Any
+) -> uvicorn.Config:
+    """How loopwire runs on uvicorn: its WebSocket protocol, the frame size
+    its limits allow, compression and per-request logs as configured."""
+    config: dict[str, Any] = {
+        "host": host,
+        "port": port,
+        "log_level": settings.log_level,
+        "access_log": settings.access_log,
+        "ws": WebSocketProtocol,
+        "ws_max_size": max(4 * settings.max_message_bytes, 1 << 20),
+        "ws_per_message_deflate": settings.ws_compression,
+    }
+    config.update(options)
+    return uvicorn.Config(app, **config)
+
+
+def quiet_client_logs(settings: Settings) -> None:
+    """The HTTP client under the LLM SDK logs every request at INFO: only
+    at DEBUG does that reach the log."""
+    if settings.log_level.lower() != "debug":
+        for name in ("httpx2", "httpx"):
+            logging.getLogger(name).setLevel(logging.WARNING)
+
+
+def redact_request_logs(settings: Settings) -> None:
+    """Install `RedactQuery` on uvicorn's loggers (after uvicorn set them up),
+    and `ConnectionLines` too unless the access log is on."""
     for name in ("uvicorn.access", "uvicorn.error"):
         logger = logging.getLogger(name)
         if not any(isinstance(f, RedactQuery) for f in logger.filters):
             logger.addFilter(RedactQuery())
+    errors = logging.getLogger("uvicorn.error")
+    quiet = [f for f in errors.filters if isinstance(f, ConnectionLines)]
+    if not settings.access_log and not quiet:
+        errors.addFilter(ConnectionLines())
+    elif settings.access_log:
+        for installed in quiet:
+            errors.removeFilter(installed)
 
 
 class WebSocketProtocol(WebSocketsSansIOProtocol):

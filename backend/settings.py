@@ -116,8 +116,13 @@ class Settings(BaseSettings):
     """A session with no socket and no run leaves memory after this long."""
     shutdown_grace_s: float = Field(default=3.0, ge=0)
     """On SIGTERM, how long runs get to reach a phase boundary."""
+    ws_compression: bool = False
+    """permessage-deflate on WebSockets: less traffic for slow links, more
+    CPU per frame (off: frames are small and mostly unique)."""
     mcp_config: Path | None = None
     log_level: str = "info"
+    access_log: bool = False
+    """A log line per HTTP request and WebSocket connection (uvicorn's)."""
 
     @model_validator(mode="after")
     def _coherent(self) -> Settings:

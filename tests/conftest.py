@@ -73,8 +73,9 @@ def server_starter(stack: AsyncExitStack) -> StartServer:
         registry: ToolRegistry | None = None,
         **settings: Any,
     ) -> Harness:
-        app = create_app(make_settings(**settings), llm=llm, registry=registry)
-        server = await stack.enter_async_context(serving(app))
+        config = make_settings(**settings)
+        app = create_app(config, llm=llm, registry=registry)
+        server = await stack.enter_async_context(serving(app, settings=config))
         return Harness(server, stack)
 
     return start

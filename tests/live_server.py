@@ -9,7 +9,8 @@ from typing import Any, Literal
 
 import uvicorn
 
-from backend.server import WebSocketProtocol
+from backend.server import WebSocketProtocol, uvicorn_config
+from backend.settings import Settings
 
 
 class _NotifyingServer(uvicorn.Server):
@@ -25,17 +26,35 @@ class _NotifyingServer(uvicorn.Server):
 
 
 class LiveServer:
-    def __init__(self, app: Any, *, lifespan: Literal["on", "off"] = "on") -> None:
+    def __init__(
+        self,
+        app: Any,
+        *,
+        lifespan: Literal["on", "off"] = "on",
+        settings: Settings | None = None,
+    ) -> None:
+        """`settings`: serve as `loopwire serve` would with them (compression,
+        frame size); without, as a plain uvicorn app (the fake LLM servers)."""
         self.app = app
-        self._config = uvicorn.Config(
-            app,
-            host="127.0.0.1",
-            port=0,
-            log_level="warning",
-            lifespan=lifespan,
-            ws=WebSocketProtocol,
-            ws_max_size=1 << 20,
-        )
+        if settings is not None:
+            self._config = uvicorn_config(
+                app,
+                settings,
+                host="127.0.0.1",
+                port=0,
+                log_level="warning",
+                lifespan=lifespan,
+            )
+        else:
+            self._config = uvicorn.Config(
+                app,
+                host="127.0.0.1",
+                port=0,
+                log_level="warning",
+                lifespan=lifespan,
+                ws=WebSocketProtocol,
+                ws_max_size=1 << 20,
+            )
         self._server: _NotifyingServer | None = None
         self._task: asyncio.Task[None] | None = None
         self.port: int | None = None
@@ -69,9 +88,12 @@ class LiveServer:
 
 @asynccontextmanager
 async def serving(
-    app: Any, *, lifespan: Literal["on", "off"] = "on"
+    app: Any,
+    *,
+    lifespan: Literal["on", "off"] = "on",
+    settings: Settings | None = None,
 ) -> AsyncIterator[LiveServer]:
-    server = LiveServer(app, lifespan=lifespan)
+    server = LiveServer(app, lifespan=lifespan, settings=settings)
     await server.start()
     try:
         yield server
