@@ -18,6 +18,10 @@ $(VENV)/.dev: $(VENV)/.base
 	$(PIP) install --quiet -e '.[test,dev]'
 	@touch $@
 
+$(VENV)/.bench: $(VENV)/.dev
+	$(PIP) install --quiet -e '.[test,dev,bench]'
+	@touch $@
+
 # ---- the two commands -------------------------------------------------------
 run: $(VENV)/.base
 	$(PY) -m backend serve
@@ -39,7 +43,8 @@ typecheck: $(VENV)/.dev
 
 check: lint typecheck test
 
-bench: $(VENV)/.dev
+# docs/benchmarks.md (its generated section) and docs/benchmarks.png: ~5 minutes.
+bench: $(VENV)/.bench
 	$(PY) -m benchmarks
 
 schema: $(VENV)/.base

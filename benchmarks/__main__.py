@@ -1,246 +1,262 @@
-"""Measure the server's own overhead per agent step.
+"""`python -m benchmarks` (`make bench`): measure loopwire against the issue's targets.
 
-The LLM here answers instantly (a deterministic in-process fake that speaks
-the reason → act → observe protocol), and the tool does nothing, so whatever
-time a step takes is loopwire's: prompt rendering, control parsing, tool
-execution plumbing, frame building, serialisation, and - in the end-to-end
-case - the WebSocket round trip through uvicorn to a real client.
+    python -m benchmarks                      # the full run (~5 minutes on 2 cores)
+    python -m benchmarks --tiny --out /tmp/b.md   # seconds: checks the harness
+    python -m benchmarks --only stop,memory   # a subset
 
-    python -m benchmarks [--runs 30] [--steps 10]
+Starts the fake LLM, the bare echo and loopwire servers as processes on
+loopback (`benchmarks/harness.py`), runs the measurements (each module's
+docstring says what it measures and how), validates every run, and writes
+the generated section of the report (`--out`, default docs/benchmarks.md;
+the rest of the file is kept) and the plot (`--plot`, default the report's
+name with `.png`). Progress goes to stderr. Every process it started is
+stopped when it ends, fails or is interrupted.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
-import statistics
+import datetime
+import resource
+import shlex
+import shutil
+import signal
+import sys
+import tempfile
 import time
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import Sequence
+from pathlib import Path
+from types import FrameType
 
-from pydantic import BaseModel
-from websockets.asyncio.client import connect
-
-from backend.agent.driver import RunDriver
-from backend.agent.kit import LoopKit
-from backend.agent.loop import AgentContext
-from backend.agent.run_control import RunControl
-from backend.agent.state import RunRequest, RunState
-from backend.agent.strategies.react import ReasonActObserve
-from backend.app import create_app
-from backend.history import History
-from backend.llm.base import (
-    Completion,
-    LLMRequest,
-    Message,
-    StreamEvent,
-    TextDelta,
-    ToolCall,
+from benchmarks import (
+    agent_loop,
+    agent_runs,
+    frame_rate,
+    session_memory,
+    stop_latency,
+    turn_cost,
 )
-from backend.prompts import PromptProvider
-from backend.settings import Settings
-from backend.tools.base import Tool, ToolContext, ToolEffect, ToolRegistry
-from backend.tools.executor import ToolExecutor
+from benchmarks.checks import BenchError
+from benchmarks.harness import Harness, Sizes, progress
+from benchmarks.machine import Machine, source_revision
+from benchmarks.plot import PlotUnavailable, draw
+from benchmarks.processes import ROOT
+from benchmarks.report import render, write
+from benchmarks.results import Results
+
+SECTIONS = ("loop", "turns", "runs", "frames", "memory", "stop")
+DEFAULT_OUT = ROOT / "docs" / "benchmarks.md"
 
 
-class InstantLLM:
-    """Answers every phase at once; finishes after `steps` steps."""
-
-    def __init__(self, steps: int) -> None:
-        self.steps = steps
-
-    @property
-    def model(self) -> str:
-        return "instant"
-
-    @property
-    def provider(self) -> str:
-        return "bench"
-
-    async def complete(self, request: LLMRequest) -> Completion:
-        done = _tool_results_this_run(request.messages)
-        if request.purpose == "reason":
-            control = {
-                "plan": "call noop",
-                "tools_to_consider": ["noop"],
-                "finish": False,
-            }
-            return Completion(content=f"Thinking.\n```json\n{json.dumps(control)}\n```")
-        if request.purpose == "act":
-            arguments = json.dumps({"n": done + 1})  # distinct: not a duplicate call
-            call = ToolCall(id=f"call_{done + 1}", name="noop", arguments=arguments)
-            return Completion(tool_calls=(call,))
-        if request.purpose == "observe":
-            final = "All done." if done >= self.steps else ""
-            control = {
-                "observation": "ok",
-                "should_continue": not final,
-                "final_answer": final,
-            }
-            return Completion(content=f"Noted.\n```json\n{json.dumps(control)}\n```")
-        return Completion(content="All done.")
-
-    async def stream(self, request: LLMRequest) -> AsyncIterator[StreamEvent]:
-        completion = await self.complete(request)
-        yield TextDelta(text=completion.content)
-        yield completion
-
-    async def aclose(self) -> None:
-        return None
-
-
-def _tool_results_this_run(messages: tuple[Message, ...]) -> int:
-    count = 0
-    for message in reversed(messages):
-        if message.role == "user":
-            break
-        count += message.role == "tool"
-    return count
-
-
-class NoopArgs(BaseModel):
-    n: int = 0
-
-
-async def _noop(args: NoopArgs, ctx: ToolContext) -> dict[str, int]:
-    return {"n": args.n}
-
-
-def _registry() -> ToolRegistry:
-    effect = ToolEffect(read_only=True, idempotent=True)
-    return ToolRegistry([Tool("noop", "Does nothing.", NoopArgs, _noop, effect)])
-
-
-async def bench_loop(runs: int, steps: int) -> list[float]:
-    """In-process: the loop alone, events dropped. Returns ms per step per run."""
-    registry = _registry()
-    kit = LoopKit.build(
-        InstantLLM(steps), registry, ToolExecutor(registry), PromptProvider()
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    loop = ReasonActObserve(kit)
-    per_step: list[float] = []
-    for _ in range(runs):
-        state = RunState(
-            run_id="bench",
-            session_id="bench",
-            strategy=loop.name,
-            request=RunRequest(content="go", agent=True),
-            max_steps=steps + 1,
-            max_steps_cap=steps + 1,
+    parser.add_argument("--tiny", action="store_true", help="a few sessions, one round")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="the report")
+    parser.add_argument("--plot", type=Path, help="the PNG (default: --out with .png)")
+    parser.add_argument(
+        "--keep-logs", type=Path, metavar="DIR", help="copy the servers' logs here"
+    )
+    parser.add_argument(
+        "--only",
+        action="append",
+        metavar="NAME[,NAME]",
+        help=f"run only these measurements: {', '.join(SECTIONS)}",
+    )
+    sizes = parser.add_argument_group("sizes (defaults: the issue's)")
+    sizes.add_argument("--rounds", type=int, help="measured rounds (3)")
+    sizes.add_argument(
+        "--sessions",
+        help="agent-run concurrencies, comma-separated (10,100,1000); the "
+        "targets are judged at the last two",
+    )
+    sizes.add_argument("--steps", type=int, dest="run_steps", help="steps per run (3)")
+    sizes.add_argument(
+        "--latency-ms", type=float, dest="llm_latency_ms", help="LLM latency (200)"
+    )
+    sizes.add_argument(
+        "--turn-sessions", type=int, help="act-shaped turns: sessions (100)"
+    )
+    sizes.add_argument(
+        "--turns", type=int, dest="turns_per_session", help="turns each (3)"
+    )
+    sizes.add_argument("--frame-sessions", type=int, help="streaming clients (100)")
+    sizes.add_argument("--frame-tokens", type=int, help="tokens streamed to each (200)")
+    sizes.add_argument(
+        "--memory-sessions", type=int, help="paused sessions per batch (300)"
+    )
+    sizes.add_argument("--stop-samples", type=int, help="stops per phase (100)")
+    sizes.add_argument(
+        "--budget-s",
+        type=float,
+        help="time budget: rounds past the second are skipped past it (300)",
+    )
+    return parser
+
+
+def _sections(only: Sequence[str] | None) -> tuple[str, ...]:
+    if not only:
+        return SECTIONS
+    wanted = {name.strip() for item in only for name in item.split(",") if name.strip()}
+    unknown = wanted - set(SECTIONS)
+    if unknown:
+        raise SystemExit(
+            f"unknown measurement(s): {', '.join(sorted(unknown))}; "
+            f"choose from {', '.join(SECTIONS)}"
         )
-        ctx = AgentContext(state, History([Message.user("go")]), lambda event: None)
-        started = time.perf_counter()
-        result = await RunDriver(loop, ctx, RunControl()).run()
-        per_step.append((time.perf_counter() - started) * 1000 / result.steps)
-        if result.steps != steps or result.reason != "finished":
-            raise RuntimeError(f"the benchmark run went wrong: {result}")
-    return per_step
+    return tuple(name for name in SECTIONS if name in wanted)
 
 
-async def bench_websocket(runs: int, steps: int) -> tuple[list[float], int]:
-    """End to end over uvicorn + a real WebSocket client; ms per step per run."""
-    from tests.live_server import serving
-
-    settings = Settings(_env_file=None, agent_max_steps_cap=steps + 1)  # type: ignore[call-arg]
-    app = create_app(settings, llm=InstantLLM(steps), registry=_registry())
-    per_step: list[float] = []
-    frames = 0
-    async with serving(app) as server, connect(server.url("/ws", "ws")) as ws:
-        await ws.recv()
-        for _ in range(runs):
-            request = {
-                "type": "chat",
-                "content": "go",
-                "agent_mode": True,
-                "agent_max_steps": steps + 1,
-            }
-            started = time.perf_counter()
-            await ws.send(json.dumps(request))
-            count = await _drain(ws)
-            per_step.append((time.perf_counter() - started) * 1000 / steps)
-            expected = 1 + steps * 5 + 3  # start, 5 frames a step, the 3 ending frames
-            if count != expected:
-                raise RuntimeError(f"expected {expected} frames in a run, got {count}")
-            frames += count
-            await ws.send(json.dumps({"type": "reset_session"}))
-            await ws.recv()
-    return per_step, frames
+def _sizes(args: argparse.Namespace) -> Sizes:
+    sizes = Sizes.tiny_run() if args.tiny else Sizes()
+    changes = {
+        key: getattr(args, key)
+        for key in (
+            "rounds",
+            "run_steps",
+            "llm_latency_ms",
+            "turn_sessions",
+            "turns_per_session",
+            "frame_sessions",
+            "frame_tokens",
+            "memory_sessions",
+            "stop_samples",
+            "budget_s",
+        )
+    }
+    if args.sessions:
+        counts = tuple(int(n) for n in args.sessions.split(","))
+        changes["run_sessions"] = counts
+        changes["target_sessions"] = (
+            counts[-2] if len(counts) > 1 else counts[0],
+            counts[-1],
+        )
+    return sizes.with_changes(**changes)
 
 
-class HangingLLM(InstantLLM):
-    """Every call hangs until cancelled: what Stop has to cut through."""
+async def _measure(harness: Harness, sections: Sequence[str], results: Results) -> None:
+    sizes = harness.sizes
 
-    def __init__(self) -> None:
-        super().__init__(steps=1)
-        self.started = asyncio.Event()
+    async def turns() -> None:
+        results.turn_cost = await turn_cost.measure(harness)
 
-    async def complete(self, request: LLMRequest) -> Completion:
-        self.started.set()
-        await asyncio.Event().wait()
-        raise AssertionError("unreachable")
+    async def runs() -> None:
+        results.runs = await agent_runs.measure(harness)
+
+    async def frames() -> None:
+        results.frames = await frame_rate.measure(harness)
+
+    async def memory() -> None:
+        results.memory = await session_memory.measure(harness)
+
+    async def stop() -> None:
+        results.stop = await stop_latency.measure(harness)
+
+    measurements = {
+        "turns": turns,
+        "runs": runs,
+        "frames": frames,
+        "memory": memory,
+        "stop": stop,
+    }
+    chosen = [name for name in measurements if name in sections]
+    try:
+        if "loop" in sections:
+            progress("loop: the agent loop in-process")
+            results.loop = await agent_loop.measure(sizes.loop_runs, sizes.loop_steps)
+        await harness.start()
+        for index, name in enumerate(chosen):
+            harness.still_to_come = tuple(chosen[index + 1 :])
+            await measurements[name]()
+    finally:
+        harness.close()
 
 
-async def bench_stop(runs: int) -> list[float]:
-    """ms from sending `stop` during an LLM call to `response_complete`."""
-    from tests.live_server import serving
+def _raise_on_sigterm() -> None:
+    def stop(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
 
-    llm = HangingLLM()
-    settings = Settings(_env_file=None, database_url="sqlite://")  # type: ignore[call-arg]
-    app = create_app(settings, llm=llm, registry=_registry())
-    samples: list[float] = []
-    async with serving(app) as server, connect(server.url("/ws", "ws")) as ws:
-        await ws.recv()
-        for _ in range(runs):
-            llm.started.clear()
-            await ws.send(
-                json.dumps({"type": "chat", "content": "go", "agent_mode": True})
+    signal.signal(signal.SIGTERM, stop)
+
+
+def _raise_file_limit() -> None:
+    """1,000 sessions are 1,000 sockets here and twice that in the server."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = 65536 if hard == resource.RLIM_INFINITY else min(hard, 65536)
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    sections = _sections(args.only)
+    sizes = _sizes(args)
+    command = shlex.join(
+        ["python", "-m", "benchmarks", *(sys.argv[1:] if argv is None else argv)]
+    )
+    _raise_on_sigterm()
+    _raise_file_limit()
+    started = time.monotonic()
+    now = datetime.datetime.now(datetime.UTC)
+    results = Results(
+        machine=Machine.this(),
+        command=command,
+        date=now.strftime("%Y-%m-%d %H:%M UTC"),
+        tiny=sizes.tiny,
+        rounds=sizes.rounds,
+        target_sessions=sizes.target_sessions,
+        revision=source_revision(ROOT),
+    )
+    with tempfile.TemporaryDirectory(prefix="loopwire-bench-") as workdir:
+        harness = Harness(sizes, Path(workdir))
+        try:
+            asyncio.run(_measure(harness, sections, results))
+        except BenchError as exc:
+            print(f"bench: FAILED: {exc}", file=sys.stderr)
+            return 1
+        except KeyboardInterrupt:
+            print(
+                "bench: interrupted; every process it started is stopped",
+                file=sys.stderr,
             )
-            await llm.started.wait()
-            started = time.perf_counter()
-            await ws.send(json.dumps({"type": "agent_control", "action": "stop"}))
-            await _drain(ws)
-            samples.append((time.perf_counter() - started) * 1000)
-    return samples
-
-
-async def _drain(ws: Any) -> int:
-    count = 0
-    while True:
-        frame = json.loads(await ws.recv())
-        count += 1
-        if frame["type"] == "response_complete":
-            return count
-
-
-def _report(name: str, samples: list[float]) -> str:
-    ordered = sorted(samples)
-    p95 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))]
-    return (
-        f"{name:<34} median {statistics.median(samples):7.3f} ms/step   "
-        f"p95 {p95:7.3f}   min {ordered[0]:7.3f}"
+            return 130
+        finally:
+            harness.close()
+            if args.keep_logs:
+                args.keep_logs.mkdir(parents=True, exist_ok=True)
+                for log in Path(workdir).glob("*.log"):
+                    shutil.copy(log, args.keep_logs / log.name)
+    results.duration_s = time.monotonic() - started
+    plot_path = args.plot or args.out.with_suffix(".png")
+    plot_name: str | None = None
+    note = ""
+    if results.runs:
+        try:
+            draw(results, plot_path)
+            plot_name = _relative(plot_path, args.out.parent)
+        except PlotUnavailable:
+            note = (
+                "(No plot: matplotlib is not installed; `make bench` installs it, "
+                "or `pip install -e '.[bench]'`.)"
+            )
+    write(args.out, render(results, plot_name, note))
+    progress(
+        f"done in {results.duration_s:.0f}s: wrote {args.out}"
+        + (f" and {plot_path}" if plot_name else "")
     )
+    return 0
 
 
-async def main(runs: int, steps: int) -> None:
-    await bench_loop(3, steps)  # warm-up
-    loop_samples = await bench_loop(runs, steps)
-    ws_samples, frames = await bench_websocket(runs, steps)
-    print(f"loopwire overhead, {runs} runs x {steps} steps, instant LLM, no-op tool")
-    print(_report("agent loop (in-process)", loop_samples))
-    print(_report("end to end (uvicorn + WebSocket)", ws_samples))
-    print(f"frames per run: {frames // runs}")
-    stop_samples = await bench_stop(runs)
-    median_stop = statistics.median(stop_samples)
-    print(
-        f"{'stop → response_complete':<34} median {median_stop:7.3f} ms"
-        f"        max {max(stop_samples):7.3f}"
-    )
+def _relative(path: Path, start: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(start.resolve()))
+    except ValueError:
+        return str(path.resolve())
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(prog="python -m benchmarks")
-    parser.add_argument("--runs", type=int, default=30)
-    parser.add_argument("--steps", type=int, default=10)
-    options = parser.parse_args()
-    asyncio.run(main(options.runs, options.steps))
+    raise SystemExit(main())

@@ -1,0 +1,304 @@
+"""`Harness`: the processes a bench run needs, and the sizes it runs at.
+
+Three kinds of server, each its own process so each one's CPU and memory
+are its own:
+
+- the fake LLM (`benchmarks/fake_llm.py`), one for the whole run;
+- the bare echo (`benchmarks/echo.py`), one for the whole run;
+- loopwire, started as `make run` starts it (`python -m backend serve`),
+  pointed at the fake LLM, with a fresh SQLite database in the work
+  directory and the per-socket limits raised so the bench is not throttled;
+  a fresh one per measurement (so no measurement inherits another's
+  sessions or memory high-water mark), except with `--tiny`, where one is
+  shared. The Stop measurement uses `python -m benchmarks.serve`, the same
+  server plus the `bench_wait` tool.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from benchmarks.probe import get_json
+from benchmarks.processes import Service, clean_environment, free_port, launch, ready
+from benchmarks.signals import Signals
+
+LIMITS_RAISED = {
+    "LOOPWIRE_WS_MESSAGES_PER_S": "1000000",
+    "LOOPWIRE_WS_MESSAGE_BURST": "1000000",
+    "LOOPWIRE_USER_MESSAGES_PER_S": "1000000",
+    "LOOPWIRE_USER_MESSAGE_BURST": "1000000",
+    "LOOPWIRE_MAX_SESSIONS": "100000",
+    "LOOPWIRE_REQUEST_INPUT_TIMEOUT_S": "3600",
+    "LOOPWIRE_TOOL_RATE_LIMIT_CALLS": "1000000",
+    "LOOPWIRE_RUN_TIMEOUT_S": "3600",
+}
+"""Settings raised for the bench (backend/settings.py); all else is default."""
+ROUND_LIMIT_S = 240.0
+"""No measured round may take longer (a hang fails the bench)."""
+MIN_ROUNDS = 2
+"""Rounds every measurement makes, whatever the time budget."""
+RESERVE_S = {"turns": 30.0, "runs": 90.0, "frames": 20.0, "memory": 50.0, "stop": 20.0}
+"""Time kept in the budget for each measurement still to come (about what
+each takes on 2 cores, server start included)."""
+
+
+@dataclass(frozen=True)
+class Sizes:
+    rounds: int = 3
+    turn_sessions: int = 100
+    turns_per_session: int = 3
+    answer_tokens: int = 16
+    run_sessions: tuple[int, ...] = (10, 100, 1000)
+    target_sessions: tuple[int, int] = (100, 1000)
+    """The concurrencies the agent-run targets are judged at."""
+    run_steps: int = 3
+    llm_latency_ms: float = 200.0
+    frame_sessions: int = 100
+    frame_tokens: int = 200
+    memory_sessions: int = 300
+    """Sessions per batch; one RSS sample per batch."""
+    memory_warmup: int = 50
+    stop_samples: int = 100
+    """Stops per phase."""
+    loop_runs: int = 30
+    loop_steps: int = 10
+    fresh_servers: bool = True
+    tiny: bool = False
+    budget_s: float = 300.0
+    """Rounds past the second are skipped when they would overrun this."""
+
+    @classmethod
+    def tiny_run(cls) -> Sizes:
+        """A few sessions, one round: seconds, to check the harness works."""
+        return cls(
+            rounds=1,
+            turn_sessions=3,
+            turns_per_session=1,
+            answer_tokens=4,
+            run_sessions=(2, 4),
+            target_sessions=(2, 4),
+            run_steps=3,
+            llm_latency_ms=20.0,
+            frame_sessions=3,
+            frame_tokens=10,
+            memory_sessions=5,
+            memory_warmup=2,
+            stop_samples=2,
+            loop_runs=2,
+            loop_steps=2,
+            fresh_servers=False,
+            tiny=True,
+            budget_s=600.0,
+        )
+
+    def with_changes(self, **changes: Any) -> Sizes:
+        return replace(self, **{k: v for k, v in changes.items() if v is not None})
+
+
+@dataclass
+class Loopwire:
+    service: Service
+
+    @property
+    def pid(self) -> int:
+        return self.service.pid
+
+    @property
+    def ws_url(self) -> str:
+        return f"ws://127.0.0.1:{self.service.port}/ws"
+
+
+def _is_healthy(answer: Any) -> bool:
+    return isinstance(answer, dict) and answer.get("status") == "ok"
+
+
+def _is_echo(answer: Any) -> bool:
+    return isinstance(answer, dict) and answer.get("server") == "echo"
+
+
+_STARTED = time.monotonic()
+
+
+def progress(text: str) -> None:
+    """One line of progress on stderr, with the seconds since the start."""
+    print(
+        f"bench {time.monotonic() - _STARTED:4.0f}s: {text}",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+class Harness:
+    def __init__(self, sizes: Sizes, workdir: Path) -> None:
+        self.sizes = sizes
+        self.workdir = workdir
+        self.signals = Signals()
+        self.services: list[Service] = []
+        self._shared: dict[bool, Loopwire] = {}
+        self._fake: Service | None = None
+        self._echo: Service | None = None
+        self._model = f"bench-{uuid.uuid4().hex[:8]}"
+        self._count = 0
+        self.deadline = time.monotonic() + sizes.budget_s
+        self.still_to_come: tuple[str, ...] = ()
+        """The measurements after the one running (room is kept for them)."""
+
+    def rounds(self, what: str) -> Iterator[int]:
+        """Round numbers 1, 2, … `sizes.rounds`. One past the second comes
+        only if the budget has room for it (as long as the last one) and for
+        the measurements still to come."""
+        started = time.monotonic()
+        for number in range(1, self.sizes.rounds + 1):
+            last_s = time.monotonic() - started
+            reserve = sum(RESERVE_S.get(name, 20.0) for name in self.still_to_come)
+            room = self.deadline - time.monotonic() - reserve
+            if number > MIN_ROUNDS and last_s > room:
+                progress(
+                    f"{what}: {number - 1} rounds: the time budget has no room for more"
+                )
+                return
+            started = time.monotonic()
+            yield number
+
+    @property
+    def fake(self) -> Service:
+        assert self._fake is not None, "the harness is not started"
+        return self._fake
+
+    @property
+    def echo(self) -> Service:
+        assert self._echo is not None, "the harness is not started"
+        return self._echo
+
+    @property
+    def echo_url(self) -> str:
+        return f"ws://127.0.0.1:{self.echo.port}/ws"
+
+    async def start(self) -> None:
+        """The fake LLM and the echo; with `--tiny`, the shared loopwires too."""
+        await self.signals.open()
+        fake_port, echo_port = free_port(), free_port()
+        self._fake = self._launch(
+            "fake-llm",
+            [
+                "-m",
+                "benchmarks.fake_llm",
+                "--port",
+                str(fake_port),
+                "--model",
+                self._model,
+                "--signal-port",
+                str(self.signals.port),
+            ],
+            fake_port,
+        )
+        self._echo = self._launch(
+            "echo", ["-m", "benchmarks.echo", "--port", str(echo_port)], echo_port
+        )
+        waits: list[Awaitable[object]] = [
+            ready(self._fake, "/v1/models", self._is_fake),
+            ready(self._echo, "/healthz", _is_echo),
+        ]
+        if not self.sizes.fresh_servers:
+            waits += [self._shared_loopwire(False), self._shared_loopwire(True)]
+        await asyncio.gather(*waits)
+        progress(f"fake LLM pid {self.fake.pid}, echo pid {self.echo.pid} ready")
+
+    def close(self) -> None:
+        """Stop every process the harness started (safe to call twice)."""
+        for service in reversed(self.services):
+            service.stop()
+        self.signals.close()
+
+    async def counts(self) -> dict[str, int]:
+        """The fake LLM's requests so far, by phase."""
+        answer = await get_json(self.fake.port, "/_bench/counts")
+        return {str(k): int(v) for k, v in answer.items()}
+
+    @contextlib.asynccontextmanager
+    async def loopwire(
+        self, label: str, *, wait_tool: bool = False
+    ) -> AsyncIterator[Loopwire]:
+        """A loopwire server for one measurement (fresh unless `--tiny`)."""
+        if not self.sizes.fresh_servers:
+            yield await self._shared_loopwire(wait_tool)
+            return
+        server = await self._start_loopwire(label, wait_tool)
+        try:
+            yield server
+        finally:
+            server.service.stop()
+            self.services.remove(server.service)
+
+    @contextlib.asynccontextmanager
+    async def fresh_echo(self, label: str) -> AsyncIterator[Service]:
+        """An echo of its own (for memory figures), unless `--tiny`."""
+        if not self.sizes.fresh_servers:
+            yield self.echo
+            return
+        self._count += 1
+        port = free_port()
+        argv = ["-m", "benchmarks.echo", "--port", str(port)]
+        service = self._launch(f"{label}-{self._count}", argv, port)
+        try:
+            await ready(service, "/healthz", _is_echo)
+            yield service
+        finally:
+            service.stop()
+            self.services.remove(service)
+
+    async def _shared_loopwire(self, wait_tool: bool) -> Loopwire:
+        if wait_tool not in self._shared:
+            label = "loopwire-wait-tool" if wait_tool else "loopwire"
+            self._shared[wait_tool] = await self._start_loopwire(label, wait_tool)
+        return self._shared[wait_tool]
+
+    async def _start_loopwire(self, label: str, wait_tool: bool) -> Loopwire:
+        self._count += 1
+        port = free_port()
+        name = f"{label}-{self._count}" if self.sizes.fresh_servers else label
+        database = self.workdir / f"{name}.db"
+        env = {
+            "LOOPWIRE_HOST": "127.0.0.1",
+            "LOOPWIRE_PORT": str(port),
+            "LOOPWIRE_LLM_BASE_URL": f"http://127.0.0.1:{self.fake.port}/v1",
+            "LOOPWIRE_LLM_API_KEY": "x",
+            "LOOPWIRE_LLM_MODEL": self._model,
+            "LOOPWIRE_DATABASE_URL": f"sqlite:///{database}",
+            **LIMITS_RAISED,
+        }
+        if wait_tool:
+            argv = ["-m", "benchmarks.serve", "--signal-port", str(self.signals.port)]
+        else:
+            argv = ["-m", "backend", "serve"]
+        service = self._launch(name, argv, port, env)
+        await ready(service, "/healthz", _is_healthy)
+        await ready(service, "/api/info", lambda a: a.get("model") == self._model)
+        return Loopwire(service)
+
+    def _launch(
+        self, name: str, argv: list[str], port: int, env: dict[str, str] | None = None
+    ) -> Service:
+        service = launch(
+            name,
+            argv,
+            port=port,
+            env=clean_environment(**(env or {})),
+            workdir=self.workdir,
+        )
+        self.services.append(service)
+        return service
+
+    def _is_fake(self, answer: Any) -> bool:
+        data = answer.get("data") if isinstance(answer, dict) else None
+        return (
+            isinstance(data, list) and bool(data) and data[0].get("id") == self._model
+        )

@@ -1,0 +1,122 @@
+"""The figures each measurement returns (what the report and the plot show)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from benchmarks.machine import Machine
+from benchmarks.stats import Summary
+
+
+@dataclass(frozen=True)
+class Others:
+    """CPU the other processes spent per unit of work (context, not targets):
+    the fake LLM, and the bench's own client process; in the unit of the
+    figure they accompany (ms per turn or per call, µs per frame)."""
+
+    fake_cpu: Summary
+    client_cpu: Summary
+
+
+@dataclass(frozen=True)
+class TurnCost:
+    """CPU per act-shaped turn (tool mode: calculator, then a streamed answer)."""
+
+    sessions: int
+    turns_per_session: int
+    tokens: int
+    cpu_ms: Summary
+    """Server CPU per turn, one sample per round."""
+    turns_per_s: Summary
+    others: Others
+
+
+@dataclass(frozen=True)
+class RunScale:
+    """Strict agent runs (react) at one concurrency, and the echo doing the same
+    number of delayed round trips."""
+
+    sessions: int
+    steps: int
+    latency_ms: float
+    wall_ratio: Summary
+    """A round's wall time (all runs) / the ideal, one sample per round."""
+    run_ratio: Summary
+    """Each run's own time / the ideal, over every run of every round."""
+    cpu_ms_per_call: Summary
+    """Server CPU per LLM call, one sample per round."""
+    echo_wall_ratio: Summary
+    echo_cpu_ms_per_trip: Summary
+    others: Others
+
+    @property
+    def calls(self) -> int:
+        return 3 * self.steps
+
+    @property
+    def ideal_s(self) -> float:
+        return self.calls * self.latency_ms / 1000
+
+
+@dataclass(frozen=True)
+class FrameRate:
+    """Streamed tokens to many clients, and the echo sending as many frames."""
+
+    sessions: int
+    tokens: int
+    frame_bytes: int
+    fps: Summary
+    cpu_us: Summary
+    echo_fps: Summary
+    echo_cpu_us: Summary
+    echo_client_us: Summary
+    """The bench client's CPU per echo frame (it shares the cores)."""
+    others: Others
+
+
+@dataclass(frozen=True)
+class SessionMemory:
+    """RSS per session paused on a question, and per bare echo socket."""
+
+    sessions_per_batch: int
+    batches: int
+    kib_per_session: Summary
+    echo_kib_per_socket: Summary
+
+
+@dataclass(frozen=True)
+class StopLatency:
+    """Stop → `response_complete`, in ms, by the phase the run was in."""
+
+    samples: int
+    phases: dict[str, Summary]
+
+
+@dataclass(frozen=True)
+class AgentLoop:
+    """The react loop in-process (no server, no socket, no store)."""
+
+    runs: int
+    steps: int
+    ms_per_step: Summary
+
+
+@dataclass
+class Results:
+    machine: Machine
+    command: str
+    date: str
+    tiny: bool
+    rounds: int
+    revision: str = "unknown"
+    duration_s: float = 0.0
+    turn_cost: TurnCost | None = None
+    runs: list[RunScale] = field(default_factory=list)
+    frames: FrameRate | None = None
+    memory: SessionMemory | None = None
+    stop: StopLatency | None = None
+    loop: AgentLoop | None = None
+    target_sessions: tuple[int, int] = (100, 1000)
+
+    def run_at(self, sessions: int) -> RunScale | None:
+        return next((r for r in self.runs if r.sessions == sessions), None)
