@@ -151,11 +151,44 @@ def redact_request_logs(settings: Settings) -> None:
             errors.removeFilter(installed)
 
 
+REFUSED_FRAME_GRACE_S = 2.0
+"""How long the rest of a refused frame is read (and dropped) after the close."""
+
+
 class WebSocketProtocol(WebSocketsSansIOProtocol):
-    """uvicorn's WebSocket protocol (websockets, sans-I/O), with the handshake
-    marked complete once a denial response is sent. Without it every refused
-    handshake (401, 403, 429) also logs "ASGI callable returned without
-    completing handshake" at ERROR (upstream: Kludex/uvicorn#3138)."""
+    """uvicorn's WebSocket protocol (websockets, sans-I/O), with two changes.
+
+    The handshake is marked complete once a denial response is sent; without
+    it every refused handshake (401, 403, 429) also logs "ASGI callable
+    returned without completing handshake" at ERROR (upstream:
+    Kludex/uvicorn#3138).
+
+    A frame the parser refuses (over the size limit: 1009; bad UTF-8: 1007)
+    gets its close frame, and then the rest of what the client is sending is
+    read and dropped until it closes, for at most `REFUSED_FRAME_GRACE_S`.
+    uvicorn closes the socket at once, and closing a socket with unread data
+    resets the connection: the client, still sending its large frame, would
+    lose the close frame and never learn why.
+    """
+
+    _refused = False
+
+    def data_received(self, data: bytes) -> None:
+        if self._refused:
+            return  # the rest of a refused frame: dropped
+        super().data_received(data)
+
+    def handle_parser_exception(self) -> None:
+        assert self.conn.close_sent is not None
+        code = self.conn.close_sent.code
+        reason = self.conn.close_sent.reason
+        self.queue.put_nowait(
+            {"type": "websocket.disconnect", "code": code, "reason": reason}
+        )
+        self.transport.write(b"".join(self.conn.data_to_send()))
+        self.close_sent = True
+        self._refused = True
+        self.loop.call_later(REFUSED_FRAME_GRACE_S, self.transport.close)
 
     async def send(self, message: Any) -> None:
         await super().send(message)

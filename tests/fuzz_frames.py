@@ -90,6 +90,7 @@ GOOD: dict[str, dict[str, st.SearchStrategy[Any]]] = {
         "temperature": st.floats(0, 2),
         "save_chat": st.booleans(),
         "include_history": st.booleans(),
+        "system_prompt": words,
     },
     "agent_control": {
         "action": st.sampled_from(["stop", "stop_after_step", "grant_steps"]),
@@ -119,7 +120,11 @@ hostile_values: st.SearchStrategy[Any] = st.one_of(
     st.dictionaries(st.text(max_size=5), st.integers(), max_size=2),
 )
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
     lambda inner: (
         st.lists(inner, max_size=4)
         | st.dictionaries(st.sampled_from(["type", "content", "x"]) | st.text(), inner)
