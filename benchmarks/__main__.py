@@ -231,6 +231,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 for log in Path(workdir).glob("*.log"):
                     shutil.copy(log, args.keep_logs / log.name)
     results.duration_s = time.monotonic() - started
+    results.other_load = tuple(harness.other_load)
     plot_path = args.plot or args.out.with_suffix(".png")
     plot_name: str | None = None
     note = ""

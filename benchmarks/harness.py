@@ -18,17 +18,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import sys
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from benchmarks.probe import get_json
 from benchmarks.processes import Service, clean_environment, free_port, launch, ready
 from benchmarks.signals import Signals
+
+if TYPE_CHECKING:
+    from benchmarks.meter import Reading
 
 LIMITS_RAISED = {
     "LOOPWIRE_WS_MESSAGES_PER_S": "1000000",
@@ -43,6 +47,10 @@ LIMITS_RAISED = {
 """Settings raised for the bench (backend/settings.py); all else is default."""
 ROUND_LIMIT_S = 240.0
 """No measured round may take longer (a hang fails the bench)."""
+BUSY_MACHINE = 0.10
+"""Other processes' share of the CPU past which a round is called distorted."""
+TICK_NOISE_S = 0.08
+"""What clock-tick rounding of eight CPU readings can add up to (10 ms ticks)."""
 MIN_ROUNDS = 2
 """Rounds every measurement makes, whatever the time budget."""
 RESERVE_S = {"turns": 30.0, "runs": 90.0, "frames": 20.0, "memory": 50.0, "stop": 20.0}
@@ -148,8 +156,26 @@ class Harness:
         self._model = f"bench-{uuid.uuid4().hex[:8]}"
         self._count = 0
         self.deadline = time.monotonic() + sizes.budget_s
+        self.cores = len(os.sched_getaffinity(0))
+        self.other_load: list[float] = []
+        """Per measured round: the share of the machine's CPU other
+        processes took (`note_other_load`)."""
         self.still_to_come: tuple[str, ...] = ()
         """The measurements after the one running (room is kept for them)."""
+
+    def note_other_load(self, reading: Reading) -> None:
+        """Record the share of the machine's CPU other processes took in a
+        round (warned about past `BUSY_MACHINE`)."""
+        ours = reading.server_cpu_s + reading.fake_cpu_s + reading.client_cpu_s
+        other = reading.machine_cpu_s - ours - TICK_NOISE_S
+        capacity = reading.window_s * self.cores
+        share = max(0.0, other) / capacity if capacity else 0.0
+        self.other_load.append(share)
+        if share > BUSY_MACHINE:
+            progress(
+                f"warning: other processes took {share:.0%} of the machine's CPU "
+                "during that round: its figures are distorted"
+            )
 
     def rounds(self, what: str) -> Iterator[int]:
         """Round numbers 1, 2, … `sizes.rounds`. One past the second comes

@@ -5,10 +5,12 @@
     meter.reading.wall_s, .server_cpu_s, .fake_cpu_s, .client_cpu_s, .calls
 
 Before the round it waits until the server is quiet, then reads the CPU
-time of the server (with its child processes), of the fake LLM and of this
-process, and the fake's request counts; after it, it takes the wall time
-at once, waits until the server is quiet again (so the work the round left
-behind is the round's), and reads them all again.
+time of the server (with its child processes), of the fake LLM, of this
+process and of the whole machine, and the fake's request counts; after it,
+it takes the wall time at once, waits until the server is quiet again (so
+the work the round left behind is the round's), and reads them all again.
+What the machine spent beyond those three is other processes' load: the
+harness reports it, as it distorts the round.
 """
 
 from __future__ import annotations
@@ -20,7 +22,12 @@ from types import TracebackType
 
 from benchmarks.checks import BenchError
 from benchmarks.harness import ROUND_LIMIT_S, Harness
-from benchmarks.procfs import cpu_seconds, own_cpu_seconds, settle
+from benchmarks.procfs import (
+    cpu_seconds,
+    machine_busy_seconds,
+    own_cpu_seconds,
+    settle,
+)
 
 
 @dataclass
@@ -29,6 +36,10 @@ class Reading:
     server_cpu_s: float = 0.0
     fake_cpu_s: float = 0.0
     client_cpu_s: float = 0.0
+    machine_cpu_s: float = 0.0
+    """CPU time of every process on the machine over the window."""
+    window_s: float = 0.0
+    """From the start to the end of the round and the quiet after it."""
     calls_before: dict[str, int] = field(default_factory=dict)
     calls_after: dict[str, int] = field(default_factory=dict)
 
@@ -49,6 +60,7 @@ class Meter:
         reading.server_cpu_s = -cpu_seconds(self.pid)
         reading.fake_cpu_s = -cpu_seconds(self.harness.fake.pid)
         reading.client_cpu_s = -own_cpu_seconds()
+        reading.machine_cpu_s = -machine_busy_seconds()
         await self._timeout.__aenter__()
         self._started = time.perf_counter()
         return self
@@ -67,8 +79,11 @@ class Meter:
             raise BenchError(f"{self.what} took more than {ROUND_LIMIT_S:g}s") from None
         if error is not None:
             return
-        reading.client_cpu_s += own_cpu_seconds()
         await settle(self.pid)
         reading.server_cpu_s += cpu_seconds(self.pid)
         reading.fake_cpu_s += cpu_seconds(self.harness.fake.pid)
+        reading.client_cpu_s += own_cpu_seconds()
+        reading.machine_cpu_s += machine_busy_seconds()
+        reading.window_s = time.perf_counter() - self._started
         reading.calls_after = await self.harness.counts()
+        self.harness.note_other_load(reading)

@@ -70,6 +70,16 @@ def own_cpu_seconds() -> float:
     return times.user + times.system
 
 
+def machine_busy_seconds() -> float:
+    """CPU time all processes of the machine used so far (every core), in
+    seconds: the first line of /proc/stat, idle and iowait left out."""
+    fields = (PROC / "stat").read_text().splitlines()[0].split()[1:]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (
+        int(value) for value in fields[:8]
+    )
+    return (user + nice + system + irq + softirq + steal) / CLOCK_TICKS
+
+
 def rss_bytes(pid: int) -> int:
     """The resident set size of `pid` (VmRSS), in bytes."""
     for line in (PROC / str(pid) / "status").read_text().splitlines():

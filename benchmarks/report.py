@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from benchmarks.harness import BUSY_MACHINE
 from benchmarks.results import Results, RunScale
 from benchmarks.stats import Summary
 
@@ -223,6 +224,20 @@ def render(results: Results, plot: str | None, plot_note: str = "") -> str:
         f"{packages}. Loopback only.",
         "",
     ]
+    if results.other_load:
+        worst = max(results.other_load)
+        busy = sum(share > BUSY_MACHINE for share in results.other_load)
+        out += [
+            "Other processes on the machine took at most "
+            f"{100 * worst:.0f} % of its CPU during a measured round"
+            + (
+                f": **{busy} of {len(results.other_load)} rounds were distorted** "
+                f"(over {100 * BUSY_MACHINE:.0f} %); measure again on a quiet machine."
+                if busy
+                else "."
+            ),
+            "",
+        ]
     if results.tiny:
         out += [
             "**Tiny run** (`--tiny`): a few sessions and one round, to check the "

@@ -109,6 +109,8 @@ class Results:
     tiny: bool
     rounds: int
     revision: str = "unknown"
+    other_load: tuple[float, ...] = ()
+    """Per measured round, the share of the machine's CPU other processes took."""
     duration_s: float = 0.0
     turn_cost: TurnCost | None = None
     runs: list[RunScale] = field(default_factory=list)

@@ -70,6 +70,7 @@ def test_a_tiny_run_measures_everything_and_keeps_the_prose(tmp_path: Path) -> N
         assert row.endswith(("| met |", "| **not met** |")), row
     assert "not measured" not in block
     assert VALIDATED in block
+    assert "Other processes on the machine took at most" in block
     assert "Tiny run" in block
 
     plot = report.with_suffix(".png")
