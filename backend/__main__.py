@@ -7,8 +7,12 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from backend.protocol import json_schema
+
+if TYPE_CHECKING:
+    from backend.tools.base import AnyTool
 
 SCHEMA_PATH = Path("docs/protocol.schema.json")
 CHAT_HELP = """Send one message and show the run as it happens.
@@ -99,7 +103,12 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _serve(args: argparse.Namespace) -> int:
+def serve(argv: Sequence[str] = (), *, extra_tools: Sequence[AnyTool] = ()) -> int:
+    """`loopwire serve` with `argv`, its app offering `extra_tools` as well."""
+    return _serve(_parser().parse_args(["serve", *argv]), extra_tools=extra_tools)
+
+
+def _serve(args: argparse.Namespace, *, extra_tools: Sequence[AnyTool] = ()) -> int:
     import logging
 
     from backend.app import create_app
@@ -121,7 +130,7 @@ def _serve(args: argparse.Namespace) -> int:
     )
     quiet_client_logs(settings)
     try:
-        app = create_app(settings)
+        app = create_app(settings, extra_tools=extra_tools)
     except ConfigError as exc:
         print(f"loopwire: {exc}", file=sys.stderr)
         return 2

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -23,7 +23,7 @@ from backend.prompts import PromptProvider
 from backend.settings import Settings
 from backend.store.base import Store
 from backend.store.sql import SqlStore
-from backend.tools.base import ToolRegistry
+from backend.tools.base import AnyTool, ToolRegistry
 from backend.tools.builtin import builtin_tools
 from backend.tools.executor import ExecutorConfig, ToolExecutor
 from backend.tools.mcp import MCPManager, load_mcp_config
@@ -144,8 +144,11 @@ def create_app(
     prompts: PromptProvider | None = None,
     strategies: StrategyFactory | None = None,
     store: Store | None = None,
+    extra_tools: Sequence[AnyTool] = (),
 ) -> Starlette:
     """The ASGI app. Tests inject `llm` / `registry`; production uses settings.
+
+    `extra_tools` are offered besides the registry's (an embedder's own).
 
     `strategies` builds the strategies to offer from the shared `LoopKit`
     (default: `default_strategies`); embedders add their own this way.
@@ -161,6 +164,8 @@ def create_app(
     prompts.check()
     chosen_store = store if store is not None else SqlStore(settings.database_url)
     tools = registry if registry is not None else default_registry(chosen_store)
+    for tool in extra_tools:
+        tools.add(tool)
     chosen_llm = llm or make_llm(settings, tools)
     service = make_service(
         settings, chosen_llm, tools, prompts, strategies, chosen_store

@@ -24,8 +24,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from backend.tools.base import Tool, ToolContext, ToolEffect, ToolRegistry
-from backend.tools.notes import Notebook
+from backend.tools.base import Tool, ToolContext, ToolEffect
 
 WAIT_TOOL = "bench_wait"
 
@@ -52,27 +51,14 @@ def wait_tool(signal_port: int | None) -> Tool[WaitArgs]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Serve exactly as `python -m backend serve` does, `bench_wait` added.
-
-    `create_app` builds its tools with `backend.app.default_registry`; that
-    one function is wrapped to add the tool, and `_serve` itself does the
-    rest, so this server cannot drift from the real one."""
-    import backend.app
-    from backend.__main__ import main as loopwire
+    """Serve exactly as `python -m backend serve` does, `bench_wait` added
+    (`backend.__main__.serve`), so this server cannot drift from the real one."""
+    from backend.__main__ import serve
 
     parser = argparse.ArgumentParser(prog="python -m benchmarks.serve")
     parser.add_argument("--signal-port", type=int, default=None)
     args = parser.parse_args(argv)
-    builtin = backend.app.default_registry
-    tool = wait_tool(args.signal_port)
-
-    def with_wait_tool(notebook: Notebook | None = None) -> ToolRegistry:
-        registry = builtin(notebook)
-        registry.add(tool)
-        return registry
-
-    backend.app.default_registry = with_wait_tool
-    return loopwire(["serve"])
+    return serve(extra_tools=[wait_tool(args.signal_port)])
 
 
 if __name__ == "__main__":

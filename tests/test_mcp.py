@@ -35,6 +35,7 @@ from backend.tools.mcp_config import (
     result_value,
     tool_names,
 )
+from tests.fifo import fifo
 from tests.live_server import serving
 from tests.mcp_servers.tools_server import build_server
 
@@ -63,25 +64,6 @@ async def fails(tool: AnyTool, **arguments: Any) -> str:
     with pytest.raises(ToolError) as caught:
         await call(tool, **arguments)
     return str(caught.value)
-
-
-@asynccontextmanager
-async def fifo(tmp_path: Path) -> AsyncIterator[tuple[str, asyncio.StreamReader]]:
-    """A named pipe the test servers append lines to, read without polling."""
-    path = tmp_path / "signals"
-    os.mkfifo(path)
-    read_fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    keep_open = os.open(path, os.O_WRONLY | os.O_NONBLOCK)  # no EOF between writers
-    reader = asyncio.StreamReader()
-    loop = asyncio.get_running_loop()
-    transport, _ = await loop.connect_read_pipe(
-        lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(read_fd, "rb", 0)
-    )
-    try:
-        yield str(path), reader
-    finally:
-        transport.close()
-        os.close(keep_open)
 
 
 async def next_line(reader: asyncio.StreamReader) -> str:
@@ -251,7 +233,7 @@ class TestSharedServer:
                 deadlines.append(deadline)
                 await call(by_name(demo)["demo__wait"], channel=channel)
 
-        async with fifo(tmp_path) as (channel, signals):
+        async with fifo(tmp_path, "signals") as (channel, signals):
             task = asyncio.create_task(bounded(channel))
             assert await next_line(signals) == "started"
             deadlines[0].reschedule(asyncio.get_running_loop().time())
@@ -305,7 +287,7 @@ def test_result_value_summarises_resources() -> None:
 
 async def stop_while_running(tool: AnyTool, tmp_path: Path) -> None:
     """Cancel a running `wait` call; the server must see its handler cancelled."""
-    async with fifo(tmp_path) as (channel, signals):
+    async with fifo(tmp_path, "signals") as (channel, signals):
         task = asyncio.create_task(call(tool, channel=channel))
         assert await next_line(signals) == "started"
         task.cancel()
@@ -464,7 +446,7 @@ async def test_failing_servers_are_reported_and_the_others_work() -> None:
 
 
 async def test_exit_with_a_call_in_flight_ends_the_call(tmp_path: Path) -> None:
-    async with fifo(tmp_path) as (channel, signals):
+    async with fifo(tmp_path, "signals") as (channel, signals):
         async with MCPManager([server("s")]) as manager:
             pid = await pid_of(by_name(manager))
             task = asyncio.create_task(

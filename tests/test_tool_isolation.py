@@ -38,6 +38,7 @@ from tests import cpu_tools
 from tests.conftest import StartServer
 from tests.cpu_tools import FailArgs, SpinArgs, SquareArgs
 from tests.fakes import ScriptedLLM, calls, observe, reason
+from tests.fifo import fifo
 from tests.ws_client import labels
 
 BOUND_S = 20.0  # every wait is bounded by this; the tests need far less
@@ -90,25 +91,6 @@ async def harness(*tools: Tool[Any], **sizes: int) -> AsyncIterator[Harness]:
         yield h
     finally:
         await h.executor.aclose()
-
-
-@asynccontextmanager
-async def fifo(tmp_path: Path) -> AsyncIterator[tuple[str, asyncio.StreamReader]]:
-    """A named pipe the tools append lines to, read without polling."""
-    path = tmp_path / "reports"
-    os.mkfifo(path)
-    read_fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    keep_open = os.open(path, os.O_WRONLY | os.O_NONBLOCK)  # no EOF between writers
-    reader = asyncio.StreamReader()
-    loop = asyncio.get_running_loop()
-    transport, _ = await loop.connect_read_pipe(
-        lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(read_fd, "rb", 0)
-    )
-    try:
-        yield str(path), reader
-    finally:
-        transport.close()
-        os.close(keep_open)
 
 
 async def next_pid(reader: asyncio.StreamReader) -> int:
@@ -371,7 +353,10 @@ async def test_a_cpu_bound_tool_is_killed_at_its_timeout(tmp_path: Path) -> None
         cpu("square", cpu_tools.square, SquareArgs),
     )
     loop = asyncio.get_running_loop()
-    async with harness(*tools, processes=1) as h, fifo(tmp_path) as (channel, pids):
+    async with (
+        harness(*tools, processes=1) as h,
+        fifo(tmp_path, "reports") as (channel, pids),
+    ):
         await h.call("square")  # a warm worker: the timeout is all computing
         async with loop_lag() as lags, asyncio.TaskGroup() as group:
             called = loop.time()
@@ -396,7 +381,7 @@ async def test_a_cpu_bound_tool_is_killed_at_its_timeout(tmp_path: Path) -> None
 
 async def test_cancelling_a_cpu_bound_call_kills_its_worker(tmp_path: Path) -> None:
     async with harness(cpu("spin", cpu_tools.spin, SpinArgs)) as h:
-        async with fifo(tmp_path) as (channel, pids):
+        async with fifo(tmp_path, "reports") as (channel, pids):
             task = asyncio.create_task(h.call("spin", channel=channel))
             pid = await next_pid(pids)
             task.cancel()
@@ -407,7 +392,10 @@ async def test_cancelling_a_cpu_bound_call_kills_its_worker(tmp_path: Path) -> N
 
 async def test_calls_beyond_the_bound_wait_for_a_worker(tmp_path: Path) -> None:
     async with harness(cpu("spin", cpu_tools.spin, SpinArgs), processes=1) as h:
-        async with fifo(tmp_path) as (channel, pids), asyncio.TaskGroup() as group:
+        async with (
+            fifo(tmp_path, "reports") as (channel, pids),
+            asyncio.TaskGroup() as group,
+        ):
             first = group.create_task(h.call("spin", channel=channel))
             first_pid = await next_pid(pids)
             second = group.create_task(h.call("spin", channel=channel, seconds=0))
@@ -425,7 +413,7 @@ async def test_a_cpu_bound_tool_through_the_app_leaves_the_neighbours_served(
     registry = ToolRegistry(
         [cpu("spin", cpu_tools.spin, SpinArgs, read_only=True, timeout_s=1.0)]
     )
-    async with fifo(tmp_path) as (channel, pids):
+    async with fifo(tmp_path, "reports") as (channel, pids):
         llm = ScriptedLLM(
             reason("compute"),
             calls(

@@ -21,7 +21,7 @@ import itertools
 import json
 import os
 import time
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -275,14 +275,19 @@ def _timed_out(exc: BaseException) -> bool:
     """Whether a timeout error was one: the aiohttp transport under the SDK
     also reports a refused or dropped connection as a connect timeout, but
     only a real one has a `TimeoutError` among its causes."""
+    causes = list(_chain(exc))[1:]
+    # no cause at all: take it at its word
+    return not causes or any(isinstance(c, TimeoutError) for c in causes)
+
+
+def _chain(exc: BaseException) -> Iterator[BaseException]:
+    """`exc`, then what caused it, and so on (each once)."""
     seen: set[int] = set()
-    cause: BaseException | None = exc.__cause__ or exc.__context__
+    cause: BaseException | None = exc
     while cause is not None and id(cause) not in seen:
-        if isinstance(cause, TimeoutError):
-            return True
         seen.add(id(cause))
+        yield cause
         cause = cause.__cause__ or cause.__context__
-    return cause is None and not seen  # no cause at all: take it at its word
 
 
 def _status_meaning(exc: openai.APIStatusError) -> tuple[str, bool, float | None]:
@@ -559,12 +564,17 @@ def _status_detail(exc: openai.APIStatusError) -> str:
     return detail
 
 
+_CLOSED = (
+    ConnectionResetError,
+    aiohttp.ClientPayloadError,
+    aiohttp.ServerDisconnectedError,
+)
+"""What a connection the server closed mid-reply raises (under the SDK's own)."""
+
+
 def _connection_message(exc: BaseException) -> str:
     """Why a connection failed, from the exception chain, in plain words."""
-    seen: set[int] = set()
-    cause: BaseException | None = exc
-    while cause is not None and id(cause) not in seen:
-        seen.add(id(cause))
+    for cause in _chain(exc):
         text = str(cause)
         if isinstance(cause, ConnectionRefusedError) or "Connection refused" in text:
             return "cannot reach the LLM server: connection refused"
@@ -574,12 +584,6 @@ def _connection_message(exc: BaseException) -> str:
             return "cannot reach the LLM server: unknown host"
         if "certificate" in text.lower() or "SSL" in text:
             return "cannot reach the LLM server: the TLS handshake failed"
-        closed = (
-            ConnectionResetError,
-            aiohttp.ClientPayloadError,
-            aiohttp.ServerDisconnectedError,
-        )
-        if isinstance(cause, closed) or "peer closed" in text:
+        if isinstance(cause, _CLOSED) or "peer closed" in text:
             return "the LLM server closed the connection before its reply was complete"
-        cause = cause.__cause__ or cause.__context__
     return "cannot reach the LLM server: connection error"

@@ -36,7 +36,7 @@ class SSEReader:
         pending = b""  # the start of a line not yet ended
         data: list[bytes] = []
         size = 0
-        async for chunk in chunks:
+        async for chunk in _ended(chunks):
             if not chunk:
                 continue
             lines = (pending + chunk).split(b"\n")
@@ -58,8 +58,10 @@ class SSEReader:
                     if size > self._limit:
                         raise EventTooLarge(f"an event of over {self._limit} bytes")
                     data.append(value)
-        if pending.startswith(b"data:"):
-            value = pending[5:].removeprefix(b" ").rstrip(b"\r")
-            data.append(value)
-        if data:
-            yield b"\n".join(data)
+
+
+async def _ended(chunks: AsyncIterable[bytes]) -> AsyncIterator[bytes]:
+    """`chunks`, then a blank line: what the stream left unended ends too."""
+    async for chunk in chunks:
+        yield chunk
+    yield b"\n\n"
