@@ -151,8 +151,12 @@ def redact_request_logs(settings: Settings) -> None:
             errors.removeFilter(installed)
 
 
-REFUSED_FRAME_GRACE_S = 2.0
-"""How long the rest of a refused frame is read (and dropped) after the close."""
+LINGER_S = 2.0
+"""After refusing a frame, the most time spent reading (and dropping) what
+the client still sends before the socket closes."""
+LINGER_IDLE_S = 0.1
+"""...and the socket closes sooner once the client has sent nothing for this
+long (it has read the close and replied, or finished its frame)."""
 
 
 class WebSocketProtocol(WebSocketsSansIOProtocol):
@@ -164,19 +168,25 @@ class WebSocketProtocol(WebSocketsSansIOProtocol):
     Kludex/uvicorn#3138).
 
     A frame the parser refuses (over the size limit: 1009; bad UTF-8: 1007)
-    gets its close frame, and then the rest of what the client is sending is
-    read and dropped until it closes, for at most `REFUSED_FRAME_GRACE_S`.
-    uvicorn closes the socket at once, and closing a socket with unread data
-    resets the connection: the client, still sending its large frame, would
-    lose the close frame and never learn why.
+    gets its close frame, then a lingering close: what the client still
+    sends is read and dropped until it has been quiet for `LINGER_IDLE_S`
+    (at most `LINGER_S`), and only then does the socket close. uvicorn
+    closes it as soon as the app returns, and closing a socket with unread
+    data resets the connection: a client still sending its large frame
+    would lose the close frame and never learn why.
     """
 
-    _refused = False
+    _linger_until: float | None = None
 
     def data_received(self, data: bytes) -> None:
-        if self._refused:
-            return  # the rest of a refused frame: dropped
-        super().data_received(data)
+        if self._linger_until is None:
+            super().data_received(data)
+        else:  # the rest of a refused frame, or the client's close: dropped
+            self._linger()
+
+    def eof_received(self) -> None:
+        if self._linger_until is not None:
+            self._close_now()
 
     def handle_parser_exception(self) -> None:
         assert self.conn.close_sent is not None
@@ -187,8 +197,28 @@ class WebSocketProtocol(WebSocketsSansIOProtocol):
         )
         self.transport.write(b"".join(self.conn.data_to_send()))
         self.close_sent = True
-        self._refused = True
-        self.loop.call_later(REFUSED_FRAME_GRACE_S, self.transport.close)
+        self._linger_until = self.loop.time() + LINGER_S
+        if self.read_paused:  # a message waits for the app: read on anyway
+            self.read_paused = False
+            self.transport.resume_reading()
+        self._linger()
+
+    def _linger(self) -> None:
+        """(Re)arm uvicorn's own close timer, which also keeps the socket
+        open after the app returns (it does at once, on the disconnect)."""
+        assert self._linger_until is not None
+        if self.close_timer is not None:
+            self.close_timer.cancel()
+        left = self._linger_until - self.loop.time()
+        self.close_timer = self.loop.call_later(
+            max(0.0, min(LINGER_IDLE_S, left)), self._close_now
+        )
+
+    def _close_now(self) -> None:
+        if self.close_timer is not None:
+            self.close_timer.cancel()
+            self.close_timer = None
+        self.transport.close()
 
     async def send(self, message: Any) -> None:
         await super().send(message)

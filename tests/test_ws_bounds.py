@@ -4,17 +4,22 @@ Against a live server: malformed resume parameters are refused with a
 reason; deep, huge-number and oversized JSON, binary frames and unknown
 types are `invalid_message` errors that quote at most a short preview, and
 the connection stays usable; a flood is throttled, then closed (1008); an
-unexpected failure closes with 1011, never silently.
+unexpected failure closes with 1011, never silently. A frame past the
+transport's limit is closed with 1009, and the client, still sending it,
+reads that close.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
+import struct
 
 import pytest
 from websockets.exceptions import ConnectionClosed
 
+from backend import server
 from tests.conftest import Harness, StartServer
 from tests.fakes import ScriptedLLM, test_registry
 from tests.ws_client import Client, Frame, label
@@ -154,3 +159,57 @@ async def test_an_unexpected_failure_closes_with_1011(
     frames, code, reason = await closed(client)
     assert (frames, code) == ([], 1011)
     assert re.fullmatch(r"internal error \(incident [0-9a-f]{12}\)", reason)
+
+
+HANDSHAKE = (
+    b"GET /ws HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\n"
+    b"Connection: Upgrade\r\nSec-WebSocket-Key: bG9vcHdpcmUtdGVzdHMtaw==\r\n"
+    b"Sec-WebSocket-Version: 13\r\n\r\n"
+)
+
+
+async def server_frame(reader: asyncio.StreamReader) -> tuple[int, bytes]:
+    """One unmasked frame from the server: (opcode, payload)."""
+    head = await reader.readexactly(2)
+    size = head[1] & 0x7F
+    if size == 126:
+        (size,) = struct.unpack("!H", await reader.readexactly(2))
+    elif size == 127:
+        (size,) = struct.unpack("!Q", await reader.readexactly(8))
+    return head[0] & 0x0F, await reader.readexactly(size)
+
+
+async def test_a_frame_past_the_transport_limit_is_closed_with_1009_and_drained(
+    start_server: StartServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A raw client declares a 2 MiB frame (the transport's limit is 1 MiB
+    here) and sends it. The server answers with a 1009 close, then keeps
+    reading what the client still sends (dropping it) until the grace
+    period ends, and closes cleanly (EOF): closing a socket with unread
+    data would reset it, and a client still writing would lose the close."""
+    monkeypatch.setattr(server, "LINGER_IDLE_S", 1.0)
+    harness = await served(start_server, max_message_bytes=1024)
+    assert harness.server.port is not None
+    reader, writer = await asyncio.open_connection("127.0.0.1", harness.server.port)
+    writer.write(HANDSHAKE)
+    assert (await reader.readuntil(b"\r\n\r\n")).startswith(b"HTTP/1.1 101")
+    opcode, ready = await server_frame(reader)
+    assert (opcode, json.loads(ready)["type"]) == (1, "session_ready")
+
+    size = 2 << 20
+    writer.write(struct.pack("!BBQ", 0x81, 0x80 | 127, size) + b"mask")
+    writer.write(bytes(size // 2))
+    await writer.drain()
+    opcode, payload = await server_frame(reader)
+    assert (opcode, struct.unpack("!H", payload[:2])[0], payload[2:]) == (
+        8,
+        1009,
+        b"frame with 2097152 bytes exceeds limit of 1048576 bytes",
+    )
+    writer.write(bytes(size // 2))  # the rest of the frame, after the close
+    await writer.drain()
+    assert await reader.read() == b""  # a clean close, not a reset
+    writer.close()
+
+    client, _ = await harness.ready_client()  # the server serves on
+    assert (await client.chat("still here"))[-1]["type"] == "response_complete"
