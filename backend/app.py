@@ -107,6 +107,7 @@ def make_service(
         on_reject=settings.approval_on_reject,
         max_replans=settings.agent_max_replans,
         max_tool_calls_per_step=settings.agent_max_tool_calls_per_step,
+        token_batch_s=settings.token_batch_ms / 1000,
     )
     kit = LoopKit.build(llm, registry, executor, prompts, config)
     return ChatService(

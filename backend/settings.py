@@ -119,6 +119,10 @@ class Settings(BaseSettings):
     ws_compression: bool = False
     """permessage-deflate on WebSockets: less traffic for slow links, more
     CPU per frame (off: frames are small and mostly unique)."""
+    token_batch_ms: float = Field(default=20.0, ge=0, le=1000)
+    """Streamed text goes out as at most one `token_stream` frame per this
+    many milliseconds (pieces the model sends faster are joined; none waits
+    longer); 0 sends a frame per piece."""
     mcp_config: Path | None = None
     log_level: str = "info"
     access_log: bool = False

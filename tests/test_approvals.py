@@ -71,7 +71,7 @@ async def test_rejected_stops_the_run_with_an_explanation(
     )
     rest = await client.run()
 
-    assert labels(rest) == ["tool_error:save:rejected", *["token_stream"] * 9, *END]
+    assert labels(rest) == ["tool_error:save:rejected", *["token_stream"] * 3, *END]
     assert rest[0]["error"] == "the user declined to run save (reason: not now)"
     assert rest[-3]["message"] == "I did not save it, since you declined."
     assert rest[-2]["reason"] == "rejected"

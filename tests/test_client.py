@@ -138,7 +138,7 @@ async def test_answer_and_approve_from_the_loop_body(
         "tool_start:save",
         "tool_approval_request:save",
         "tool_error:save:rejected",
-        *["token_stream"] * 9,
+        *["token_stream"] * 3,
         *END,
     ]
     assert seen[-2].model_dump()["reason"] == "rejected"

@@ -69,6 +69,8 @@ async def test_session_ready_is_the_first_frame(start_server: StartServer) -> No
 
 
 async def test_plain_chat_streams_then_answers(start_server: StartServer) -> None:
+    """The scripted model sends its three pieces at once: the first goes out
+    at once, the two that follow within the tick (20 ms) as one frame."""
     llm = ScriptedLLM("Hello there, human.")
     harness = await start_server(llm, test_registry())
     client, ready = await harness.ready_client()
@@ -79,19 +81,17 @@ async def test_plain_chat_streams_then_answers(start_server: StartServer) -> Non
         "token_stream",
         "token_stream",
         "token_stream",
-        "token_stream",
         "chat_response",
         "response_complete",
     ]
-    assert [f["token"] for f in frames[:4]] == ["Hello ", "there, ", "human.", ""]
-    assert [(f["is_first"], f["is_last"]) for f in frames[:4]] == [
+    assert [f["token"] for f in frames[:3]] == ["Hello ", "there, human.", ""]
+    assert [(f["is_first"], f["is_last"]) for f in frames[:3]] == [
         (True, False),
-        (False, False),
         (False, False),
         (False, True),
     ]
-    assert frames[4]["message"] == "Hello there, human."
-    assert [f["seq"] for f in frames] == [1, 2, 3, 4, 5, 6]
+    assert frames[3]["message"] == "Hello there, human."
+    assert [f["seq"] for f in frames] == [1, 2, 3, 4, 5]
     assert_envelopes(frames, ready["session_id"], frames[0]["run_id"])
     request = llm.requests[0]
     assert (
@@ -100,6 +100,25 @@ async def test_plain_chat_streams_then_answers(start_server: StartServer) -> Non
         and request.tool_choice is None
     )
     assert [m.role for m in request.messages] == ["system", "user"]
+
+
+async def test_without_batching_every_piece_is_a_frame(
+    start_server: StartServer,
+) -> None:
+    harness = await start_server(
+        ScriptedLLM("Hello there, human."), test_registry(), token_batch_ms=0
+    )
+    client, _ = await harness.ready_client()
+
+    frames = await client.chat("hi")
+
+    assert [(f["token"], f["is_first"], f["is_last"]) for f in frames[:4]] == [
+        ("Hello ", True, False),
+        ("there, ", False, False),
+        ("human.", False, False),
+        ("", False, True),
+    ]
+    assert labels(frames[4:]) == ["chat_response", "response_complete"]
 
 
 async def test_tool_mode_runs_tools_then_answers(start_server: StartServer) -> None:
@@ -112,7 +131,6 @@ async def test_tool_mode_runs_tools_then_answers(start_server: StartServer) -> N
     assert labels(frames) == [
         "tool_start:add",
         "tool_complete:add",
-        "token_stream",
         "token_stream",
         "token_stream",
         "token_stream",
@@ -229,7 +247,7 @@ async def test_request_input_timeout(start_server: StartServer) -> None:
         "agent_reason",
         "agent_request_input",
         "agent_request_input_timeout",
-        *["token_stream"] * 9,
+        *["token_stream"] * 3,  # the first piece, the rest joined, the end
         *END,
     ]
     assert frames[-2]["reason"] == "timeout"

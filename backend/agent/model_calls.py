@@ -5,7 +5,8 @@ history window, phase prompt]`, the window being the newest history that
 fits `history_window_tokens` (`History.window`; the budget bounds the history
 part only). `complete` and `stream` add the reply's
 usage to the run state, and `stream` reports the text as `token_stream`
-frames while keeping it in `state.streamed`, so a stop in mid-stream keeps
+frames (joined per tick by `TokenBatcher`) while keeping it in
+`state.streamed`, so a stop in mid-stream keeps
 what the user already saw. `final_answer` is the one final-answer call every
 strategy shares: the final prompt, tools off, streamed.
 """
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 
 from backend.agent.loop import AgentContext
 from backend.agent.rules import OnReject
+from backend.agent.token_batcher import TokenBatcher
 from backend.errors import LLMError
 from backend.llm.base import (
     Completion,
@@ -47,6 +49,9 @@ class LoopConfig:
     on_reject: OnReject = "stop"
     max_replans: int = 2
     max_tool_calls_per_step: int = 10
+    token_batch_s: float = 0.0
+    """Streamed text: at most one `token_stream` frame per this many seconds
+    (`TokenBatcher`); 0, a frame per piece the model sends."""
 
 
 class ModelCalls:
@@ -95,19 +100,21 @@ class ModelCalls:
 
     async def stream(self, ctx: AgentContext, request: LLMRequest) -> Completion:
         """The reply, its text streamed to the user as it comes."""
-        state, emit = ctx.state, ctx.emit
+        state = ctx.state
         state.streamed = ""
         final: Completion | None = None
-        async for event in self.llm.stream(request):
-            if isinstance(event, TextDelta):
-                if event.text:
-                    first = not state.streamed
-                    emit(TokenStream(token=event.text, is_first=first, is_last=False))
+        tokens = TokenBatcher(ctx.emit, self.config.token_batch_s)
+        try:
+            async for event in self.llm.stream(request):
+                if isinstance(event, TextDelta):
+                    tokens.add(event.text)
                     state.streamed += event.text
-            else:
-                final = event
+                else:
+                    final = event
+        finally:
+            tokens.close()  # shown before whatever ends the run
         if state.streamed:
-            emit(TokenStream(token="", is_first=False, is_last=True))
+            ctx.emit(TokenStream(token="", is_first=False, is_last=True))
         state.streamed = ""
         if final is None:
             raise LLMError("the model's stream ended without a completion")
