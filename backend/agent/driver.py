@@ -36,7 +36,7 @@ from backend.agent.loop import (
     Final,
     Stopped,
 )
-from backend.agent.run_control import RunControl
+from backend.agent.run_control import RunControl, Suspended
 from backend.agent.state import (
     ENDING,
     START,
@@ -126,10 +126,9 @@ class RunDriver:
         if state.waiting and self._time.spent:
             return self._out_of_time()  # asked as the time ran out: not shown
         if state.waiting:
-            won = await race(self._wait(), control.suspend.wait())
-            if won is None or won[0] == 1:
+            outcome = await self._wait()
+            if isinstance(outcome, Suspended):
                 raise RunSuspended(state.run_id)
-            outcome: WaitOutcome = won[1]
             if isinstance(outcome, StopRequested):
                 return Stopped("after_step")
             state.resolution = outcome
@@ -227,7 +226,7 @@ class RunDriver:
         """A stop is on its way, or the time is up."""
         return self.control.stop_after_step.is_set() or self._time.spent
 
-    async def _wait(self) -> WaitOutcome:
+    async def _wait(self) -> WaitOutcome | Suspended:
         state, control = self.ctx.state, self.control
         question, approval = state.pending_question, state.pending_approval
         if question is not None:

@@ -1,17 +1,22 @@
 """`RunControl`: the user's levers on one run, and the waits they end.
 
 Fresh per run (events are never cleared and reused). Transports reach it
-through the session: `stop`, `answer`, `resolve_approval`. The run's driver
-alone waits on it — `wait_for_answer` and `wait_for_approval` race the
-graceful stop and a deadline and return a typed `WaitOutcome`. An immediate
-stop is not a wait outcome: the driver races the whole run against
-`stop_now`, which cancels whatever is in flight.
+through the session: `stop`, `answer`, `resolve_approval`; a shutdown
+`park`s it. The run's driver alone waits on it: `wait_for_answer` and
+`wait_for_approval` end with a typed `WaitOutcome` (the answer or decision,
+a graceful stop, the deadline) or `SUSPENDED` (park now). A paused run waits
+on one future that those levers resolve and one timer, with no helper tasks:
+a session paused on a question costs little more than its state. An
+immediate stop is not a wait outcome: the driver races the whole run
+against `stop_now`, which cancels whatever is in flight.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from dataclasses import dataclass, field
+from typing import Final
 
 from backend.agent.state import (
     Answered,
@@ -21,9 +26,18 @@ from backend.agent.state import (
     TimedOut,
     WaitOutcome,
 )
-from backend.aio import race
 from backend.errors import NoPendingApproval
 from backend.protocol import StopMode
+
+
+class Suspended:
+    """The server is shutting down: park the run where it waits (never
+    stored, unlike a `WaitOutcome`)."""
+
+
+SUSPENDED: Final = Suspended()
+_ANSWER: Final = ""
+"""What a wait for an answer waits for (an approval waits for its call id)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,36 +53,49 @@ class RunControl:
     suspend: asyncio.Event = field(default_factory=asyncio.Event)
     """The server is shutting down: park the run at its next phase boundary
     or wait (its checkpoint continues it after the restart)."""
-    answers: asyncio.Queue[UserAnswer] = field(default_factory=asyncio.Queue)
     approvals: dict[str, asyncio.Future[Approved | Declined]] = field(
         default_factory=dict
     )
+    _answers: deque[UserAnswer] = field(default_factory=deque)
+    """Answers given while the run was not waiting for one (taken in order)."""
+    _waiter: asyncio.Future[WaitOutcome | Suspended] | None = None
+    _waiting_for: str | None = None
+    """`_ANSWER`, or the tool call id whose decision the run waits for."""
 
     def stop(self, mode: StopMode) -> None:
         self.stop_after_step.set()
         if mode == "immediate":
+            # the driver's race cancels the run where it waits: waking the
+            # wait would let it run on (to its ending's writes) meanwhile
             self.stop_now.set()
+        else:
+            self._wake(StopRequested())
+
+    def park(self) -> None:
+        """Park the run at its next phase boundary, or now if it waits."""
+        self.suspend.set()
+        self._wake(SUSPENDED)
 
     # ------------------------------------------------------------ answers
 
     def answer(self, answer: UserAnswer) -> None:
-        self.answers.put_nowait(answer)
+        if self._waiting_for != _ANSWER or not self._wake(
+            Answered(content=answer.content)
+        ):
+            self._answers.append(answer)
 
     @property
     def answered(self) -> bool:
         """An answer is queued and not yet taken."""
-        return not self.answers.empty()
+        return bool(self._answers)
 
-    async def wait_for_answer(self, limit_s: float) -> WaitOutcome:
-        won = await race(
-            self.answers.get(), self.stop_after_step.wait(), limit_s=max(limit_s, 0)
-        )
-        if won is None:
-            return TimedOut()
-        if won[0] == 1:
-            return StopRequested()
-        answer: UserAnswer = won[1]
-        return Answered(content=answer.content)
+    async def wait_for_answer(self, limit_s: float) -> WaitOutcome | Suspended:
+        early = self._early(limit_s)
+        if early is not None:
+            return early
+        if self._answers:
+            return Answered(content=self._answers.popleft().content)
+        return await self._sleep(_ANSWER, limit_s)
 
     # ------------------------------------------------------------ approvals
 
@@ -77,21 +104,22 @@ class RunControl:
         loop = asyncio.get_running_loop()
         self.approvals[tool_call_id] = loop.create_future()
 
-    async def wait_for_approval(self, tool_call_id: str, limit_s: float) -> WaitOutcome:
+    async def wait_for_approval(
+        self, tool_call_id: str, limit_s: float
+    ) -> WaitOutcome | Suspended:
         decision = self.approvals.get(tool_call_id)
         if decision is None:
             self.expect_approval(tool_call_id)
             decision = self.approvals[tool_call_id]
         try:
-            won = await race(
-                _decided(decision), self.stop_after_step.wait(), limit_s=max(limit_s, 0)
-            )
+            early = self._early(limit_s)
+            if early is not None:
+                return early
+            if decision.done():
+                return decision.result()
+            return await self._sleep(tool_call_id, limit_s)
         finally:
             self.approvals.pop(tool_call_id, None)
-        if won is None:
-            return TimedOut()
-        outcome: WaitOutcome = won[1] if won[0] == 0 else StopRequested()
-        return outcome
 
     def resolve_approval(
         self, tool_call_id: str, approved: bool, reason: str | None
@@ -103,10 +131,39 @@ class RunControl:
                 f"no approval is pending for tool call {tool_call_id!r} in this "
                 "session (it may have been answered already or timed out)"
             )
-        decision.set_result(Approved() if approved else Declined(reason=reason))
+        outcome = Approved() if approved else Declined(reason=reason)
+        decision.set_result(outcome)
+        if self._waiting_for == tool_call_id:
+            self._wake(outcome)
 
+    # ------------------------------------------------------------ the wait
 
-async def _decided(
-    future: asyncio.Future[Approved | Declined],
-) -> Approved | Declined:
-    return await future
+    def _early(self, limit_s: float) -> WaitOutcome | Suspended | None:
+        """How a wait ends before it starts: parked, stopped or past its deadline."""
+        if self.suspend.is_set():
+            return SUSPENDED
+        if self.stop_after_step.is_set():
+            return StopRequested()
+        if limit_s <= 0:
+            return TimedOut()
+        return None
+
+    async def _sleep(self, waiting_for: str, limit_s: float) -> WaitOutcome | Suspended:
+        """Wait until a lever or the deadline resolves the one waiter."""
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[WaitOutcome | Suspended] = loop.create_future()
+        self._waiter, self._waiting_for = waiter, waiting_for
+        deadline = loop.call_later(limit_s, self._wake, TimedOut())
+        try:
+            return await waiter
+        finally:
+            deadline.cancel()
+            self._waiter = self._waiting_for = None
+
+    def _wake(self, outcome: WaitOutcome | Suspended) -> bool:
+        """End the current wait with `outcome`; False if nothing waits."""
+        waiter = self._waiter
+        if waiter is None or waiter.done():
+            return False
+        waiter.set_result(outcome)
+        return True

@@ -174,7 +174,7 @@ class ChatService:
         self.draining = True
         runs = [s.run for s in self.sessions.values() if s.run is not None]
         for run in runs:
-            run.control.suspend.set()
+            run.control.park()
         tasks = [run.task for run in runs if run.task is not None]
         if tasks:
             _, late = await asyncio.wait(tasks, timeout=self.settings.shutdown_grace_s)

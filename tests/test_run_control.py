@@ -1,0 +1,132 @@
+"""`RunControl`'s waits: each lever ends a wait with its outcome, in the
+order a paused run needs (parked, stopped, past its deadline, then an answer
+given early), and a waiting run holds no helper tasks."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from backend.agent.run_control import SUSPENDED, RunControl, UserAnswer
+from backend.agent.state import Answered, Approved, Declined, StopRequested, TimedOut
+from backend.errors import NoPendingApproval
+
+LONG_S = 3600.0
+
+
+async def waiting_for_answer(
+    control: RunControl, limit_s: float = LONG_S
+) -> asyncio.Task[object]:
+    """The wait, started and parked on its future (nothing else runs it)."""
+    task = asyncio.ensure_future(control.wait_for_answer(limit_s))
+    await asyncio.sleep(0)  # one turn of the loop: the task reaches its await
+    assert not task.done()
+    return task
+
+
+async def test_an_answer_ends_the_wait_with_no_helper_tasks() -> None:
+    control = RunControl()
+    before = len(asyncio.all_tasks())
+    task = await waiting_for_answer(control)
+    assert len(asyncio.all_tasks()) == before + 1  # the wait itself, nothing more
+    control.answer(UserAnswer("q1", "metres"))
+    assert await task == Answered(content="metres")
+    assert not control.answered
+
+
+async def test_an_answer_given_before_the_wait_is_taken_by_it() -> None:
+    control = RunControl()
+    control.answer(UserAnswer("q1", "first"))
+    control.answer(UserAnswer("q1", "second"))
+    assert control.answered
+    assert await control.wait_for_answer(LONG_S) == Answered(content="first")
+    assert await control.wait_for_answer(LONG_S) == Answered(content="second")
+    assert not control.answered
+
+
+async def test_the_deadline_ends_the_wait() -> None:
+    control = RunControl()
+    assert await control.wait_for_answer(0.01) == TimedOut()
+    assert await control.wait_for_answer(0) == TimedOut()
+    control.answer(UserAnswer("q1", "late"))  # kept for the next wait
+    assert control.answered
+
+
+@pytest.mark.parametrize(
+    ("lever", "outcome"),
+    [
+        (lambda c: c.stop("after_step"), StopRequested()),
+        (lambda c: c.park(), SUSPENDED),
+    ],
+)
+async def test_stop_and_park_end_a_wait_and_the_next_one(
+    lever: object, outcome: object
+) -> None:
+    control = RunControl()
+    task = await waiting_for_answer(control)
+    lever(control)  # type: ignore[operator]
+    assert await task == outcome
+    assert await control.wait_for_answer(LONG_S) == outcome
+
+
+async def test_an_immediate_stop_leaves_the_wait_to_be_cancelled() -> None:
+    """The driver races the run against `stop_now` and cancels it where it
+    waits; the wait itself does not end (the run must not go on meanwhile)."""
+    control = RunControl()
+    task = await waiting_for_answer(control)
+    control.stop("immediate")
+    assert control.stop_now.is_set()
+    await asyncio.sleep(0)
+    assert not task.done()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert await control.wait_for_answer(LONG_S) == StopRequested()
+
+
+async def test_parked_comes_before_stopped_before_an_early_answer() -> None:
+    control = RunControl()
+    control.answer(UserAnswer("q1", "yes"))
+    control.stop("after_step")
+    assert await control.wait_for_answer(LONG_S) == StopRequested()
+    control.park()
+    assert await control.wait_for_answer(LONG_S) is SUSPENDED
+    assert control.answered  # never taken: the restart asks again
+
+
+async def test_an_approval_decision_ends_its_wait() -> None:
+    control = RunControl()
+    control.expect_approval("call-1")
+    task = asyncio.ensure_future(control.wait_for_approval("call-1", LONG_S))
+    await asyncio.sleep(0)
+    with pytest.raises(NoPendingApproval):
+        control.resolve_approval("call-2", True, None)
+    control.resolve_approval("call-1", False, "not now")
+    assert await task == Declined(reason="not now")
+    with pytest.raises(NoPendingApproval):  # decided once; gone
+        control.resolve_approval("call-1", True, None)
+
+
+async def test_a_decision_made_before_the_wait_is_its_outcome() -> None:
+    control = RunControl()
+    control.expect_approval("call-1")
+    control.resolve_approval("call-1", True, None)
+    assert await control.wait_for_approval("call-1", LONG_S) == Approved()
+
+
+async def test_an_approval_wait_times_out_and_closes_the_request() -> None:
+    control = RunControl()
+    assert await control.wait_for_approval("call-1", 0.01) == TimedOut()
+    with pytest.raises(NoPendingApproval):
+        control.resolve_approval("call-1", True, None)
+
+
+async def test_a_cancelled_wait_leaves_nothing_waiting() -> None:
+    control = RunControl()
+    task = await waiting_for_answer(control)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    control.answer(UserAnswer("q1", "after"))  # queued, not lost in a dead wait
+    assert control.answered
