@@ -35,6 +35,7 @@ from benchmarks import (
     frame_rate,
     session_memory,
     stop_latency,
+    token_pace,
     turn_cost,
 )
 from benchmarks.checks import BenchError
@@ -46,6 +47,9 @@ from benchmarks.report import render, write
 from benchmarks.results import Results
 
 SECTIONS = ("loop", "turns", "runs", "frames", "memory", "stop")
+PART_OF = {"pace": "frames"}
+"""Measurements run under another's name: `--only frames` also runs the
+streamed tokens at a model's pace."""
 DEFAULT_OUT = ROOT / "docs" / "benchmarks.md"
 
 
@@ -65,7 +69,8 @@ def _parser() -> argparse.ArgumentParser:
         "--only",
         action="append",
         metavar="NAME[,NAME]",
-        help=f"run only these measurements: {', '.join(SECTIONS)}",
+        help=f"run only these measurements: {', '.join(SECTIONS)} (frames: "
+        "also the streamed tokens at a model's pace)",
     )
     sizes = parser.add_argument_group("sizes (defaults: the issue's)")
     sizes.add_argument("--rounds", type=int, help="measured rounds (3)")
@@ -86,6 +91,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     sizes.add_argument("--frame-sessions", type=int, help="streaming clients (100)")
     sizes.add_argument("--frame-tokens", type=int, help="tokens streamed to each (200)")
+    sizes.add_argument(
+        "--token-delay-ms",
+        type=float,
+        help="ms between tokens streamed at a model's pace (5)",
+    )
     sizes.add_argument(
         "--memory-sessions", type=int, help="paused sessions per batch (300)"
     )
@@ -123,6 +133,7 @@ def _sizes(args: argparse.Namespace) -> Sizes:
             "turns_per_session",
             "frame_sessions",
             "frame_tokens",
+            "token_delay_ms",
             "memory_sessions",
             "stop_samples",
             "budget_s",
@@ -150,6 +161,9 @@ async def _measure(harness: Harness, sections: Sequence[str], results: Results) 
     async def frames() -> None:
         results.frames = await frame_rate.measure(harness)
 
+    async def pace() -> None:
+        results.token_pace = await token_pace.measure(harness)
+
     async def memory() -> None:
         results.memory = await session_memory.measure(harness)
 
@@ -160,10 +174,11 @@ async def _measure(harness: Harness, sections: Sequence[str], results: Results) 
         "turns": turns,
         "runs": runs,
         "frames": frames,
+        "pace": pace,
         "memory": memory,
         "stop": stop,
     }
-    chosen = [name for name in measurements if name in sections]
+    chosen = [name for name in measurements if PART_OF.get(name, name) in sections]
     try:
         if "loop" in sections:
             progress("loop: the agent loop in-process")

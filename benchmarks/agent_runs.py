@@ -18,7 +18,14 @@ from __future__ import annotations
 import asyncio
 
 from benchmarks.checks import Frame, check_agent_run, expect_calls
-from benchmarks.clients import EchoSocket, Session, close_all, open_many
+from benchmarks.clients import (
+    EchoSocket,
+    Session,
+    close_all,
+    open_many,
+    reset_all,
+    run_all,
+)
 from benchmarks.harness import Harness, progress
 from benchmarks.meter import Meter
 from benchmarks.results import Others, RunScale
@@ -58,7 +65,7 @@ async def measure_at(harness: Harness, count: int) -> RunScale:
             await _warm_up(sessions[:WARM_UP_SESSIONS])
             for number in harness.rounds(f"runs: {count} sessions"):
                 async with Meter(harness, server.pid, what=f"{count} runs") as meter:
-                    runs = await asyncio.gather(*(s.run(chat) for s in sessions))
+                    runs = await run_all(sessions, chat)
                 for run in runs:
                     check_agent_run(run.frames, steps)
                     each.append(run.seconds / ideal_s)
@@ -71,7 +78,7 @@ async def measure_at(harness: Harness, count: int) -> RunScale:
                     act=calls,
                     observe=calls,
                 )
-                await asyncio.gather(*(s.reset() for s in sessions))
+                await reset_all(sessions)
                 wall.append(reading.wall_s / ideal_s)
                 cpu_ms.append(reading.server_cpu_s / (3 * calls) * 1000)
                 fake_ms.append(reading.fake_cpu_s / (3 * calls) * 1000)
@@ -102,7 +109,7 @@ async def _warm_up(sessions: list[Session]) -> None:
     runs = await asyncio.gather(*(s.run(_chat(1, 0)) for s in sessions))
     for run in runs:
         check_agent_run(run.frames, 1)
-    await asyncio.gather(*(s.reset() for s in sessions))
+    await reset_all(sessions)
 
 
 async def _echo_at(

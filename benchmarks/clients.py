@@ -146,5 +146,16 @@ async def open_many(
     return list(await asyncio.gather(*(one() for _ in range(count))))
 
 
+async def run_all(sessions: Sequence[Session], chat: Frame) -> list[Run]:
+    """Every session sends `chat` at once; their runs, each read to its end.
+    Not timed: wrap it in a `Meter`."""
+    return list(await asyncio.gather(*(s.run(chat) for s in sessions)))
+
+
+async def reset_all(sessions: Sequence[Session]) -> None:
+    """Each session's history cleared, so rounds stay alike."""
+    await asyncio.gather(*(s.reset() for s in sessions))
+
+
 async def close_all(sockets: Sequence[Session] | Sequence[EchoSocket]) -> None:
     await asyncio.gather(*(s.close() for s in sockets), return_exceptions=True)

@@ -1,11 +1,13 @@
 """Frames per second to many clients, and CPU per frame, against the echo.
 
-loopwire: N sessions each send a plain `chat` at once; the fake LLM streams
-K tokens at once (one SSE chunk each), which loopwire relays as K + 1
-`token_stream` frames (the last one closes the stream). A round's figures
-are the `token_stream` frames received / its wall time, and the server's
-CPU over the round / those frames (so the two LLM requests' own cost is
-spread over the frames).
+loopwire, with token batching off (`LOOPWIRE_TOKEN_BATCH_MS=0`, so a frame
+per token and the comparison is frame for frame; `token_pace` measures
+the default): N sessions each send a plain `chat` at once; the fake LLM
+streams K tokens at once (one SSE chunk each), which loopwire relays as
+K + 1 `token_stream` frames (the last one closes the stream). A round's
+figures are the `token_stream` frames received / its wall time, and the
+server's CPU over the round / those frames (so the LLM request's own cost
+is spread over the frames).
 
 The echo: N sockets each ask for K + 1 frames of the size loopwire's token
 frames had, all at once; the same two figures. Every frame is JSON-decoded
@@ -18,8 +20,15 @@ import asyncio
 import statistics
 
 from benchmarks.checks import Frame, check_stream, expect_calls, kind
-from benchmarks.clients import EchoSocket, Session, close_all, open_many
-from benchmarks.harness import Harness, progress
+from benchmarks.clients import (
+    EchoSocket,
+    Session,
+    close_all,
+    open_many,
+    reset_all,
+    run_all,
+)
+from benchmarks.harness import TOKEN_BATCHING_OFF, Harness, progress
 from benchmarks.meter import Meter
 from benchmarks.results import FrameRate, Others
 from benchmarks.stats import Summary
@@ -35,17 +44,17 @@ async def measure(harness: Harness) -> FrameRate:
     fake_us: list[float] = []
     client_us: list[float] = []
     token_sizes: list[int] = []
-    async with harness.loopwire("frames") as server:
+    async with harness.loopwire("frames", env=TOKEN_BATCHING_OFF) as server:
         url = server.ws_url
         sessions = await open_many(count, lambda: Session.open(url))
         try:
-            for run in await asyncio.gather(*(s.run(chat) for s in sessions)):
+            for run in await run_all(sessions, chat):
                 check_stream(run.frames, tokens)  # warm-up
-            await asyncio.gather(*(s.reset() for s in sessions))
+            await reset_all(sessions)
             for number in harness.rounds("frames"):
                 async with Meter(harness, server.pid, what="frames round") as meter:
-                    runs = await asyncio.gather(*(s.run(chat) for s in sessions))
-                await asyncio.gather(*(s.reset() for s in sessions))
+                    runs = await run_all(sessions, chat)
+                await reset_all(sessions)
                 for run in runs:
                     check_stream(run.frames, tokens)
                     token_sizes.extend(

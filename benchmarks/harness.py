@@ -8,10 +8,12 @@ are its own:
 - loopwire, started as `make run` starts it (`python -m backend serve`),
   pointed at the fake LLM, with a fresh SQLite database in the work
   directory and the per-socket limits raised so the bench is not throttled;
-  a fresh one per measurement (so no measurement inherits another's
-  sessions or memory high-water mark), except with `--tiny`, where one is
-  shared. The Stop measurement uses `python -m benchmarks.serve`, the same
-  server plus the `bench_wait` tool.
+  a measurement may add settings of its own (`TOKEN_BATCHING_OFF`), named
+  in the server's label. A fresh one per measurement (so no measurement
+  inherits another's sessions or memory high-water mark), except with
+  `--tiny`, where one is shared per kind of server and extra settings. The
+  Stop measurement uses `python -m benchmarks.serve`, the same server plus
+  the `bench_wait` tool.
 """
 
 from __future__ import annotations
@@ -19,10 +21,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -45,6 +48,9 @@ LIMITS_RAISED = {
     "LOOPWIRE_RUN_TIMEOUT_S": "3600",
 }
 """Settings raised for the bench (backend/settings.py); all else is default."""
+TOKEN_BATCHING_OFF = {"LOOPWIRE_TOKEN_BATCH_MS": "0"}
+"""Extra settings for a loopwire sending a `token_stream` frame per piece the
+model streams (by default they are joined, at most a frame per tick)."""
 ROUND_LIMIT_S = 240.0
 """No measured round may take longer (a hang fails the bench)."""
 BUSY_MACHINE = 0.10
@@ -53,7 +59,14 @@ TICK_NOISE_S = 0.08
 """What clock-tick rounding of eight CPU readings can add up to (10 ms ticks)."""
 MIN_ROUNDS = 2
 """Rounds every measurement makes, whatever the time budget."""
-RESERVE_S = {"turns": 30.0, "runs": 90.0, "frames": 20.0, "memory": 50.0, "stop": 20.0}
+RESERVE_S = {
+    "turns": 30.0,
+    "runs": 90.0,
+    "frames": 20.0,
+    "pace": 20.0,
+    "memory": 50.0,
+    "stop": 20.0,
+}
 """Time kept in the budget for each measurement still to come (about what
 each takes on 2 cores, server start included)."""
 
@@ -71,6 +84,8 @@ class Sizes:
     llm_latency_ms: float = 200.0
     frame_sessions: int = 100
     frame_tokens: int = 200
+    token_delay_ms: float = 5.0
+    """The wait between two streamed tokens at a model's pace (`token_pace`)."""
     memory_sessions: int = 300
     """Sessions per batch; one RSS sample per batch."""
     memory_warmup: int = 50
@@ -97,6 +112,7 @@ class Sizes:
             llm_latency_ms=20.0,
             frame_sessions=3,
             frame_tokens=10,
+            token_delay_ms=2.0,
             memory_sessions=5,
             memory_warmup=2,
             stop_samples=2,
@@ -122,6 +138,20 @@ class Loopwire:
     @property
     def ws_url(self) -> str:
         return f"ws://127.0.0.1:{self.service.port}/ws"
+
+
+SharedKey = tuple[bool, tuple[tuple[str, str], ...]]
+"""A shared loopwire's kind: the wait tool or not, and its extra settings."""
+
+
+def labelled(label: str, env: Mapping[str, str]) -> str:
+    """`label` naming the extra settings: `frames` with
+    `LOOPWIRE_TOKEN_BATCH_MS=0` is `frames-token-batch-ms-0`."""
+    parts = [label]
+    for key, value in sorted(env.items()):
+        name = key.removeprefix("LOOPWIRE_").lower().replace("_", "-")
+        parts.append(f"{name}-{re.sub(r'[^A-Za-z0-9.]+', '_', value)}")
+    return "-".join(parts)
 
 
 def _is_healthy(answer: Any) -> bool:
@@ -150,7 +180,7 @@ class Harness:
         self.workdir = workdir
         self.signals = Signals()
         self.services: list[Service] = []
-        self._shared: dict[bool, Loopwire] = {}
+        self._shared: dict[SharedKey, Loopwire] = {}
         self._fake: Service | None = None
         self._echo: Service | None = None
         self._model = f"bench-{uuid.uuid4().hex[:8]}"
@@ -234,7 +264,7 @@ class Harness:
             ready(self._echo, "/healthz", _is_echo),
         ]
         if not self.sizes.fresh_servers:
-            waits += [self._shared_loopwire(False), self._shared_loopwire(True)]
+            waits += [self._shared_loopwire(False, {}), self._shared_loopwire(True, {})]
         await asyncio.gather(*waits)
         progress(f"fake LLM pid {self.fake.pid}, echo pid {self.echo.pid} ready")
 
@@ -251,13 +281,20 @@ class Harness:
 
     @contextlib.asynccontextmanager
     async def loopwire(
-        self, label: str, *, wait_tool: bool = False
+        self,
+        label: str,
+        *,
+        wait_tool: bool = False,
+        env: Mapping[str, str] | None = None,
     ) -> AsyncIterator[Loopwire]:
-        """A loopwire server for one measurement (fresh unless `--tiny`)."""
+        """A loopwire server for one measurement (fresh unless `--tiny`), with
+        the extra settings `env` (`LOOPWIRE_*`; with `--tiny`, shared only by
+        the measurements asking for the same)."""
+        extra = dict(env or {})
         if not self.sizes.fresh_servers:
-            yield await self._shared_loopwire(wait_tool)
+            yield await self._shared_loopwire(wait_tool, extra)
             return
-        server = await self._start_loopwire(label, wait_tool)
+        server = await self._start_loopwire(labelled(label, extra), wait_tool, extra)
         try:
             yield server
         finally:
@@ -281,26 +318,35 @@ class Harness:
             service.stop()
             self.services.remove(service)
 
-    async def _shared_loopwire(self, wait_tool: bool) -> Loopwire:
-        if wait_tool not in self._shared:
-            label = "loopwire-wait-tool" if wait_tool else "loopwire"
-            self._shared[wait_tool] = await self._start_loopwire(label, wait_tool)
-        return self._shared[wait_tool]
+    async def _shared_loopwire(
+        self, wait_tool: bool, env: Mapping[str, str]
+    ) -> Loopwire:
+        """The `--tiny` run's loopwire of this kind, started at first use (the
+        two without extra settings by `start`)."""
+        key: SharedKey = (wait_tool, tuple(sorted(env.items())))
+        if key not in self._shared:
+            label = labelled("loopwire-wait-tool" if wait_tool else "loopwire", env)
+            self._shared[key] = await self._start_loopwire(label, wait_tool, env)
+        return self._shared[key]
 
-    async def _start_loopwire(self, label: str, wait_tool: bool) -> Loopwire:
+    async def _start_loopwire(
+        self, label: str, wait_tool: bool, extra: Mapping[str, str]
+    ) -> Loopwire:
+        """A loopwire on a free port, with the bench's settings, then `extra`
+        (which cannot move it off its port, database or the fake LLM)."""
         self._count += 1
         port = free_port()
         name = f"{label}-{self._count}" if self.sizes.fresh_servers else label
         database = self.workdir / f"{name}.db"
-        env = {
+        own = {
             "LOOPWIRE_HOST": "127.0.0.1",
             "LOOPWIRE_PORT": str(port),
             "LOOPWIRE_LLM_BASE_URL": f"http://127.0.0.1:{self.fake.port}/v1",
             "LOOPWIRE_LLM_API_KEY": "x",
             "LOOPWIRE_LLM_MODEL": self._model,
             "LOOPWIRE_DATABASE_URL": f"sqlite:///{database}",
-            **LIMITS_RAISED,
         }
+        env = {**LIMITS_RAISED, **extra, **own}
         if wait_tool:
             argv = ["-m", "benchmarks.serve", "--signal-port", str(self.signals.port)]
         else:

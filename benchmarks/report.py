@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks.harness import BUSY_MACHINE
-from benchmarks.results import Results, RunScale
+from benchmarks.results import PacedStream, Results, RunScale
 from benchmarks.stats import Summary
 
 BEGIN = "<!-- bench:begin -->"
@@ -61,6 +61,15 @@ def _rate(value: float) -> str:
     return f"{value:,.0f}/s"
 
 
+def _s(value: float) -> str:
+    return f"{value:.2f} s"
+
+
+def _count(value: float) -> str:
+    """A count that may be a median between two (`12.5`)."""
+    return f"{value:,.0f}" if value == round(value) else f"{value:,.1f}"
+
+
 def _n(value: int) -> str:
     return f"{value:,}"
 
@@ -96,6 +105,7 @@ def target_rows(results: Results) -> list[Row]:
     )
     rows += _run_rows(results)
     rows += _frame_rows(results)
+    rows.append(_pace_row(results))
     memory = results.memory
     echo = (
         f" (echo: {_kib(memory.echo_kib_per_socket.median)} per bare socket)"
@@ -193,6 +203,18 @@ def _frame_rows(results: Results) -> list[Row]:
     ]
 
 
+def _pace_row(results: Results) -> Row:
+    """Batching's saving at a model's pace: context, no target of the issue's."""
+    name = "CPU per streamed token at a model's pace, batching on vs off"
+    pace = results.token_pace
+    if pace is None:
+        return Row(name, "not measured", "—", "—", None)
+    on, off = pace.batched.cpu_us_per_token, pace.unbatched.cpu_us_per_token
+    share = 100 * on.median / off.median
+    value = f"{_us(on.median)} vs {_us(off.median)} ({_pct(share)})"
+    return Row(name, value, "—", "—", None)
+
+
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
     lines = [
         "| " + " | ".join(header) + " |",
@@ -267,6 +289,7 @@ def render(results: Results, plot: str | None, plot_note: str = "") -> str:
     out += _runs_section(results, plot, plot_note)
     out += _turn_section(results)
     out += _frames_section(results)
+    out += _pace_section(results)
     out += _memory_section(results)
     out += _stop_section(results)
     out += _loop_section(results)
@@ -368,7 +391,9 @@ def _frames_section(results: Results) -> list[str]:
     out += [
         f"{_n(frames.sessions)} clients at once, each receiving {frames.tokens + 1} "
         f"`token_stream` frames (~{frames.frame_bytes} bytes each) of a plain chat "
-        "whose answer the fake LLM streams at once; the echo sends each socket as "
+        "whose answer the fake LLM streams at once, from a loopwire with token "
+        "batching off (`LOOPWIRE_TOKEN_BATCH_MS=0`: a frame per token, so the "
+        "comparison is frame for frame); the echo sends each socket as "
         "many frames of the same size. Throughput: median and the worst round; "
         f"{frames.fps.count} round(s).",
         "",
@@ -408,6 +433,50 @@ def _frames_section(results: Results) -> list[str]:
         "CPU per frame is the fairer comparison.",
     ]
     return out
+
+
+def _pace_section(results: Results) -> list[str]:
+    out = ["", "### Streamed tokens at a model's pace", ""]
+    pace = results.token_pace
+    if pace is None:
+        return [*out, "Not measured in this run."]
+    stream_s = pace.tokens * pace.token_delay_ms / 1000
+    out += [
+        "What a real model's stream costs the server, and what token batching "
+        f"saves: {_n(pace.sessions)} clients at once each send a plain chat whose "
+        f"answer of {_n(pace.tokens)} tokens the fake LLM streams "
+        f"{pace.token_delay_ms:g} ms apart (a fast model's pace; ≥ {stream_s:g} s "
+        "an answer), to a loopwire with token batching at its default "
+        "(`LOOPWIRE_TOKEN_BATCH_MS` unset: the first token at once, then at most "
+        "one `token_stream` frame per tick with what came meanwhile) and to one "
+        "with it off (`0`: a frame per token). Frames per answer include the "
+        "closing one; CPU per token is the server's CPU over a round / the tokens "
+        f"streamed in it; {pace.batched.cpu_us_per_token.count} round(s).",
+        "",
+    ]
+    out += _table(
+        [
+            "token batching",
+            "frames per answer",
+            "server CPU per token",
+            "p99",
+            "round wall time",
+        ],
+        [_pace_cells(pace.batched), _pace_cells(pace.unbatched)],
+    )
+    return out
+
+
+def _pace_cells(stream: PacedStream) -> list[str]:
+    batching = (
+        "off" if stream.batch_ms == 0 else f"on ({stream.batch_ms:g} ms, the default)"
+    )
+    return [
+        batching,
+        _count(stream.frames_per_answer.median),
+        *_summary_cells(stream.cpu_us_per_token, _us),
+        _s(stream.wall_s.median),
+    ]
 
 
 def _memory_section(results: Results) -> list[str]:

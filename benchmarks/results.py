@@ -75,6 +75,33 @@ class FrameRate:
 
 
 @dataclass(frozen=True)
+class PacedStream:
+    """One loopwire streaming answers at a model's pace (`token_pace`)."""
+
+    batch_ms: float
+    """Its `LOOPWIRE_TOKEN_BATCH_MS` (0: a frame per token)."""
+    frames_per_answer: Summary
+    """`token_stream` frames per answer (the closing one included): each
+    round's median over its answers, one sample per round."""
+    cpu_us_per_token: Summary
+    """Server CPU over a round / the tokens streamed in it."""
+    wall_s: Summary
+    """A round's wall time."""
+
+
+@dataclass(frozen=True)
+class TokenPace:
+    """Answers streamed at a model's pace, token batching on and off."""
+
+    sessions: int
+    tokens: int
+    token_delay_ms: float
+    batched: PacedStream
+    """The default batching."""
+    unbatched: PacedStream
+
+
+@dataclass(frozen=True)
 class SessionMemory:
     """RSS per session paused on a question, and per bare echo socket."""
 
@@ -115,6 +142,7 @@ class Results:
     turn_cost: TurnCost | None = None
     runs: list[RunScale] = field(default_factory=list)
     frames: FrameRate | None = None
+    token_pace: TokenPace | None = None
     memory: SessionMemory | None = None
     stop: StopLatency | None = None
     loop: AgentLoop | None = None

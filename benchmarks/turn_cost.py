@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 
 from benchmarks.checks import Frame, check_tool_turn, expect_calls
-from benchmarks.clients import Session, close_all, open_many
+from benchmarks.clients import Session, close_all, open_many, reset_all
 from benchmarks.harness import Harness, progress
 from benchmarks.meter import Meter
 from benchmarks.results import Others, TurnCost
@@ -48,11 +48,11 @@ async def measure(harness: Harness) -> TurnCost:
         sessions = await open_many(count, lambda: Session.open(url))
         try:
             await asyncio.gather(*(take_turns(s, 1) for s in sessions))  # warm-up
-            await asyncio.gather(*(s.reset() for s in sessions))
+            await reset_all(sessions)
             for number in harness.rounds("turns"):
                 async with Meter(harness, server.pid, what="turns round") as meter:
                     await asyncio.gather(*(take_turns(s, turns) for s in sessions))
-                await asyncio.gather(*(s.reset() for s in sessions))
+                await reset_all(sessions)
                 reading = meter.reading
                 expect_calls(
                     reading.calls_before,

@@ -12,8 +12,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from benchmarks.fake_llm import Options, decide
+import pytest
+
+from benchmarks.checks import BenchError, Frame, check_stream
+from benchmarks.fake_llm import Options, answer_text, decide
 from benchmarks.report import BEGIN, END, VALIDATED, splice
+from benchmarks.token_pace import DEFAULT_BATCH_MS
 
 ROOT = Path(__file__).resolve().parent.parent
 SECTIONS = [
@@ -21,6 +25,7 @@ SECTIONS = [
     "### Agent runs and concurrency",
     "### Act-shaped turns",
     "### Streamed frames",
+    "### Streamed tokens at a model's pace",
     "### Memory",
     "### Stop latency",
     "### The agent loop in-process",
@@ -40,6 +45,10 @@ TARGET_ROWS = [
     "| Stop → `response_complete`, tool call |",
     "| Stop → `response_complete`, question |",
 ]
+CONTEXT_ROWS = [
+    "| CPU per streamed token at a model's pace, batching on vs off |",
+]
+"""Rows of the targets table with no target of the issue's."""
 PROSE = (
     "# Benchmarks\n\nWhat we measure, by hand.\n\n## Soak\n\nSoak figures, by hand.\n"
 )
@@ -68,6 +77,14 @@ def test_a_tiny_run_measures_everything_and_keeps_the_prose(tmp_path: Path) -> N
     assert len(rows) == len(TARGET_ROWS), rows
     for row in rows:
         assert row.endswith(("| met |", "| **not met** |")), row
+    context = [
+        line for line in block.splitlines() if line.startswith(tuple(CONTEXT_ROWS))
+    ]
+    assert len(context) == len(CONTEXT_ROWS), context
+    for row in context:
+        assert row.endswith("| — | — | — |"), row
+    assert f"| on ({DEFAULT_BATCH_MS:g} ms, the default) |" in block
+    assert "| off |" in block
     assert "not measured" not in block
     assert VALIDATED in block
     assert "Other processes on the machine took at most" in block
@@ -87,6 +104,7 @@ def test_a_tiny_run_measures_everything_and_keeps_the_prose(tmp_path: Path) -> N
         "echo",
         "loopwire",
         "loopwire-wait-tool",
+        "loopwire-token-batch-ms-0",
     }
     for _, pid in started:
         assert not Path(f"/proc/{pid}").exists(), f"process {pid} left running"
@@ -117,3 +135,34 @@ def test_the_fake_llm_ends_a_run_after_the_steps_asked_for() -> None:
         "should_continue": False,
         "final_answer": "Done after 2 steps.",
     }
+
+
+def _streamed(*tokens: str) -> list[Frame]:
+    """A plain chat's frames, its answer streamed as `tokens`."""
+    frames: list[Frame] = [
+        {"type": "token_stream", "token": t, "is_first": i == 0, "is_last": False}
+        for i, t in enumerate(tokens)
+    ]
+    closing = {"type": "token_stream", "token": "", "is_first": False, "is_last": True}
+    answer = "".join(tokens).strip()
+    return [
+        *frames,
+        closing,
+        {"type": "chat_response", "message": answer},
+        {"type": "response_complete"},
+    ]
+
+
+def test_a_streamed_answer_is_checked_frame_by_frame_or_joined() -> None:
+    assert answer_text(3) == "w0 w1 w2"
+    assert check_stream(_streamed("w0 ", "w1 ", "w2 "), 3) == 4
+    assert check_stream(_streamed("w0 ", "w1 ", "w2 "), 3, exact=False) == 4
+    assert check_stream(_streamed("w0 ", "w1 w2 "), 3, exact=False) == 3
+    with pytest.raises(BenchError, match="3 token_stream frames, expected 4"):
+        check_stream(_streamed("w0 ", "w1 w2 "), 3)
+    with pytest.raises(BenchError, match="tokens joined"):
+        check_stream(_streamed("w0 ", "w2 "), 3, exact=False)
+    early_end = _streamed("w0 ", "w1 w2 ")
+    early_end[1]["is_last"] = True
+    with pytest.raises(BenchError, match="is_last on"):
+        check_stream(early_end, 3, exact=False)
