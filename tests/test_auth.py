@@ -181,8 +181,13 @@ async def test_no_token_no_entry_and_no_model_call(
                 assert (response.status_code, response.json()) == (401, refused)
                 assert response.headers["www-authenticate"] == 'Bearer realm="loopwire"'
         page = await http.get("/")
+        conversation_page = await http.get("/c/" + "a" * 32)
         health = await http.get("/healthz")
     assert (page.status_code, page.headers["location"]) == (303, "/login")
+    assert (conversation_page.status_code, conversation_page.headers["location"]) == (
+        303,
+        "/login",
+    )
     assert (health.status_code, health.json()) == (200, {"status": "ok"})
     assert llm.requests == []
 
@@ -231,6 +236,8 @@ async def test_the_login_form_sets_a_strict_http_only_cookie(
 
         page = await http.get("/")
         assert page.status_code == 200 and "Sign out" in page.text
+        linked = await http.get("/c/" + "a" * 32)  # the page; the id is the script's
+        assert linked.status_code == 200 and linked.text == page.text
         assert (await http.get("/login")).headers["location"] == "/"
         value = http.cookies["loopwire_session"]
 

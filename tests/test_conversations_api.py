@@ -36,8 +36,9 @@ async def test_list_read_rename_and_delete_conversations(
             ("assistant", "four"),
         ]
         (run,) = one["runs"]
-        assert (run["strategy"], run["status"], run["request"]) == (
+        assert (run["strategy"], run["mode"], run["status"], run["request"]) == (
             "llm_only",
+            "plain",
             "finished",
             "what is 2+2?",
         )

@@ -26,6 +26,8 @@ USER_KEY = "loopwire.user"
 OPEN_PATHS = frozenset({"/healthz", "/login", "/logout"})
 OPEN_PREFIXES = ("/static/",)
 PAGES = frozenset({"/"})
+CONVERSATION_PAGE = "/c/"
+"""The page opened on a conversation: `/c/<id>`."""
 SIGN_IN = "sign in first: the login page's cookie, or Authorization: Bearer <token>"
 
 
@@ -69,7 +71,7 @@ class Authenticate:
         elif kind == "websocket":
             await handshake_refusal(scope, receive, send, 401, "unauthorized", SIGN_IN)
             return
-        elif path in PAGES and scope["method"] in ("GET", "HEAD"):
+        elif _is_page(path) and scope["method"] in ("GET", "HEAD"):
             await _redirect(send, "/login")
             return
         else:
@@ -77,6 +79,11 @@ class Authenticate:
             await http_refusal(send, 401, "unauthorized", SIGN_IN, [challenge])
             return
         await self.app(scope, receive, send)
+
+
+def _is_page(path: str) -> bool:
+    """The chat page, at `/` or opened on a conversation (`/c/<id>`)."""
+    return path in PAGES or path.startswith(CONVERSATION_PAGE)
 
 
 async def _redirect(send: Send, location: str) -> None:

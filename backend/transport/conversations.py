@@ -3,7 +3,8 @@
 - `GET /api/conversations?limit=20&cursor=…` — the caller's conversations,
   newest first; `next` is the cursor of the following page (null: no more).
 - `GET /api/conversations/{id}` — one conversation: its messages (the whole
-  history, as stored) and its runs (status, steps, usage, timings, trace).
+  history, as stored) and its runs (the user's message that started each,
+  its mode, status, steps, usage, timings, trace).
 - `PATCH /api/conversations/{id}` with `{"title": "…"}` — rename it.
 - `DELETE /api/conversations/{id}` — delete it, with its runs and frames
   (refused while a run is active in it).
@@ -22,7 +23,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from backend.agent.state import RunState
-from backend.chat.service import ChatService
+from backend.chat.service import PLAIN, ChatService
 from backend.store.base import ConversationRecord, RunRecord, Store
 from backend.transport.api import error, read_model
 from backend.transport.auth import user_of
@@ -44,7 +45,9 @@ def _summary(record: ConversationRecord) -> dict[str, Any]:
 def _run(record: RunRecord) -> dict[str, Any]:
     body = record.model_dump(mode="json", exclude={"state", "conversation_id"})
     try:
-        trace = RunState.from_json(record.state).trace
+        state = RunState.from_json(record.state)
+        trace = state.trace
+        body["mode"] = _mode(state)
         body["trace"] = [
             {
                 "step": t.step,
@@ -58,7 +61,16 @@ def _run(record: RunRecord) -> dict[str, Any]:
         ]
     except ValidationError:
         body["trace"] = None
+        body["mode"] = None
     return body
+
+
+def _mode(state: RunState) -> str:
+    """How the run was asked for, as the page shows it: `agent`, `tools`
+    (a chat with tools) or `plain`."""
+    if state.request.agent:
+        return "agent"
+    return "plain" if state.strategy == PLAIN else "tools"
 
 
 def _limit(request: Request) -> int | JSONResponse:

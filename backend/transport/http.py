@@ -94,6 +94,7 @@ async def info(request: Request) -> Response:
 def routes() -> list[Route | Mount]:
     return [
         Route("/", index),
+        Route("/c/{conversation_id}", index),  # the page, opened on a conversation
         Route("/healthz", health),
         Route("/api/info", info),
         Mount("/static", StaticFiles(directory=FRONTEND_DIR / "static"), name="static"),

@@ -32,6 +32,7 @@ CHROMIUM_ARGS = [
     "--disable-quic",
 ]
 DESKTOP = {"width": 1280, "height": 860}
+PHONE = {"width": 375, "height": 812}
 
 OpenApp = Callable[..., Awaitable["App"]]
 """`await open_app(harness, load=True, viewport=…, color_scheme=…)`."""

@@ -1,19 +1,30 @@
 // Entry point: reads the page config, builds the pieces, wires the events.
 import { Connection } from './connection.js';
 import { Controller } from './controller.js';
+import {
+  conversationInUrl,
+  deleteConversation,
+  getConversation,
+  listConversations,
+  renameConversation,
+  urlOf,
+} from './conversations.js';
 import { byId } from './dom.js';
 import { Settings, Transcript } from './state.js';
 import { ApprovalDialog } from './render/approval.js';
 import { QuestionBanner } from './render/banner.js';
 import { ControlsPanel } from './render/controls.js';
 import { MessageList } from './render/messages.js';
+import { Sidebar } from './render/sidebar.js';
 import { ConnectionStatus, showModel } from './render/status.js';
+import { Toast } from './render/toast.js';
 
 const config = JSON.parse(byId('lw-config').textContent);
 
 const settings = new Settings();
 const transcript = new Transcript();
-const connection = new Connection({ path: config.ws_path });
+const openedId = conversationInUrl();
+const connection = new Connection({ path: config.ws_path, sessionId: openedId ?? undefined });
 const messages = new MessageList({ list: byId('messages'), scroller: byId('scroller'), emptyState: byId('empty-state') });
 const controls = new ControlsPanel({ settings });
 const status = new ConnectionStatus({ onRetry: () => connection.reconnectNow() });
@@ -28,7 +39,6 @@ const input = byId('composer-input');
 const sendButton = byId('send-button');
 const stopButton = byId('stop-button');
 const stopLabel = byId('stop-label');
-const newChat = byId('new-chat');
 const hint = byId('composer-hint');
 const defaultHint = hint.cloneNode(true).childNodes;
 
@@ -44,7 +54,6 @@ function refresh() {
   stopButton.disabled = !running;
   stopLabel.textContent = controller.stopRequested ? 'Stopping…' : 'Stop';
   sendButton.disabled = running || !connected || input.value.trim() === '';
-  newChat.disabled = running;
   document.body.dataset.running = String(running);
   controls.refresh();
 }
@@ -92,9 +101,81 @@ input.addEventListener('input', () => {
   refresh();
 });
 stopButton.addEventListener('click', () => controller.stop());
-newChat.addEventListener('click', () => {
-  controller.newConversation();
+// ---------------------------------------------------------------- conversations
+
+const toast = new Toast();
+const pendingDeletes = new Set();
+let opening = 0;
+
+async function refreshList() {
+  try {
+    const page = await listConversations();
+    sidebar.show(page.items, connection.sessionId);
+  } catch (error) {
+    sidebar.failed(`Conversations could not be loaded: ${error.message}`);
+  }
+}
+
+/** Show conversation `id` (null: a new chat); `push` adds a history entry. */
+async function openConversation(id, { push = true } = {}) {
+  const ticket = ++opening;
+  if (push && window.location.pathname !== urlOf(id)) window.history.pushState(null, '', urlOf(id));
+  sidebar.setCurrent(id);
+  let runs = [];
+  if (id) {
+    try {
+      runs = (await getConversation(id)).runs;
+    } catch {
+      runs = []; // not stored (yet), or not ours: the server decides on connect
+    }
+  }
+  if (ticket !== opening) return; // another click came first
+  controller.openConversation(id, runs);
+  setHint(null);
+  input.value = '';
+  autosize();
   focusComposer();
+}
+
+async function removeConversation(id) {
+  const wasCurrent = id === connection.sessionId;
+  const title = sidebar.titleOf(id);
+  sidebar.setHidden(id, true);
+  pendingDeletes.add(id);
+  if (wasCurrent) openConversation(null);
+  const how = await toast.show(`Deleted “${title}”`, { action: 'Undo' });
+  pendingDeletes.delete(id);
+  if (how === 'undo') {
+    sidebar.setHidden(id, false);
+    if (wasCurrent && connection.sessionId !== id) openConversation(id);
+    return;
+  }
+  try {
+    await deleteConversation(id);
+  } catch (error) {
+    sidebar.setHidden(id, false);
+    messages.notice({ kind: 'error', title: 'Not deleted', text: error.message });
+  }
+  refreshList();
+}
+
+const sidebar = new Sidebar({
+  onOpen: (id) => openConversation(id),
+  onNew: () => openConversation(null),
+  onRename: async (id, title) => {
+    try {
+      await renameConversation(id, title);
+    } catch (error) {
+      sidebar.failed(`Not renamed: ${error.message}`);
+    }
+    refreshList();
+  },
+  onDelete: (id) => removeConversation(id),
+});
+
+window.addEventListener('popstate', () => openConversation(conversationInUrl(), { push: false }));
+window.addEventListener('pagehide', () => {
+  for (const id of pendingDeletes) deleteConversation(id, { keepalive: true }).catch(() => {});
 });
 byId('examples').addEventListener('click', (event) => {
   const button = event.target.closest('[data-prompt]');
@@ -110,6 +191,9 @@ document.addEventListener('keydown', (event) => {
   if (approvals.dialog.open) return;
   if (controls.isOpenAsDrawer) {
     controls.setOpen(false, true);
+  } else if (sidebar.isOpenAsDrawer) {
+    sidebar.setOpen(false);
+    sidebar.toggle.focus();
   } else if (controller.running) {
     event.preventDefault();
     controller.stop();
@@ -120,7 +204,18 @@ connection.addEventListener('status', (event) => {
   status.show(event.detail);
   refresh();
 });
+/** The address names the conversation once it is one (it has frames). */
+function showInUrl(id, stored) {
+  const url = stored ? urlOf(id) : urlOf(null);
+  if (window.location.pathname !== url) window.history.replaceState(null, '', url);
+}
+
 connection.addEventListener('ready', (event) => {
+  const { frame } = event.detail;
+  const id = frame.session_id;
+  showInUrl(id, frame.last_seq > 0);
+  sidebar.setCurrent(id);
+  refreshList();
   controller.onReady(event.detail);
   showModel(event.detail.frame);
   controls.setInfo(controller.info);
@@ -131,7 +226,12 @@ controller.addEventListener('change', () => {
   refresh();
   if (!controller.running && hint.dataset.alert === 'true') setHint(null);
 });
+controller.addEventListener('run-started', () => {
+  showInUrl(connection.sessionId, true);
+  refreshList();
+});
 controller.addEventListener('run-finished', () => {
+  refreshList();
   const lost = document.activeElement === document.body || document.activeElement === stopButton;
   if (lost && !connection.replaying) focusComposer();
 });
@@ -145,8 +245,16 @@ controller.addEventListener('chat-refused', (event) => {
 showModel(config.info);
 controls.setInfo(config.info);
 refresh();
-connection.start();
+if (openedId) {
+  // a link to a conversation: what its user said comes from the server
+  getConversation(openedId)
+    .then((conversation) => controller.rememberRuns(openedId, conversation.runs))
+    .catch(() => {}) // not stored (yet), or not ours: the server decides on connect
+    .finally(() => connection.start());
+} else {
+  connection.start();
+}
 if (!window.matchMedia('(pointer: coarse)').matches) focusComposer();
 
 // For people debugging in the console (and for the browser tests).
-window.loopwire = { connection, controller, settings };
+window.loopwire = { connection, controller, settings, sidebar };

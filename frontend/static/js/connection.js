@@ -22,11 +22,11 @@ const MAX_DELAY_MS = 10_000;
 const REFUSED_CODES = new Set([4401, 4403]);
 
 export class Connection extends EventTarget {
-  constructor({ path = '/ws', storage = window.sessionStorage } = {}) {
+  constructor({ path = '/ws', storage = window.sessionStorage, sessionId = undefined } = {}) {
     super();
     this.path = path;
     this.storage = storage;
-    this.sessionId = storage.getItem(SESSION_KEY);
+    this.sessionId = sessionId === undefined ? storage.getItem(SESSION_KEY) : sessionId;
     this.lastSeq = 0;
     this.replayUntil = 0;
     this.state = 'connecting';
@@ -96,14 +96,20 @@ export class Connection extends EventTarget {
 
   /** Forget the session and start a new one. */
   newSession() {
-    this.sessionId = null;
-    this.storage.removeItem(SESSION_KEY);
+    this.switchTo(null);
+  }
+
+  /** Leave this session for `sessionId` (null: a new one), replayed from its start. */
+  switchTo(sessionId) {
+    this.sessionId = sessionId;
+    if (sessionId) this.storage.setItem(SESSION_KEY, sessionId);
+    else this.storage.removeItem(SESSION_KEY);
     this.lastSeq = 0;
     this.replayUntil = 0;
     this.attempt = 0;
     const old = this.socket;
     this.socket = null;
-    old?.close(1000, 'new session');
+    old?.close(1000, 'switching conversation');
     this.open();
   }
 

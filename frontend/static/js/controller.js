@@ -104,6 +104,7 @@ export class Controller extends EventTarget {
       view = this.pending.view;
       this.transcript.rememberMessage(runId, { content: this.pending.content, mode: this.pending.mode });
       this.pending = null;
+      this.dispatchEvent(new Event('run-started'));
     } else {
       const said = this.transcript.message(runId);
       if (said) this.messages.addUser(said.content, said.mode);
@@ -310,13 +311,37 @@ export class Controller extends EventTarget {
   }
 
   newConversation() {
-    if (this.running) return;
+    this.openConversation(null);
+  }
+
+  /**
+   * Show conversation `id` (null: a new one). What the user said in each of
+   * its runs (`runs`: the conversations API's, each with `id`, `request` and
+   * `mode`) is remembered first, then its frames are replayed from the start
+   * and rebuild the screen as they built it live.
+   */
+  openConversation(id, runs = []) {
     this.runs.clear();
+    this.pending = null;
+    this.active = null;
+    this.stopRequested = false;
+    this.stopWanted = false;
     this.messages.clear();
     this.clearQuestion(null);
     this.banner.hideMessage();
     this.approvals.clear();
-    this.connection.newSession();
+    this.rememberRuns(id, runs);
+    this.connection.switchTo(id);
     this.changed();
+  }
+
+  /** What the user said in each of `runs` of conversation `id`, kept for the replay. */
+  rememberRuns(id, runs) {
+    this.transcript.useSession(id);
+    for (const run of runs) {
+      if (!this.transcript.message(run.id)) {
+        this.transcript.rememberMessage(run.id, { content: run.request, mode: run.mode ?? 'agent' });
+      }
+    }
   }
 }

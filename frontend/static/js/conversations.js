@@ -1,0 +1,63 @@
+// The conversations API (`/api/conversations`), for the sidebar: list,
+// read one, rename, delete. Every call is same-origin with the session
+// cookie; a failure throws an Error whose message is the server's (or says
+// the server could not be reached).
+
+const BASE = '/api/conversations';
+export const PAGE_SIZE = 50;
+
+async function call(path, options = {}) {
+  let response;
+  try {
+    response = await fetch(new URL(path, window.location.href), {
+      credentials: 'same-origin',
+      cache: 'no-store',
+      ...options,
+    });
+  } catch {
+    throw new Error('The server could not be reached.');
+  }
+  if (response.status === 204) return null;
+  const body = await response.json().catch(() => null);
+  if (!response.ok) {
+    const error = new Error(body?.message ?? `The server answered ${response.status}.`);
+    error.status = response.status;
+    throw error;
+  }
+  return body;
+}
+
+/** The newest conversations: `{items: [{id, title, created_at, updated_at}], next}`. */
+export function listConversations(cursor = null) {
+  const query = new URLSearchParams({ limit: String(PAGE_SIZE) });
+  if (cursor) query.set('cursor', cursor);
+  return call(`${BASE}?${query}`);
+}
+
+/** One conversation with its messages and runs (each run's `request` and `mode`). */
+export function getConversation(id) {
+  return call(`${BASE}/${encodeURIComponent(id)}`);
+}
+
+export function renameConversation(id, title) {
+  return call(`${BASE}/${encodeURIComponent(id)}`, {
+    method: 'PATCH',
+    headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify({ title }),
+  });
+}
+
+/** `keepalive`: the request outlives the page (a delete due as the tab closes). */
+export function deleteConversation(id, { keepalive = false } = {}) {
+  return call(`${BASE}/${encodeURIComponent(id)}`, { method: 'DELETE', keepalive });
+}
+
+/** The conversation the page's URL names (`/c/<id>`), or null. */
+export function conversationInUrl(location = window.location) {
+  const match = /^\/c\/([0-9a-f]{32})\/?$/.exec(location.pathname);
+  return match ? match[1] : null;
+}
+
+export function urlOf(id) {
+  return id ? `/c/${id}` : '/';
+}
