@@ -128,7 +128,7 @@ async def test_reload_rebuilds_the_screen_from_the_replay(
     await expect(app.assistant(0).locator(".trace")).not_to_have_attribute("open", "")
     await expect(app.loc(".tool-card")).to_have_count(1)
     await expect(app.banner).to_be_visible()
-    await expect(app.loc("#question-text")).to_have_text("Which unit?")
+    await expect(app.loc(".question-card-text")).to_have_text("Which unit?")
     await expect(app.page.get_by_role("textbox", name="Your answer")).to_be_focused()
     await expect(app.stop_button).to_be_enabled()
 

@@ -58,11 +58,15 @@ class App:
         *,
         viewport: dict[str, int] | None = None,
         color_scheme: str = "light",
+        touch: bool = False,
     ) -> App:
+        """`touch`: a phone's touch screen (coarse pointer, no hover)."""
         context = await browser.new_context(
             viewport=viewport or DESKTOP,  # type: ignore[arg-type]
             color_scheme=color_scheme,  # type: ignore[arg-type]
             reduced_motion="reduce",
+            has_touch=touch,
+            is_mobile=touch,
         )
         context.set_default_timeout(10_000)
         app = cls(await context.new_page(), context, base_url.rstrip("/"))

@@ -20,6 +20,7 @@ import { ConnectionStatus, showModel } from './render/status.js';
 import { Toast } from './render/toast.js';
 
 const config = JSON.parse(byId('lw-config').textContent);
+const TOUCH = window.matchMedia('(pointer: coarse)');
 
 const settings = new Settings();
 const transcript = new Transcript();
@@ -29,14 +30,14 @@ const messages = new MessageList({ list: byId('messages'), scroller: byId('scrol
 const controls = new ControlsPanel({ settings });
 const status = new ConnectionStatus({ onRetry: () => connection.reconnectNow() });
 
-let controller = null;
-const banner = new QuestionBanner({ onAnswer: (content, questionId) => controller.answer(content, questionId) && focusComposer() });
+const input = byId('composer-input');
+const banner = new QuestionBanner({ input });
 const approvals = new ApprovalDialog({ onDecide: (callId, approved, reason) => controller.decide(callId, approved, reason) });
-controller = new Controller({ connection, settings, transcript, messages, banner, approvals, info: config.info });
+const controller = new Controller({ connection, settings, transcript, messages, banner, approvals, info: config.info });
 
 const composer = byId('composer');
-const input = byId('composer-input');
 const sendButton = byId('send-button');
+const sendLabel = byId('send-label');
 const stopButton = byId('stop-button');
 const stopLabel = byId('stop-label');
 const hint = byId('composer-hint');
@@ -50,12 +51,24 @@ function focusComposer() {
 function refresh() {
   const running = controller.running;
   const connected = connection.isOpen;
+  const answering = banner.answering;
   stopButton.hidden = !running;
   stopButton.disabled = !running;
   stopLabel.textContent = controller.stopRequested ? 'Stopping…' : 'Stop';
-  sendButton.disabled = running || !connected || input.value.trim() === '';
+  sendButton.disabled = (running && !answering) || !connected || input.value.trim() === '';
+  showComposerMode(answering);
   document.body.dataset.running = String(running);
   controls.refresh();
+}
+
+/** The message box is the answer box while a question waits. */
+function showComposerMode(answering) {
+  if (composer.dataset.mode === (answering ? 'answer' : 'message')) return;
+  composer.dataset.mode = answering ? 'answer' : 'message';
+  input.placeholder = answering ? 'Type your answer…' : 'Message loopwire…';
+  if (answering) input.setAttribute('aria-label', 'Your answer');
+  else input.removeAttribute('aria-label');
+  sendLabel.textContent = answering ? 'Send answer' : 'Send';
 }
 
 function setHint(text) {
@@ -70,8 +83,23 @@ function autosize() {
 }
 
 function submit() {
+  if (banner.answering) {
+    const content = input.value.trim();
+    if (!content) return;
+    input.value = ''; // before the banner goes: it puts back a set-aside draft
+    if (controller.answer(content, banner.questionId)) {
+      setHint(null);
+    } else {
+      input.value = content;
+      setHint('Not connected — your answer stays here until the connection is back.');
+    }
+    autosize();
+    refresh();
+    return;
+  }
   if (controller.running) {
-    setHint('A run is active — wait for the answer, or press Esc to stop it.');
+    const how = TOUCH.matches ? 'tap Stop' : 'press Esc';
+    setHint(`A run is active — wait for its answer, or ${how} to stop it.`);
     return;
   }
   if (!connection.isOpen) {
@@ -254,7 +282,7 @@ if (openedId) {
 } else {
   connection.start();
 }
-if (!window.matchMedia('(pointer: coarse)').matches) focusComposer();
+if (!TOUCH.matches) focusComposer();
 
 // For people debugging in the console (and for the browser tests).
 window.loopwire = { connection, controller, settings, sidebar };

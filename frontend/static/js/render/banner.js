@@ -1,6 +1,6 @@
-// The pause-and-answer banner for `agent_request_input`: the question, an input
-// that takes focus, a gentle pulse, and a blinking tab title while the tab is
-// hidden. Submitting calls `onAnswer(content, questionId)`.
+// The pause-and-answer strip for `agent_request_input`: it says the agent
+// waits (the question itself is in the run), makes the message box the answer
+// box, pulses gently, and blinks the tab title while the tab is hidden.
 import { byId } from '../dom.js';
 import { formatSeconds } from '../format.js';
 
@@ -36,38 +36,49 @@ class TitleBlinker {
   }
 }
 
+/** Touch screens have no Esc key: the hint names the button instead. */
+const TOUCH = window.matchMedia('(pointer: coarse)');
+
+/**
+ * While a question waits, the strip above the message box says so (the
+ * question itself shows once, in the run) and the message box becomes the
+ * answer box: relabelled, its draft set aside and put back afterwards;
+ * Enter sends the answer (`answering` tells the composer).
+ */
 export class QuestionBanner {
-  constructor({ onAnswer }) {
+  constructor({ input }) {
     this.element = byId('question-banner');
-    this.text = byId('question-text');
     this.stepEl = byId('question-step');
     this.hint = byId('question-hint');
-    this.input = byId('question-input');
-    this.form = byId('question-form');
     this.message = byId('banner-message');
+    this.input = input;
     this.title = new TitleBlinker();
     this.pending = null;
-    this.form.addEventListener('submit', (event) => {
-      event.preventDefault();
-      const content = this.input.value.trim();
-      if (!content || !this.pending) return;
-      onAnswer(content, this.pending.question_id);
-    });
+    this.draft = '';
+    byId('question-show').addEventListener('click', () => this.reveal());
   }
 
   get questionId() {
     return this.pending?.question_id ?? null;
   }
 
+  get answering() {
+    return this.pending !== null;
+  }
+
   /** Show `frame`'s question; `live` = it just arrived (not a replayed old one). */
   show(frame, { live }) {
+    if (!this.pending) {
+      this.draft = this.input.value;
+      this.input.value = '';
+      this.input.dispatchEvent(new Event('input'));
+    }
     this.pending = frame;
-    this.text.textContent = frame.question;
     this.stepEl.textContent = frame.step ? `Step ${frame.step}` : '';
+    const stop = TOUCH.matches ? 'tap Stop' : 'press Esc';
     this.hint.textContent = frame.timeout_s
-      ? `The run waits up to ${formatSeconds(frame.timeout_s)} for your answer. Press Esc to stop it instead.`
-      : 'Press Esc to stop the run instead.';
-    this.input.value = '';
+      ? `Type it in the message box. The run waits up to ${formatSeconds(frame.timeout_s)}; ${stop} to end it instead.`
+      : `Type it in the message box, or ${stop} to end the run.`;
     this.message.hidden = true;
     this.element.hidden = false;
     this.element.classList.remove('pulse');
@@ -77,19 +88,34 @@ export class QuestionBanner {
     if (live || document.activeElement === document.body) this.input.focus();
   }
 
+  /** The question card in the run, scrolled into view and briefly marked. */
+  reveal() {
+    const id = this.questionId;
+    if (id === null) return;
+    const card = document.querySelector(`.question-card[data-question-id="${CSS.escape(id)}"]`);
+    card?.scrollIntoView({ block: 'center', behavior: 'smooth' });
+    card?.classList.remove('flash');
+    void card?.offsetWidth;
+    card?.classList.add('flash');
+    this.input.focus();
+  }
+
   /** Hide the banner; `message` (if any) says why, where the banner was. */
   clear(message = null) {
     if (!this.pending) return;
-    const hadFocus = this.element.contains(document.activeElement);
     this.pending = null;
     this.element.hidden = true;
     this.element.classList.remove('pulse');
     this.title.set(null);
+    if (this.draft && !this.input.value.trim()) {
+      this.input.value = this.draft;
+      this.input.dispatchEvent(new Event('input'));
+    }
+    this.draft = '';
     if (message) {
       this.message.textContent = message;
       this.message.hidden = false;
     }
-    return hadFocus;
   }
 
   hideMessage() {
