@@ -17,13 +17,18 @@ from tests.fakes import ScriptedLLM, Step, calls, observe, reason, test_registry
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
 
-def asks_then_answers() -> ScriptedLLM:
-    return ScriptedLLM(
+def ask_steps() -> list[Step]:
+    """Ask "Which unit?", then finish with the answer."""
+    return [
         reason("ask"),
         calls(("request_input", {"question": "Which unit?"})),
         observe("km it is"),
         reason("done", finish=True, final="16.09 km"),
-    )
+    ]
+
+
+def asks_then_answers() -> ScriptedLLM:
+    return ScriptedLLM(*ask_steps())
 
 
 async def test_the_message_box_takes_the_answer_and_gives_back_the_draft(
@@ -71,12 +76,7 @@ class GatedLLM(ScriptedLLM):
 async def test_a_draft_typed_before_the_question_is_kept_for_later(
     start_server: StartServer, open_app: OpenApp
 ) -> None:
-    llm = GatedLLM(
-        reason("ask"),
-        calls(("request_input", {"question": "Which unit?"})),
-        observe("km it is"),
-        reason("done", finish=True, final="16.09 km"),
-    )
+    llm = GatedLLM(*ask_steps())
     harness = await start_server(llm, test_registry())
     app = await open_app(harness)
     await app.type_and_send("convert 10 miles")
