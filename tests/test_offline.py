@@ -229,7 +229,7 @@ async def test_arithmetic_in_one_step() -> None:
     assert control == {
         "observation": "The calculator returned 8.",
         "should_continue": False,
-        "final_answer": "2 + 2 × 3 = **8**",  # noqa: RUF001
+        "final_answer": "2 + 2 \u00d7 3 = **8**",
     }
 
 
@@ -365,14 +365,46 @@ async def test_tool_not_offered() -> None:
     _, control = await observe(history)
     unfinished = (
         "I couldn't finish: I needed the calculator tool to calculate 2+2*3, "
-        "but it wasn't run (it may not be enabled for this session)."
+        "but it isn't enabled for this session."
     )
     assert control == {
         "observation": "Nothing was done in this step that answers the request.",
         "should_continue": False,
         "final_answer": unfinished,
     }
-    assert await final(history) == unfinished
+    offered = (TOOLS["convert_units"].spec(), REQUEST_INPUT)
+    ending = await llm.complete(request("final", history, offered, "none"))
+    assert ending.content == unfinished
+
+
+async def test_a_run_cut_short_says_so_and_continue_carries_on() -> None:
+    """Two parts, a budget of one step: the final answer gives the first and
+    says the run ended before the second (the tool was there); "continue"
+    goes on with the same request, from its results so far."""
+    history = [Message.user("what is 2+2*3 and convert 10 miles to km")]
+    first = (await act(history)).tool_calls
+    assert first == (call("call_1", "calculator", expression="2+2*3"),)
+    history += [Message.assistant(None, list(first)), await result_of(first[0])]
+    answer = await final(history)
+    assert answer == (
+        "2 + 2 \u00d7 3 = **8**\n\n"
+        "I couldn't finish: the run ended before I could use the convert_units "
+        "tool to convert 10 miles to km. Ask me to continue and I'll carry on "
+        "from there."
+    )
+
+    history += [Message.assistant(answer), Message.user("Continue.")]
+    second = (await act(history)).tool_calls
+    conversion = call(
+        "call_2", "convert_units", value=10, from_unit="miles", to_unit="km"
+    )
+    assert second == (conversion,)
+    history += [Message.assistant(None, [conversion]), await result_of(conversion)]
+    _, control = await observe(history)
+    assert control["should_continue"] is False
+    assert control["final_answer"] == (
+        "2 + 2 \u00d7 3 = **8**\n\n10 miles is **16.0934 km**"
+    )
 
 
 async def test_request_input_not_offered_asks_in_text() -> None:

@@ -130,3 +130,41 @@ async def test_two_kinds_of_request_in_tool_mode_and_with_a_plan(
         "Call current_time to get the time in Europe/London.",
     ]
     assert planned[-3]["message"].startswith("3 × 7 = **21**\n\nIt's ")  # noqa: RUF001
+
+
+async def test_a_run_out_of_steps_says_so_and_continue_finishes_it(
+    start_server: StartServer,
+) -> None:
+    harness = await start_server(llm_provider="offline")
+    client, _ = await harness.ready_client()
+    two_parts = "what is 2+2*3 and convert 10 miles to km"
+
+    first = await client.chat(two_parts, agent_mode=True, agent_max_steps=1)
+
+    assert labels(first) == [
+        "agent_start",
+        "agent_turn_start",
+        "agent_reason",
+        "tool_start:calculator",
+        "tool_complete:calculator",
+        "agent_observe",
+        "agent_max_steps_reached",
+        *["token_stream"] * 3,  # the final answer, streamed
+        *END,
+    ]
+    assert first[-2]["reason"] == "max_steps"
+    assert first[-3]["message"] == (
+        "2 + 2 \u00d7 3 = **8**\n\n"
+        "I couldn't finish: the run ended before I could use the convert_units "
+        "tool to convert 10 miles to km. Ask me to continue and I'll carry on "
+        "from there."
+    )
+
+    second = await client.chat("Continue", agent_mode=True, agent_max_steps=5)
+
+    tools = [f["tool_name"] for f in second if f["type"] == "tool_start"]
+    assert tools == ["convert_units"]  # the calculator is not run again
+    assert second[-2]["reason"] == "finished"
+    assert second[-3]["message"] == (
+        "2 + 2 \u00d7 3 = **8**\n\n10 miles is **16.0934 km**"
+    )

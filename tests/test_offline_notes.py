@@ -22,7 +22,15 @@ from backend.tools.base import ToolContext
 from backend.tools.builtin import builtin_tools
 from backend.tools.notes import MemoryNotebook, note_tools
 from tests.conftest import StartServer
-from tests.offline_driver import REQUEST_INPUT, WORDS, Phases, call, failed
+from tests.offline_driver import (
+    REQUEST_INPUT,
+    WORDS,
+    Phases,
+    call,
+    failed,
+    llm,
+    request,
+)
 from tests.ws_client import labels
 
 BUILTIN_SPECS = tuple(tool.spec() for tool in builtin_tools())
@@ -252,9 +260,12 @@ async def test_save_needs_the_tool_offered() -> None:
         (),
     )
     history.append(Message.assistant(completion.content))
-    assert await final(history) == (
+    ending = await llm.complete(
+        request("final", history, (*BUILTIN_SPECS, REQUEST_INPUT), "none")
+    )
+    assert ending.content == (
         "I couldn't finish: I needed the save_note tool to save the note "
-        "“buy milk”, but it wasn't run (it may not be enabled for this session)."
+        "“buy milk”, but it isn't enabled for this session."
     )
 
 

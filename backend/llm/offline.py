@@ -40,7 +40,13 @@ from backend.llm.base import (
 from backend.llm.offline_plan import Plan, Todo, plan
 from backend.llm.offline_run import REQUEST_INPUT, read
 from backend.llm.offline_skill import Call, NoSkills, Question, SkillBook
-from backend.llm.offline_words import Words, not_run, still_missing, unavailable
+from backend.llm.offline_words import (
+    Words,
+    not_reached,
+    not_run,
+    still_missing,
+    unavailable,
+)
 
 MODEL = "loopwire-offline"
 PROVIDER = "offline"
@@ -105,10 +111,10 @@ class _Turn:
         self.words = Words(available)
         self.conversation = read(request.messages)
         self.plan = plan(self.conversation, available, self.words)
+        self.listed = frozenset(t.name for t in request.tools)
+        """The session's tools (the final answer lists them, offering none)."""
         self.offered: Collection[str] = (
-            frozenset()
-            if request.tool_choice == "none"
-            else frozenset(t.name for t in request.tools)
+            frozenset() if request.tool_choice == "none" else self.listed
         )
 
     def call(self, name: str, arguments: dict[str, Any]) -> ToolCall:
@@ -342,6 +348,8 @@ def _closing(turn: _Turn) -> str:
     todo = current.next
     if todo is not None:
         match todo.need:
+            case Call(goal=goal) if todo.tool in turn.listed:
+                texts.append(not_reached(todo.tool, goal))
             case Call(goal=goal):
                 texts.append(not_run(todo.tool, goal))
             case Question(missing=missing):

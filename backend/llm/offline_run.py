@@ -1,9 +1,12 @@
 """What the offline model reads of a request: the user's words and this
-run's tool results (with their status from the message metadata)."""
+run's tool results (with their status from the message metadata). A
+"continue" goes on with the request before it: that request, and the tool
+results since it, are what is read."""
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -74,8 +77,18 @@ READ_CHARS = 2000
 requests people type, and a bound keeps every pattern's cost bounded too."""
 
 
+CONTINUE = re.compile(
+    r"\s*(continue|go on|keep going|carry on|proceed)\b[\s.!]*", re.IGNORECASE
+)
+"""A message that only asks to go on with the request before it."""
+
+
 def read(messages: Sequence[Message]) -> Conversation:
     users = [i for i, m in enumerate(messages) if m.role == "user"]
+    while len(users) > 1 and CONTINUE.fullmatch(messages[users[-1]].content or ""):
+        # "continue": the request before it goes on, its results so far kept
+        messages = [m for i, m in enumerate(messages) if i != users[-1]]
+        users = [i for i, m in enumerate(messages) if m.role == "user"]
     run = messages[users[-1] + 1 :] if users else messages
     calls = {call.id: call for m in run for call in m.tool_calls}
     results = tuple(

@@ -94,9 +94,18 @@ def unavailable(tool: str, goal: str) -> str:
 
 
 def not_run(tool: str, goal: str) -> str:
+    """The tool is not among this session's tools."""
     return (
-        f"I couldn't finish: I needed the {tool} tool to {goal}, but it wasn't run "
-        "(it may not be enabled for this session)."
+        f"I couldn't finish: I needed the {tool} tool to {goal}, but it isn't "
+        "enabled for this session."
+    )
+
+
+def not_reached(tool: str, goal: str) -> str:
+    """The tool was there, but the run ended (steps, time, a stop) before it ran."""
+    return (
+        f"I couldn't finish: the run ended before I could use the {tool} tool to "
+        f"{goal}. Ask me to continue and I'll carry on from there."
     )
 
 

@@ -175,6 +175,7 @@ async def test_max_steps_input_is_honoured_and_capped(
         Completion(content="No action needed."),
         observe("more"),
         "Partial answer.",
+        reason("done", finish=True, final="All done."),
     )
     harness = await start_server(llm, test_registry(), agent_max_steps_cap=5)
     app = await open_app(harness)
@@ -195,13 +196,33 @@ async def test_max_steps_input_is_honoured_and_capped(
     assert await app.texts(".phase-act .muted") == ["No tool call in this step."] * 2
     turn = app.assistant()
     await expect(turn.locator(".run-notice-warn")).to_have_text(
-        "Reached the step budget (2 steps). Writing a final answer with what it has."
+        "Used up the step budget (2 steps): the agent answers with what it has "
+        "so far, and you can let it continue."
     )
     await expect(turn.locator(".answer")).to_have_text("Partial answer.")
     await expect(turn.locator(".run-meta")).to_contain_text(
         "Step budget used up · 2 steps"
     )
     assert app.sent_of("chat")[0]["agent_max_steps"] == 2
+
+    # Continue: a follow-up run with 5 more steps; the button goes with it
+    await turn.get_by_role("button", name="Continue (+5 steps)").click()
+    await app.wait_idle()
+    await expect(app.answers().last).to_have_text("All done.")
+    await expect(app.loc(".turn-user .bubble-text").last).to_have_text("Continue")
+    await expect(
+        app.page.get_by_role("button", name="Continue (+5 steps)")
+    ).to_have_count(0)
+    follow_up = app.sent_of("chat")[1]
+    assert (
+        follow_up["content"],
+        follow_up["agent_mode"],
+        follow_up["agent_max_steps"],
+    ) == (
+        "Continue",
+        True,
+        5,
+    )
 
 
 async def test_request_input_banner_answer_continues_the_run(

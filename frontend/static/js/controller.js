@@ -118,7 +118,12 @@ export class Controller extends EventTarget {
   }
 
   newRunView(mode) {
-    const view = new RunView({ mode, onGrant: (steps) => this.grant(steps) });
+    for (const earlier of this.runs.values()) earlier.hideContinue();
+    const view = new RunView({
+      mode,
+      onGrant: (steps) => this.grant(steps),
+      onContinue: (steps) => this.continueRun(steps),
+    });
     this.messages.add(view.element);
     return view;
   }
@@ -250,18 +255,23 @@ export class Controller extends EventTarget {
 
   // ---------------------------------------------------------------- user actions
 
-  /** Send a chat; returns true when it went out. */
-  sendChat(content) {
+  /** A run that used up its steps goes on: a follow-up "Continue" with `steps` more. */
+  continueRun(steps) {
+    return this.sendChat('Continue', { agent_mode: true, agent_max_steps: Math.min(steps, this.info.limits.max_steps_cap) });
+  }
+
+  /** Send a chat (`overrides`: fields of the frame instead of the settings'); true when it went out. */
+  sendChat(content, overrides = {}) {
     const text = content.trim();
     if (!text || this.running || !this.connection.isOpen) return false;
-    const frame = this.settings.chatFrame(text, this.info);
+    const frame = { ...this.settings.chatFrame(text, this.info), ...overrides };
     const size = new TextEncoder().encode(JSON.stringify(frame)).length;
     if (size > this.info.limits.max_message_bytes) {
       this.messages.notice({ kind: 'error', title: 'Message too long', text: `It is ${size} bytes; this server accepts at most ${this.info.limits.max_message_bytes}.` });
       return false;
     }
     if (!this.connection.send(frame)) return false;
-    const mode = this.settings.modeFor(this.info);
+    const mode = frame.agent_mode ? 'agent' : this.settings.modeFor(this.info);
     const bubble = this.messages.addUser(text, mode);
     const view = this.newRunView(mode);
     this.pending = { content: text, mode, bubble, view };

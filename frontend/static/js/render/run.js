@@ -43,8 +43,11 @@ export function phaseAfter(frame, agent) {
   }
 }
 
+/** Steps a run that used up its budget is continued with. */
+export const CONTINUE_STEPS = 5;
+
 export class RunView {
-  constructor({ mode, onGrant }) {
+  constructor({ mode, onGrant, onContinue }) {
     this.runId = null;
     this.agent = mode === 'agent';
     this.maxSteps = null;
@@ -56,6 +59,8 @@ export class RunView {
     this.active = true;
     this.trace = null;
     this.onGrant = onGrant;
+    this.onContinue = onContinue;
+    this.continueButton = null;
 
     this.notices = h('div', { class: 'run-notices' });
     this.answer = h('div', { class: 'answer', hidden: true });
@@ -200,7 +205,7 @@ export class RunView {
   }
 
   maxStepsReached({ steps }) {
-    this.notice('warn', `Reached the step budget (${plural(steps, 'step')}). Writing a final answer with what it has.`);
+    this.notice('warn', `Used up the step budget (${plural(steps, 'step')}): the agent answers with what it has so far, and you can let it continue.`);
   }
 
   stopped({ step, mode }) {
@@ -226,6 +231,22 @@ export class RunView {
     this.meta.textContent = parts.join(' · ');
     this.meta.hidden = false;
     this.element.dataset.reason = reason;
+    if (reason === 'max_steps' && this.onContinue && !this.continueButton) {
+      this.continueButton = h(
+        'button',
+        { type: 'button', class: 'button button-quiet run-continue' },
+        icon('plus'),
+        h('span', { text: `Continue (+${CONTINUE_STEPS} steps)` }),
+      );
+      this.continueButton.addEventListener('click', () => this.onContinue(CONTINUE_STEPS));
+      this.meta.after(this.continueButton);
+    }
+  }
+
+  /** A later run started: this one is no longer the one to continue. */
+  hideContinue() {
+    this.continueButton?.remove();
+    this.continueButton = null;
   }
 
   // ---------------------------------------------------------------- questions
