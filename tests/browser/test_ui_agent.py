@@ -410,3 +410,31 @@ async def test_a_plan_shows_before_the_steps_that_carry_it_out(
     ]
     await expect(turn.locator(".answer strong")).to_have_text("2")
     assert llm.purposes == ["plan", "act", "observe", "plan", "act", "observe"]
+
+
+async def test_stop_after_this_step_lets_the_tool_finish(
+    start_server: StartServer, open_app: OpenApp
+) -> None:
+    slow = SlowTool()
+    llm = ScriptedLLM(reason(), calls(("slow", {"label": "x"})))
+    harness = await start_server(llm, test_registry(slow))
+    app = await open_app(harness)
+    await app.type_and_send("go")
+    await slow.started.wait()
+    stop_after = app.page.get_by_role("button", name="Stop after this step")
+    await stop_after.click()
+    await expect(stop_after).to_be_hidden()
+    await expect(app.loc(".busy-step")).to_have_text("Step 1 / 10 · stopping after it")
+    run = next(iter(harness.service.sessions.values())).run
+    await run.control.stop_after_step.wait()  # the server took it
+    slow.release.set()
+    await app.wait_idle()
+
+    await expect(app.loc(".tool-card")).to_have_attribute("data-status", "done")
+    await expect(app.assistant().locator(".run-notice-stop")).to_have_text(
+        "Stopped by you at step 1 (after the current step)."
+    )
+    assert app.sent_of("agent_control") == [
+        {"type": "agent_control", "action": "stop_after_step"}
+    ]
+    assert llm.purposes == ["reason", "act"]

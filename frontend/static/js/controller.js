@@ -123,6 +123,7 @@ export class Controller extends EventTarget {
       mode,
       onGrant: (steps) => this.grant(steps),
       onContinue: (steps) => this.continueRun(steps),
+      onStopAfterStep: () => this.stopAfterStep(),
     });
     this.messages.add(view.element);
     return view;
@@ -289,6 +290,12 @@ export class Controller extends EventTarget {
       this.stopWanted = true;
     }
     this.changed();
+  }
+
+  /** Let the step in progress finish, then end the run; true when it went out. */
+  stopAfterStep() {
+    if (!this.running || this.stopRequested) return false;
+    return this.connection.send({ type: 'agent_control', action: 'stop_after_step' });
   }
 
   grant(steps) {

@@ -47,7 +47,7 @@ export function phaseAfter(frame, agent) {
 export const CONTINUE_STEPS = 5;
 
 export class RunView {
-  constructor({ mode, onGrant, onContinue }) {
+  constructor({ mode, onGrant, onContinue, onStopAfterStep }) {
     this.runId = null;
     this.agent = mode === 'agent';
     this.maxSteps = null;
@@ -60,6 +60,7 @@ export class RunView {
     this.trace = null;
     this.onGrant = onGrant;
     this.onContinue = onContinue;
+    this.stopAfterRequested = false;
     this.continueButton = null;
 
     this.notices = h('div', { class: 'run-notices' });
@@ -69,7 +70,11 @@ export class RunView {
     this.grantButton = h('button', { type: 'button', class: 'link-button busy-grant', hidden: true }, icon('plus'), h('span', { text: '5 steps' }));
     this.grantButton.setAttribute('aria-label', 'Give the agent 5 more steps');
     this.grantButton.addEventListener('click', () => this.onGrant?.(5));
-    this.busy = h('div', { class: 'busy', role: 'status' }, spinner(), this.busyText, this.busyStep, this.grantButton);
+    this.stopAfterButton = h('button', { type: 'button', class: 'link-button busy-stop-after', hidden: true }, icon('stop'), h('span', { text: 'Stop after this step' }));
+    this.stopAfterButton.addEventListener('click', () => {
+      if (onStopAfterStep?.()) this.stopAfterStepRequested();
+    });
+    this.busy = h('div', { class: 'busy', role: 'status' }, spinner(), this.busyText, this.busyStep, this.grantButton, this.stopAfterButton);
     this.meta = h('p', { class: 'run-meta', hidden: true });
     this.body = h('div', { class: 'turn-body' }, this.notices, this.answer, this.busy, this.meta);
     this.element = h(
@@ -96,9 +101,17 @@ export class RunView {
 
   updateBusyStep() {
     const step = this.currentStep;
-    this.busyStep.textContent = step && this.agent ? `Step ${step.step} / ${this.maxSteps}` : '';
+    const where = step && this.agent ? `Step ${step.step} / ${this.maxSteps}` : '';
+    this.busyStep.textContent = where && this.stopAfterRequested ? `${where} · stopping after it` : where;
     const canGrant = this.agent && this.active && this.maxSteps !== null && this.cap !== null && this.maxSteps < this.cap;
     this.grantButton.hidden = !canGrant;
+    this.stopAfterButton.hidden = !(this.agent && this.active && step && !this.stopAfterRequested);
+  }
+
+  /** The graceful stop was sent: the step in progress finishes, then the run ends. */
+  stopAfterStepRequested() {
+    this.stopAfterRequested = true;
+    this.updateBusyStep();
   }
 
   // ---------------------------------------------------------------- trace
