@@ -118,12 +118,13 @@ export class Controller extends EventTarget {
   }
 
   newRunView(mode) {
-    for (const earlier of this.runs.values()) earlier.hideContinue();
+    for (const earlier of this.runs.values()) earlier.retire();
     const view = new RunView({
       mode,
       onGrant: (steps) => this.grant(steps),
       onContinue: (steps) => this.continueRun(steps),
       onStopAfterStep: () => this.stopAfterStep(),
+      onRetry: () => this.retry(view),
     });
     this.messages.add(view.element);
     return view;
@@ -290,6 +291,18 @@ export class Controller extends EventTarget {
       this.stopWanted = true;
     }
     this.changed();
+  }
+
+  /** Ask the same again: a new run with the message and mode of `view`'s. */
+  retry(view) {
+    const said = view.runId ? this.transcript.message(view.runId) : null;
+    if (!said) return false;
+    const modes = {
+      agent: { agent_mode: true },
+      tools: { agent_mode: false },
+      plain: { agent_mode: false, selected_tools: [] },
+    };
+    return this.sendChat(said.content, modes[said.mode] ?? {});
   }
 
   /** Let the step in progress finish, then end the run; true when it went out. */

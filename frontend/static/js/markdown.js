@@ -5,8 +5,11 @@
 //  - DOMPurify then removes anything dangerous that is left, only http(s),
 //    mailto and #fragment links survive, and links open with rel="noopener noreferrer";
 //  - the page's CSP (script-src 'self', Trusted Types) is the last line.
+// Fenced code with a language highlight.js knows is highlighted (its spans
+// go through DOMPurify with the rest: only its `hljs…` classes are kept).
 import { Marked } from '../vendor/marked/marked.esm.js';
 import DOMPurify from '../vendor/dompurify/purify.es.js';
+import hljs from '../vendor/highlight/highlight.min.js';
 
 const SAFE_LINK = /^(?:https?:|mailto:|#)/i;
 
@@ -43,6 +46,15 @@ const marked = new Marked({
       const escaped = escapeHtml(text);
       return block ? `<p>${escaped}</p>` : escaped;
     },
+    code({ text, lang }) {
+      const language = String(lang ?? '').trim().split(/\s+/)[0].toLowerCase();
+      if (language && hljs.getLanguage(language)) {
+        const { value } = hljs.highlight(text, { language, ignoreIllegals: true });
+        return `<pre><code class="hljs language-${escapeHtml(language)}">${value}</code></pre>\n`;
+      }
+      const kind = /^[\w+#.-]+$/.test(language) ? ` class="language-${language}"` : '';
+      return `<pre><code${kind}>${escapeHtml(text)}</code></pre>\n`;
+    },
     image({ href, text }) {
       const label = escapeHtml(text || 'image');
       if (href && /^https?:/i.test(href)) {
@@ -53,8 +65,11 @@ const marked = new Marked({
   },
 });
 
+/** A class the renderer gave: a code block's language, or highlight.js's. */
+const OUR_CLASS = /^(?:language-[\w+#.-]+|hljs(?:-[\w-]+)?|[a-z]+_+)$/;
+
 DOMPurify.addHook('uponSanitizeAttribute', (node, data) => {
-  if (data.attrName === 'class' && !/^language-[\w+#.-]+$/.test(data.attrValue)) {
+  if (data.attrName === 'class' && !data.attrValue.split(/\s+/).every((name) => OUR_CLASS.test(name))) {
     data.keepAttr = false;
   }
 });

@@ -1,5 +1,6 @@
 // The conversation list: user bubbles, assistant runs, notices; keeps the
 // view pinned to the bottom while the user has not scrolled up.
+import { copyButton } from './copy.js';
 import { h, icon } from '../dom.js';
 
 const ERROR_TITLES = {
@@ -49,7 +50,7 @@ export class MessageList {
       'li',
       { class: 'turn turn-user', dataset: { mode: mode ?? '' } },
       h('div', { class: 'bubble' }, h('p', { class: 'bubble-text', text: content })),
-      label ? h('span', { class: 'turn-tag', text: label }) : null,
+      h('div', { class: 'turn-user-foot' }, label ? h('span', { class: 'turn-tag', text: label }) : null, copyButton(() => content, { what: 'message' })),
     );
     bubble.setAttribute('aria-label', 'You');
     this.pinned = true;

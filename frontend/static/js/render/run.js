@@ -2,6 +2,7 @@
 // the streamed then final answer, the busy indicator and a summary line.
 import { h, icon, spinner } from '../dom.js';
 import { setMarkdown } from '../markdown.js';
+import { addCodeCopyButtons, copyButton } from './copy.js';
 import { formatDuration, formatNumber, plural } from '../format.js';
 import { errorTitle } from './messages.js';
 import { QuestionCard, StepView } from './steps.js';
@@ -47,7 +48,7 @@ export function phaseAfter(frame, agent) {
 export const CONTINUE_STEPS = 5;
 
 export class RunView {
-  constructor({ mode, onGrant, onContinue, onStopAfterStep }) {
+  constructor({ mode, onGrant, onContinue, onStopAfterStep, onRetry }) {
     this.runId = null;
     this.agent = mode === 'agent';
     this.maxSteps = null;
@@ -60,6 +61,10 @@ export class RunView {
     this.trace = null;
     this.onGrant = onGrant;
     this.onContinue = onContinue;
+    this.onRetry = onRetry;
+    this.retired = false;
+    this.answerText = '';
+    this.actions = null;
     this.stopAfterRequested = false;
     this.continueButton = null;
 
@@ -244,7 +249,7 @@ export class RunView {
     this.meta.textContent = parts.join(' · ');
     this.meta.hidden = false;
     this.element.dataset.reason = reason;
-    if (reason === 'max_steps' && this.onContinue && !this.continueButton) {
+    if (reason === 'max_steps' && this.onContinue && !this.continueButton && !this.retired) {
       this.continueButton = h(
         'button',
         { type: 'button', class: 'button button-quiet run-continue' },
@@ -256,10 +261,12 @@ export class RunView {
     }
   }
 
-  /** A later run started: this one is no longer the one to continue. */
-  hideContinue() {
+  /** A later run started: this one is no longer the one to continue or retry. */
+  retire() {
+    this.retired = true;
     this.continueButton?.remove();
     this.continueButton = null;
+    this.actions?.querySelector('.turn-retry')?.remove();
   }
 
   // ---------------------------------------------------------------- questions
@@ -332,9 +339,22 @@ export class RunView {
   response({ message }) {
     this.stream = null;
     setMarkdown(this.answer, message);
+    addCodeCopyButtons(this.answer);
+    this.answerText = message;
     this.answer.hidden = !message;
     this.answer.dataset.state = 'final';
     this.answer.removeAttribute('aria-busy');
+  }
+
+  /** Under a finished answer: copy it, and (on the latest run) ask again. */
+  showActions() {
+    if (this.actions || !this.answerText) return;
+    const retry = this.onRetry && !this.retired
+      ? h('button', { type: 'button', class: 'copy-button turn-retry', 'aria-label': 'Retry: ask the same again' }, icon('retry'), h('span', { text: 'Retry' }))
+      : null;
+    retry?.addEventListener('click', () => this.onRetry());
+    this.actions = h('div', { class: 'turn-actions' }, copyButton(() => this.answerText, { what: 'answer' }), retry);
+    this.answer.after(this.actions);
   }
 
   notice(kind, text) {
@@ -355,6 +375,7 @@ export class RunView {
     if (this.stream) this.answer.querySelector('.caret')?.remove();
     this.answer.removeAttribute('aria-busy');
     this.busy.remove();
+    this.showActions();
     if (this.trace) {
       this.trace.open = false;
       this.updateTraceStats();
