@@ -431,6 +431,8 @@ async def test_stop_after_this_step_lets_the_tool_finish(
     await app.wait_idle()
 
     await expect(app.loc(".tool-card")).to_have_attribute("data-status", "done")
+    # stopped, not finished: the steps stay open to show where it ended
+    await expect(app.loc(".trace")).to_have_attribute("open", "")
     await expect(app.assistant().locator(".run-notice-stop")).to_have_text(
         "Stopped by you at step 1 (after the current step)."
     )

@@ -17,6 +17,9 @@ const COMPLETION_TEXT = {
   error: 'Ended with an error',
 };
 
+/** Endings after which the steps fold away into one line (the rest stay open). */
+const FOLDS_AWAY = new Set(['finished', 'max_steps']);
+
 /** What is running after `frame`, for the busy indicator (null = unchanged). */
 export function phaseAfter(frame, agent) {
   const kind = frame.type === 'agent_update' ? frame.update_type : frame.type;
@@ -377,7 +380,8 @@ export class RunView {
     this.busy.remove();
     this.showActions();
     if (this.trace) {
-      this.trace.open = false;
+      // a run that did not finish keeps its steps open: where it ended matters
+      this.trace.open = !FOLDS_AWAY.has(this.element.dataset.reason ?? 'finished');
       this.updateTraceStats();
     }
   }
