@@ -340,7 +340,7 @@ async def test_more_steps_can_be_granted_while_running(
     await app.type_and_send("go")
     await expect(app.loc(".step-badge")).to_have_text("Step 1 / 1")
     await hang.started.wait()
-    await app.page.get_by_role("button", name="Give the agent 5 more steps").click()
+    await app.page.get_by_role("button", name="Give the agent 5 steps more").click()
 
     await expect(app.loc(".step-badge")).to_have_text("Step 1 / 6")
     await expect(app.loc(".busy-step")).to_have_text("Step 1 / 6")
@@ -350,10 +350,10 @@ async def test_more_steps_can_be_granted_while_running(
     assert app.sent_of("agent_control") == [
         {"type": "agent_control", "action": "grant_steps", "steps": 5}
     ]
-    await app.page.get_by_role("button", name="Give the agent 5 more steps").click()
+    await app.page.get_by_role("button", name="Give the agent 5 steps more").click()
     await expect(app.loc(".step-badge")).to_have_text("Step 1 / 8")  # the server cap
     await expect(
-        app.page.get_by_role("button", name="Give the agent 5 more steps")
+        app.page.get_by_role("button", name="Give the agent 5 steps more")
     ).to_be_hidden()
     await app.stop_button.click()
     await app.wait_idle()

@@ -59,9 +59,12 @@ class App:
         viewport: dict[str, int] | None = None,
         color_scheme: str = "light",
         touch: bool = False,
+        bypass_csp: bool = False,
     ) -> App:
-        """`touch`: a phone's touch screen (coarse pointer, no hover)."""
+        """`touch`: a phone's touch screen (coarse pointer, no hover);
+        `bypass_csp`: let a test inject a script (axe-core) into the page."""
         context = await browser.new_context(
+            bypass_csp=bypass_csp,
             viewport=viewport or DESKTOP,  # type: ignore[arg-type]
             color_scheme=color_scheme,  # type: ignore[arg-type]
             reduced_motion="reduce",

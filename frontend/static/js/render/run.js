@@ -76,7 +76,7 @@ export class RunView {
     this.busyText = h('span', { class: 'busy-text' });
     this.busyStep = h('span', { class: 'busy-step' });
     this.grantButton = h('button', { type: 'button', class: 'link-button busy-grant', hidden: true }, icon('plus'), h('span', { text: '5 steps' }));
-    this.grantButton.setAttribute('aria-label', 'Give the agent 5 more steps');
+    this.grantButton.setAttribute('aria-label', 'Give the agent 5 steps more');
     this.grantButton.addEventListener('click', () => this.onGrant?.(5));
     this.stopAfterButton = h('button', { type: 'button', class: 'link-button busy-stop-after', hidden: true }, icon('stop'), h('span', { text: 'Stop after this step' }));
     this.stopAfterButton.addEventListener('click', () => {
