@@ -1,6 +1,7 @@
 """axe-core (vendored, tests only) finds no serious or critical violation in
 the page's main states: empty, a finished agent run, a question waiting, an
-approval asked, and on a phone with the conversations drawer open."""
+approval asked, the shortcuts dialog, light and dark, and on a phone with
+the conversations drawer open."""
 
 from __future__ import annotations
 
@@ -62,6 +63,9 @@ async def test_the_main_states_have_no_serious_violations(
         await app.page.keyboard.press("Enter")
         await app.wait_idle()
         assert await violations(app) == [], "a finished run"
+        await app.page.get_by_role("button", name="Keyboard shortcuts").click()
+        await expect(app.page.get_by_role("dialog")).to_be_visible()
+        assert await violations(app) == [], "the shortcuts dialog"
         assert app.problems == []
     finally:
         await app.close()

@@ -214,8 +214,33 @@ byId('examples').addEventListener('click', (event) => {
   focusComposer();
 });
 
+// ---------------------------------------------------------------- shortcuts
+
+const shortcuts = byId('shortcuts');
+byId('shortcuts-button').addEventListener('click', () => shortcuts.showModal());
+
+/** The page's keyboard shortcuts (listed in the #shortcuts dialog). */
+function shortcut(event) {
+  const command = event.ctrlKey || event.metaKey;
+  const key = event.key.toLowerCase();
+  if (command && event.shiftKey && key === 'o') return () => openConversation(null);
+  if (command && event.shiftKey && key === 's') return () => sidebar.setOpen(!sidebar.isOpen);
+  if (command && !event.shiftKey && key === '/') return () => shortcuts.showModal();
+  if (event.shiftKey && key === 'escape') return focusComposer;
+  return null;
+}
+
 document.addEventListener('keydown', (event) => {
-  if (event.key !== 'Escape' || event.defaultPrevented) return;
+  if (event.defaultPrevented || shortcuts.open || approvals.dialog.open) return;
+  const action = shortcut(event);
+  if (action) {
+    event.preventDefault();
+    action();
+  }
+});
+
+document.addEventListener('keydown', (event) => {
+  if (event.key !== 'Escape' || event.shiftKey || event.defaultPrevented) return;
   if (approvals.dialog.open) return;
   if (controls.isOpenAsDrawer) {
     controls.setOpen(false, true);
