@@ -11,6 +11,7 @@ import {
 } from './conversations.js';
 import { byId } from './dom.js';
 import { Settings, Transcript } from './state.js';
+import { Theme } from './theme.js';
 import { ApprovalDialog } from './render/approval.js';
 import { QuestionBanner } from './render/banner.js';
 import { ControlsPanel } from './render/controls.js';
@@ -22,6 +23,7 @@ import { Toast } from './render/toast.js';
 const config = JSON.parse(byId('lw-config').textContent);
 const TOUCH = window.matchMedia('(pointer: coarse)');
 
+new Theme();
 const settings = new Settings();
 const transcript = new Transcript();
 const openedId = conversationInUrl();
