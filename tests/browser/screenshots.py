@@ -1,12 +1,17 @@
 """Screenshots of the chat page for the docs: `make screenshots`.
 
 Runs the real app on the built-in offline model, drives the page in Chromium
-the way a new user would, and writes into `docs/screenshots/` (or the folder
-given as the first argument):
+the way a new user would (a first conversation that saves a note, asking
+approval; then a new one with a tool call and a clarifying question), and
+writes into `docs/screenshots/` (or the folder given as the first argument):
 
-- `agent-run.png`   an agent run with its phases expanded (1280x860)
-- `pause-banner.png` the agent asking a clarifying question (1280x860)
-- `mobile.png`      the same conversation at 375px wide
+- `approval.png`            the approval dialog (1280x860)
+- `pause-banner.png`        the agent asking a clarifying question (1280x860)
+- `agent-run.png`           the finished run with its phases expanded, the
+                            conversations listed beside it (1280x860)
+- `mobile-approval.png`, `mobile-question.png`, `mobile.png`
+                            the same at 375px wide
+- `mobile-conversations.png` the conversations drawer at 375px
 """
 
 from __future__ import annotations
@@ -19,46 +24,80 @@ from playwright.async_api import Browser, async_playwright, expect
 
 from backend.app import create_app
 from backend.settings import Settings
-from tests.browser.ui import CHROMIUM, CHROMIUM_ARGS, DESKTOP, App
+from tests.browser.ui import CHROMIUM, CHROMIUM_ARGS, DESKTOP, PHONE, App
 from tests.live_server import serving
 
 OUT = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
-MOBILE = {"width": 375, "height": 812}
+NAMES = (
+    "approval.png",
+    "pause-banner.png",
+    "agent-run.png",
+    "mobile-approval.png",
+    "mobile-question.png",
+    "mobile.png",
+    "mobile-conversations.png",
+)
 
 
-async def conversation(app: App, *, shoot_banner: Path | None) -> None:
-    """Ask something that needs a tool, then something that needs a question."""
+async def new_chat(app: App, *, phone: bool) -> None:
+    if phone:
+        await app.page.get_by_role("button", name="Conversations").click()
+    await app.page.get_by_role("button", name="New chat").click()
+    await expect(app.loc("#messages > *")).to_have_count(0)
+    await app.expect_connected()
+
+
+async def conversations(app: App, shots: dict[str, Path], *, phone: bool) -> None:
+    """A note saved after approval; then a new chat: a tool call, and a
+    question answered."""
+    await app.type_and_send("remember: buy milk")
+    await expect(app.dialog).to_be_visible()
+    await app.page.screenshot(path=shots["approval"])
+    await app.page.get_by_role("button", name="Approve").click()
+    await app.wait_idle()
+    await new_chat(app, phone=phone)
     await app.type_and_send("What is 2+2*3?")
     await app.wait_idle()
     await app.type_and_send("convert 10 miles")
     await expect(app.banner).to_be_visible()
-    if shoot_banner is not None:
-        await app.page.screenshot(path=shoot_banner)
+    await app.page.screenshot(path=shots["question"])
     await app.page.keyboard.type("km")
     await app.page.keyboard.press("Enter")
     await app.wait_idle()
-    await app.assistant().locator(".trace-summary").click()
-    # the run from its start, its answer underneath
-    await app.assistant().evaluate("turn => turn.scrollIntoView({block: 'start'})")
+    current = app.loc(".conversation-link[aria-current=page]")
+    await expect(current).to_have_text("What is 2+2*3?")
 
 
 async def shoot(browser: Browser, url: str, out: Path) -> None:
     desktop = await App.open(browser, url, viewport=DESKTOP)
     try:
         await desktop.load()
+        shots = {"approval": out / "approval.png", "question": out / "pause-banner.png"}
+        await conversations(desktop, shots, phone=False)
+        await desktop.assistant().locator(".trace-summary").click()
+        # the run from its start, its answer underneath
+        await desktop.assistant().evaluate(
+            "turn => turn.scrollIntoView({block: 'start'})"
+        )
         await desktop.composer.blur()
-        await conversation(desktop, shoot_banner=out / "pause-banner.png")
         await desktop.page.screenshot(path=out / "agent-run.png")
     finally:
         await desktop.close()
-    mobile = await App.open(browser, url, viewport=MOBILE)
+    phone = await App.open(browser, url, viewport=PHONE, touch=True)
     try:
-        await mobile.load()
-        await conversation(mobile, shoot_banner=None)
-        await mobile.loc("#scroller").evaluate("s => { s.scrollTop = s.scrollHeight; }")
-        await mobile.page.screenshot(path=out / "mobile.png")
+        await phone.load()
+        shots = {
+            "approval": out / "mobile-approval.png",
+            "question": out / "mobile-question.png",
+        }
+        await conversations(phone, shots, phone=True)
+        await phone.loc("#scroller").evaluate("s => { s.scrollTop = s.scrollHeight; }")
+        await phone.page.screenshot(path=out / "mobile.png")
+        await phone.page.get_by_role("button", name="Conversations").click()
+        await expect(phone.loc("#sidebar")).to_be_visible()
+        await phone.page.screenshot(path=out / "mobile-conversations.png")
     finally:
-        await mobile.close()
+        await phone.close()
 
 
 async def take_all(out: Path) -> None:
@@ -73,7 +112,7 @@ async def take_all(out: Path) -> None:
             await shoot(browser, server.url("/"), out)
         finally:
             await browser.close()
-    for name in ("agent-run.png", "pause-banner.png", "mobile.png"):
+    for name in NAMES:
         print(f"wrote {out / name}")
 
 
