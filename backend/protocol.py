@@ -169,6 +169,9 @@ class ToolInfo(BaseModel):
 
     name: str
     description: str
+    """What the model is told."""
+    summary: str
+    """What it does, in words for people (shown by the UI)."""
     effect: ToolEffectInfo
 
 

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ValidationError
 from backend.errors import ToolError
 from backend.tools.base import Tool, ToolContext, ToolEffect, ToolRegistry
 from backend.tools.builtin import builtin_tools
+from backend.tools.notes import MemoryNotebook, note_tools
 
 FIXED = datetime(2026, 11, 22, 13, 5, 42, 123456, tzinfo=UTC)
 CTX = ToolContext(session_id="s")
@@ -47,6 +48,29 @@ def test_builtin_tools_are_fresh_read_only_and_registrable() -> None:
     effect = ToolEffect(read_only=True, idempotent=True)
     assert all(t.effect == effect for t in first)
     assert ToolRegistry(first).names == ("calculator", "current_time", "convert_units")
+
+
+def test_every_tool_says_what_it_does_for_people() -> None:
+    """The UI shows `people_summary`; the model gets `description`."""
+    tools = [*builtin_tools(), *note_tools(MemoryNotebook())]
+    assert {t.name: t.people_summary for t in tools} == {
+        "calculator": "Works out arithmetic exactly.",
+        "current_time": "Tells the current date and time in a city or timezone.",
+        "convert_units": "Converts lengths, weights, temperatures, speeds and more.",
+        "save_note": "Saves a note for you to find later; asks you first.",
+        "list_notes": "Lists the notes you saved.",
+        "delete_note": "Deletes one of your saved notes.",
+    }
+
+    class NoArgs(BaseModel):
+        pass
+
+    async def nothing(args: NoArgs, ctx: ToolContext) -> None:
+        return None
+
+    bare = Tool("probe", "Checks a host. Use it when asked to ping.", NoArgs, nothing)
+    assert bare.people_summary == "Checks a host."  # the first sentence
+    assert Tool("x", "No full stop", NoArgs, nothing).people_summary == "No full stop"
 
 
 def test_specs_describe_every_argument() -> None:

@@ -148,7 +148,7 @@ class ToolCalls:
                         tool_call_id=call.id,
                         tool_name=tool.name,
                         arguments=parse_arguments(call.arguments),
-                        description=tool.description,
+                        description=tool.people_summary,
                         step=state.step,
                         deadline=self._clock() + self.config.approval_timeout_s,
                     )

@@ -619,6 +619,7 @@ def _tool_info(tool: AnyTool) -> ToolInfo:
     return ToolInfo(
         name=tool.name,
         description=tool.description,
+        summary=tool.people_summary,
         effect=ToolEffectInfo(
             read_only=effect.read_only,
             idempotent=effect.idempotent,

@@ -96,6 +96,9 @@ class Tool(Generic[A]):
     side_effects: tuple[SideEffect, ...] = ()
     offline: OfflineSkill | None = None
     """What this tool teaches the embedded offline model (optional)."""
+    summary: str = ""
+    """What it does, for people (the UI's tool list and approval dialog);
+    empty: the first sentence of `description`, which is for the model."""
     _spec: ToolSpec = field(init=False, repr=False, compare=False)
     runs_in: RunsIn = field(init=False, compare=False)
     """Where the executor runs `fn`: the event loop, a thread or a process."""
@@ -106,6 +109,14 @@ class Tool(Generic[A]):
         spec = ToolSpec(name=self.name, description=self.description, parameters=schema)
         object.__setattr__(self, "_spec", spec)  # computed once: schemas are costly
         object.__setattr__(self, "runs_in", _runs_in(self))
+
+    @property
+    def people_summary(self) -> str:
+        """`summary`, or the first sentence of the model's description."""
+        if self.summary:
+            return self.summary
+        first, dot, _ = self.description.strip().partition(". ")
+        return first + ("." if dot else "")
 
     def spec(self) -> ToolSpec:
         """What the model sees: name, description, the arguments' JSON Schema."""

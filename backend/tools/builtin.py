@@ -111,6 +111,7 @@ def current_time_tool(clock: Clock = utc_now) -> Tool[CurrentTimeArgs]:
         current_time,
         _EFFECT,
         offline=TimeSkill(),
+        summary="Tells the current date and time in a city or timezone.",
     )
 
 
@@ -124,6 +125,7 @@ def builtin_tools(clock: Clock = utc_now) -> list[Tool[Any]]:
             calculator,
             _EFFECT,
             offline=CalculatorSkill(),
+            summary="Works out arithmetic exactly.",
         ),
         current_time_tool(clock),
         Tool(
@@ -133,6 +135,7 @@ def builtin_tools(clock: Clock = utc_now) -> list[Tool[Any]]:
             convert_units,
             _EFFECT,
             offline=UnitsSkill(),
+            summary="Converts lengths, weights, temperatures, speeds and more.",
         ),
     ]
 

@@ -114,6 +114,7 @@ def note_tools(
             save_note,
             ToolEffect(requires_approval=True),
             offline=SaveNoteSkill(),
+            summary="Saves a note for you to find later; asks you first.",
         ),
         Tool(
             "list_notes",
@@ -122,6 +123,7 @@ def note_tools(
             list_notes,
             ToolEffect(read_only=True, idempotent=True),
             offline=ListNotesSkill(),
+            summary="Lists the notes you saved.",
         ),
         Tool(
             "delete_note",
@@ -130,5 +132,6 @@ def note_tools(
             delete_note,
             ToolEffect(idempotent=False),
             offline=DeleteNoteSkill(),
+            summary="Deletes one of your saved notes.",
         ),
     ]

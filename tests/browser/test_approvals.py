@@ -75,7 +75,10 @@ async def test_approve_runs_the_tool(
 
     await expect(app.loc("#approval-tool")).to_have_text("deploy")
     await expect(app.loc("#approval-step")).to_have_text("Step 1")
-    await expect(app.loc("#approval-description")).to_have_text(DESCRIPTION)
+    # the tool gives no summary for people: the first sentence of the model's
+    await expect(app.loc("#approval-description")).to_have_text(
+        "Deploy a service to an environment."
+    )
     await expect(app.loc("#approval-args")).to_have_text(
         '{\n  "service": "web",\n  "environment": "production"\n}'
     )

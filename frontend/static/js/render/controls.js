@@ -75,7 +75,7 @@ export class ControlsPanel {
           { class: 'tool-option-main' },
           h('label', { for: id }, h('code', { class: 'tool-option-name', text: tool.name })),
           h('span', { class: 'badges' }, badges(tool.effect)),
-          h('p', { class: 'tool-option-desc', id: `${id}-desc`, text: tool.description }),
+          h('p', { class: 'tool-option-desc', id: `${id}-desc`, text: tool.summary || tool.description }),
         ),
       );
     });
