@@ -169,3 +169,39 @@ async def test_on_a_phone_the_list_is_a_drawer(
     await app.page.get_by_role("link", name="what is 2+2?").click()
     await expect(sidebar).to_be_hidden()
     await expect(app.answers()).to_have_text(["Four."])
+
+
+async def test_runs_older_than_the_replay_window_are_shown_from_the_history(
+    start_server: StartServer, open_app: OpenApp
+) -> None:
+    """With a 4 KiB frame log, the first answers' frames are gone by the time
+    a fresh tab opens the conversation: those runs come from the stored
+    history (message and answer), above the replayed one, marked earlier."""
+    long = " ".join(["word"] * 400)  # ~2 KB an answer: the log keeps one run
+    llm = ScriptedLLM(f"One. {long}", f"Two. {long}", "Three.")
+    harness = await start_server(llm, test_registry(), frame_log_bytes=4096)
+    app = await open_app(harness)
+    await app.use_settings(agent=False, tools=[])
+    for question in ["first?", "second?", "third?"]:
+        await app.type_and_send(question)
+        await app.wait_idle()
+    url = app.page.url
+
+    other = await App.open(app.context.browser, app.base_url)  # type: ignore[arg-type]
+    try:
+        await other.page.goto(url)
+        await other.expect_connected()
+        await expect(other.loc(".turn-user .bubble-text")).to_have_text(
+            ["first?", "second?", "third?"]
+        )
+        answers = other.answers()
+        await expect(answers).to_have_count(3)
+        await expect(answers.nth(0)).to_contain_text("One. word word")
+        await expect(answers.nth(2)).to_have_text("Three.")
+        earlier = other.loc(".turn-assistant[data-earlier=true] .run-meta")
+        await expect(earlier.first).to_have_text(
+            "Earlier run · finished · its steps are no longer kept"
+        )
+        assert other.problems == []
+    finally:
+        await other.close()

@@ -151,16 +151,16 @@ async function openConversation(id, { push = true } = {}) {
   const ticket = ++opening;
   if (push && window.location.pathname !== urlOf(id)) window.history.pushState(null, '', urlOf(id));
   sidebar.setCurrent(id);
-  let runs = [];
+  let stored = { runs: [], messages: [] };
   if (id) {
     try {
-      runs = (await getConversation(id)).runs;
+      stored = await getConversation(id);
     } catch {
-      runs = []; // not stored (yet), or not ours: the server decides on connect
+      // not stored (yet), or not ours: the server decides on connect
     }
   }
   if (ticket !== opening) return; // another click came first
-  controller.openConversation(id, runs);
+  controller.openConversation(id, stored.runs, stored.messages);
   setHint(null);
   input.value = '';
   autosize();
@@ -303,7 +303,7 @@ refresh();
 if (openedId) {
   // a link to a conversation: what its user said comes from the server
   getConversation(openedId)
-    .then((conversation) => controller.rememberRuns(openedId, conversation.runs))
+    .then((conversation) => controller.rememberRuns(openedId, conversation.runs, conversation.messages))
     .catch(() => {}) // not stored (yet), or not ours: the server decides on connect
     .finally(() => connection.start());
 } else {

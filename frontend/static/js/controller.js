@@ -26,6 +26,7 @@ export class Controller extends EventTarget {
     this.stopWanted = false;
     this.awaitingReplay = false;
     this.questionRun = null;
+    this.stored = null;
   }
 
   get running() {
@@ -77,9 +78,34 @@ export class Controller extends EventTarget {
 
   afterReplay() {
     this.awaitingReplay = false;
+    this.showEarlierRuns();
     if (this.banner.questionId) this.banner.input.focus();
     if (this.stopWanted && this.running) this.stop();
     this.stopWanted = false;
+  }
+
+  /**
+   * Runs of the stored conversation that no replayed frame showed (their
+   * frames are past the replay window): each as the user's message and the
+   * answer the history keeps, above the replayed ones, said to be older.
+   */
+  showEarlierRuns() {
+    const stored = this.stored;
+    this.stored = null;
+    if (!stored) return;
+    const answers = answersByRequest(stored.messages);
+    const earlier = [];
+    for (const run of stored.runs) {
+      if (this.runs.has(run.id)) break; // the replay covers this one and the rest
+      const mode = run.mode ?? 'agent';
+      const view = new RunView({ mode });
+      view.bind(run.id);
+      view.response({ message: answers.take(run.request) ?? '' });
+      view.finish();
+      view.earlier(run);
+      earlier.push(this.messages.userBubble(run.request, mode), view.element);
+    }
+    if (earlier.length) this.messages.addEarlier(earlier);
   }
 
   // ---------------------------------------------------------------- frames
@@ -350,7 +376,7 @@ export class Controller extends EventTarget {
    * `mode`) is remembered first, then its frames are replayed from the start
    * and rebuild the screen as they built it live.
    */
-  openConversation(id, runs = []) {
+  openConversation(id, runs = [], messages = []) {
     this.runs.clear();
     this.pending = null;
     this.active = null;
@@ -360,13 +386,18 @@ export class Controller extends EventTarget {
     this.clearQuestion(null);
     this.banner.hideMessage();
     this.approvals.clear();
-    this.rememberRuns(id, runs);
+    this.rememberRuns(id, runs, messages);
     this.connection.switchTo(id);
     this.changed();
   }
 
-  /** What the user said in each of `runs` of conversation `id`, kept for the replay. */
-  rememberRuns(id, runs) {
+  /**
+   * What the user said in each of `runs` of conversation `id`, kept for the
+   * replay; with the conversation's `messages`, the runs the replay will not
+   * cover (older than the frames the server keeps) are shown from them.
+   */
+  rememberRuns(id, runs, messages = []) {
+    this.stored = { runs, messages };
     this.transcript.useSession(id);
     for (const run of runs) {
       if (!this.transcript.message(run.id)) {
@@ -374,4 +405,28 @@ export class Controller extends EventTarget {
       }
     }
   }
+}
+
+/**
+ * The answer to each user message, in order: the last assistant message with
+ * text before the next user message. `take(request)` hands out the next one
+ * whose user message is `request`.
+ */
+function answersByRequest(messages) {
+  const groups = [];
+  for (const message of messages) {
+    if (message.role === 'user') groups.push({ request: message.content ?? '', answer: null });
+    else if (message.role === 'assistant' && message.content && !message.tool_calls?.length && groups.length) {
+      groups[groups.length - 1].answer = message.content;
+    }
+  }
+  let next = 0;
+  return {
+    take(request) {
+      const found = groups.findIndex((group, index) => index >= next && group.request === request);
+      if (found < 0) return null;
+      next = found + 1;
+      return groups[found].answer;
+    },
+  };
 }

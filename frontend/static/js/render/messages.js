@@ -45,6 +45,16 @@ export class MessageList {
   }
 
   addUser(content, mode) {
+    this.pinned = true;
+    return this.add(this.userBubble(content, mode));
+  }
+
+  /** Put `elements` above everything shown (runs older than the replay). */
+  addEarlier(elements) {
+    this.list.prepend(...elements);
+  }
+
+  userBubble(content, mode) {
     const label = MODE_LABELS[mode];
     const bubble = h(
       'li',
@@ -53,8 +63,7 @@ export class MessageList {
       h('div', { class: 'turn-user-foot' }, label ? h('span', { class: 'turn-tag', text: label }) : null, copyButton(() => content, { what: 'message' })),
     );
     bubble.setAttribute('aria-label', 'You');
-    this.pinned = true;
-    return this.add(bubble);
+    return bubble;
   }
 
   markUnsent(bubble, why) {

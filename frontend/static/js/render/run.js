@@ -264,6 +264,16 @@ export class RunView {
     }
   }
 
+  /** A run shown from the stored history (its frames are no longer kept). */
+  earlier({ status, steps }) {
+    this.retire();
+    this.actions?.querySelector('.turn-retry')?.remove();
+    const parts = ['Earlier run', status, steps ? plural(steps, 'step') : null, 'its steps are no longer kept'];
+    this.meta.textContent = parts.filter(Boolean).join(' · ');
+    this.meta.hidden = false;
+    this.element.dataset.earlier = 'true';
+  }
+
   /** A later run started: this one is no longer the one to continue or retry. */
   retire() {
     this.retired = true;
