@@ -5,6 +5,8 @@ on a phone, and a link that opens a conversation in a fresh tab."""
 from __future__ import annotations
 
 import re
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 import httpx
 import pytest
@@ -28,6 +30,20 @@ async def plain_chat(app: App, text: str, answer: str) -> None:
 
 def titles(app: App) -> object:
     return expect(app.loc(".conversation-title"))
+
+
+@asynccontextmanager
+async def fresh_tab(app: App, url: str) -> AsyncIterator[App]:
+    """`url` opened in a new browser context (no storage of `app`'s), connected;
+    it must log no problem."""
+    other = await App.open(app.context.browser, app.base_url)  # type: ignore[arg-type]
+    try:
+        await other.page.goto(url)
+        await other.expect_connected()
+        yield other
+        assert other.problems == []
+    finally:
+        await other.close()
 
 
 async def two_conversations(start_server: StartServer, open_app: OpenApp) -> App:
@@ -79,18 +95,11 @@ async def test_a_link_to_a_conversation_opens_it_in_a_fresh_tab(
     start_server: StartServer, open_app: OpenApp
 ) -> None:
     app = await two_conversations(start_server, open_app)
-    url = app.page.url
-    other = await App.open(app.context.browser, app.base_url)  # type: ignore[arg-type]
-    try:
-        await other.page.goto(url)
-        await other.expect_connected()
+    async with fresh_tab(app, app.page.url) as other:
         await expect(other.loc(".turn-user .bubble-text")).to_have_text(
             ["what is 3+3?"]
         )
         await expect(other.answers()).to_have_text(["Six."])
-        assert other.problems == []
-    finally:
-        await other.close()
 
 
 async def test_rename_in_place(start_server: StartServer, open_app: OpenApp) -> None:
@@ -185,12 +194,7 @@ async def test_runs_older_than_the_replay_window_are_shown_from_the_history(
     for question in ["first?", "second?", "third?"]:
         await app.type_and_send(question)
         await app.wait_idle()
-    url = app.page.url
-
-    other = await App.open(app.context.browser, app.base_url)  # type: ignore[arg-type]
-    try:
-        await other.page.goto(url)
-        await other.expect_connected()
+    async with fresh_tab(app, app.page.url) as other:
         await expect(other.loc(".turn-user .bubble-text")).to_have_text(
             ["first?", "second?", "third?"]
         )
@@ -202,6 +206,3 @@ async def test_runs_older_than_the_replay_window_are_shown_from_the_history(
         await expect(earlier.first).to_have_text(
             "Earlier run · finished · its steps are no longer kept"
         )
-        assert other.problems == []
-    finally:
-        await other.close()
