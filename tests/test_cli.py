@@ -175,8 +175,8 @@ async def test_approvals_from_arguments(start_server: StartServer) -> None:
     status, lines, _ = await run_chat(url, message, approve="yes")
     assert status == ExitCode.FINISHED
     assert (
-        "  ! save_note needs your approval: Save a note the user asked you to remember. Asks the user for approval."
-        in lines
+        "  ! save_note needs your approval: Saves a note for you to find later; "
+        "asks you first." in lines
     )
     assert "approve save_note? yes" in lines
     assert "assistant: Saved note #1: “the wifi password is hunter2”." in lines
