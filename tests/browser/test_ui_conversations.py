@@ -70,8 +70,11 @@ async def test_new_chats_are_listed_newest_first_and_switching_shows_each(
     current = app.loc(".conversation-link[aria-current=page]")
     await expect(current).to_have_text("what is 3+3?")
 
+    await app.composer.fill("a draft")  # typed, not sent: it stays
     await app.page.get_by_role("link", name="what is 2+2?").click()
     await expect(app.loc(".turn-user .bubble-text")).to_have_text(["what is 2+2?"])
+    await expect(app.composer).to_have_value("a draft")
+    await app.composer.fill("")
     await expect(app.answers()).to_have_text(["Four."])
     await expect(current).to_have_text("what is 2+2?")
     first_url = app.page.url

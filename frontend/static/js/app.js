@@ -131,6 +131,7 @@ input.addEventListener('input', () => {
   refresh();
 });
 stopButton.addEventListener('click', () => controller.stop());
+
 // ---------------------------------------------------------------- conversations
 
 const toast = new Toast();
@@ -161,9 +162,7 @@ async function openConversation(id, { push = true } = {}) {
   }
   if (ticket !== opening) return; // another click came first
   controller.openConversation(id, stored.runs, stored.messages);
-  setHint(null);
-  input.value = '';
-  autosize();
+  setHint(null); // what is typed in the message box stays there
   focusComposer();
 }
 
