@@ -267,7 +267,6 @@ export class RunView {
   /** A run shown from the stored history (its frames are no longer kept). */
   earlier({ status, steps }) {
     this.retire();
-    this.actions?.querySelector('.turn-retry')?.remove();
     const parts = ['Earlier run', status, steps ? plural(steps, 'step') : null, 'its steps are no longer kept'];
     this.meta.textContent = parts.filter(Boolean).join(' · ');
     this.meta.hidden = false;
