@@ -7,7 +7,8 @@
     │   ├── Busy               a chat while a run is active      -> "busy"
     │   ├── NoPendingInput     an answer with no question open   -> "no_pending_input"
     │   ├── NoPendingApproval  an approval nobody asked for  -> "no_pending_approval"
-    │   └── NoActiveRun        a control frame with no run        -> "no_active_run"
+    │   ├── NoActiveRun        a control frame with no run        -> "no_active_run"
+    │   └── StoreUnavailable   the store failed a read a frame needs -> "store_error"
     ├── LLMError               the model provider failed          -> "llm_error"
     └── ToolError              a tool failed (fed back to the model, never fatal)
 
@@ -52,6 +53,12 @@ class NoPendingApproval(ProtocolError):
 
 class NoActiveRun(ProtocolError):
     error_type = "no_active_run"
+
+
+class StoreUnavailable(ProtocolError):
+    """What a client frame needs from the store could not be read."""
+
+    error_type = "store_error"
 
 
 class LLMError(LoopwireError):

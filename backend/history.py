@@ -49,11 +49,30 @@ class History:
             self._calls[call.id] = index
 
     def clear(self) -> None:
-        self._messages.clear()
-        self._tokens.clear()
-        self._owners.clear()
-        self._calls.clear()
-        self._compacted.clear()
+        self.truncate(0)
+
+    def truncate(self, length: int) -> None:
+        """Keep the first `length` messages only (an edit cut the rest).
+
+        The caches follow: a call id made only by a cut message is forgotten
+        (a result appended later with that id has no call in the history, as
+        if the call had never been made); one made again earlier points back
+        to the latest kept message that made it.
+        """
+        length = min(max(length, 0), len(self._messages))
+        del self._messages[length:]
+        del self._tokens[length:]
+        del self._owners[length:]
+        cut = {call_id for call_id, index in self._calls.items() if index >= length}
+        for call_id in cut:
+            del self._calls[call_id]
+        if cut:
+            for index, message in enumerate(self._messages):
+                for call in message.tool_calls:
+                    if call.id in cut:
+                        self._calls[call.id] = index
+        for key in [key for key in self._compacted if key[0] >= length]:
+            del self._compacted[key]
 
     def __len__(self) -> int:
         return len(self._messages)

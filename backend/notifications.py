@@ -31,6 +31,7 @@ from backend.protocol import (
     ErrorType,
     ResponseComplete,
     RunEvent,
+    RunsRemoved,
     ServerInfo,
     ServerPayload,
     SessionReady,
@@ -156,6 +157,10 @@ class Notifications:
 
     def session_reset(self) -> None:
         self.send(SessionReset(), in_run=False)
+
+    def runs_removed(self, run_ids: list[str]) -> None:
+        """An edit removed these runs (oldest first); outside any run."""
+        self.send(RunsRemoved(run_ids=run_ids), in_run=False)
 
     def error(
         self, message: str, error_type: ErrorType, *, in_run: bool = False

@@ -31,8 +31,8 @@ class _Frame(BaseModel):
 
 
 Id = Annotated[str, Field(min_length=1, max_length=256, pattern=r"^[!-~]+$")]
-"""A question or tool call id: short printable ASCII, no spaces (ids come
-from the model's provider, so no narrower alphabet is assumed)."""
+"""A question, tool call or run id: short printable ASCII, no spaces (tool
+call ids come from the model's provider, so no narrower alphabet is assumed)."""
 Name = Annotated[str, Field(min_length=1, max_length=128)]
 """A tool, strategy or model name."""
 STEPS_LIMIT = 10_000
@@ -66,6 +66,12 @@ class ChatMessage(_Frame):
     ) = None
     """Instructions for this run, given to the model after the server's own
     system prompt on every call of the run (the server may refuse them)."""
+    replace_from: Id | None = None
+    """Edit and resend: the `run_id` of a saved run of this conversation. That
+    run and every later run of the conversation are removed (their messages
+    cut from the history the model sees, their records deleted from the
+    store; `runs_removed` names them), then this message starts a new run.
+    What their tools did (notes saved, …) is not undone."""
 
     @model_validator(mode="after")
     def _content_not_blank(self) -> ChatMessage:
@@ -188,6 +194,7 @@ class ServerInfo(BaseModel):
     provider: str
     tools: list[ToolInfo]
     strategies: list[str]
+    """The loop strategies a `chat` may name, the default agent strategy first."""
 
 
 class SessionReady(_Payload):
@@ -433,6 +440,16 @@ class SessionReset(_Payload):
     type: Literal["session_reset"] = "session_reset"
 
 
+class RunsRemoved(_Payload):
+    """A `chat` with `replace_from` removed these runs (oldest first): their
+    messages left the conversation's history and their records the store.
+    Their frames stay in the replay log, before this one. Sent before the
+    new run's first frame."""
+
+    type: Literal["runs_removed"] = "runs_removed"
+    run_ids: list[str]
+
+
 ErrorType = Literal[
     "invalid_message",
     "busy",
@@ -467,7 +484,13 @@ RunEvent = (
 caller); `ChatService` adds the run's closing frames."""
 
 ServerPayload = (
-    SessionReady | RunEvent | ChatResponse | ResponseComplete | SessionReset | Error
+    SessionReady
+    | RunEvent
+    | ChatResponse
+    | ResponseComplete
+    | SessionReset
+    | RunsRemoved
+    | Error
 )
 
 _AGENT_UPDATES: tuple[type[_Payload], ...] = get_args(AgentUpdate)
@@ -481,6 +504,7 @@ _OTHER_PAYLOADS: tuple[type[_Payload], ...] = (
     ChatResponse,
     ResponseComplete,
     SessionReset,
+    RunsRemoved,
     Error,
 )
 

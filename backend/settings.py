@@ -162,8 +162,12 @@ class Settings(BaseSettings):
     @property
     def models(self) -> tuple[str, ...]:
         """The models a client may ask for, the configured one first."""
-        listed = [m.strip() for m in self.llm_models.split(",") if m.strip()]
-        return tuple(dict.fromkeys([self.llm_model, *listed]))
+        return tuple(dict.fromkeys([self.llm_model, *self.listed_models]))
+
+    @property
+    def listed_models(self) -> tuple[str, ...]:
+        """`LOOPWIRE_LLM_MODELS` as given (without the default `llm_model`)."""
+        return tuple(m.strip() for m in self.llm_models.split(",") if m.strip())
 
     @property
     def hosts(self) -> tuple[str, ...]:

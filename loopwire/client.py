@@ -141,12 +141,16 @@ class AgentClient:
         model: str | None = None,
         temperature: float | None = None,
         system_prompt: str | None = None,
+        replace_from: str | None = None,
     ) -> AsyncGenerator[Event, None]:
         """Send `content` and yield the run's frames through `response_complete`.
 
         `agent=False` asks for a plain reply (or tool mode with `tools`);
         a `strategy` always means an agent run; `system_prompt` adds
-        instructions for this run after the server's own. Raises `AgentError` on an
+        instructions for this run after the server's own; `replace_from` (a
+        run id of this conversation) sends `content` in place of that run's
+        message: that run and every later one are removed (a `RunsRemoved`
+        event says which, before the new run's frames). Raises `AgentError` on an
         `error` frame, or before sending what the protocol refuses. The
         message is sent when the iteration starts. Leaving the loop early
         leaves the run going on the server: `stop()` ends it,
@@ -165,6 +169,7 @@ class AgentClient:
             model=model,
             temperature=temperature,
             system_prompt=system_prompt,
+            replace_from=replace_from,
         )
         if self.run_open and self.run_id is not None:
             self._abandoned.add(self.run_id)  # left early: skip its late frames

@@ -91,6 +91,7 @@ GOOD: dict[str, dict[str, st.SearchStrategy[Any]]] = {
         "save_chat": st.booleans(),
         "include_history": st.booleans(),
         "system_prompt": words,
+        "replace_from": ids,
     },
     "agent_control": {
         "action": st.sampled_from(["stop", "stop_after_step", "grant_steps"]),

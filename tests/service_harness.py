@@ -32,7 +32,7 @@ class ServiceClient(FrameReader):
         self.seen = []
 
     async def send(self, **frame: Any) -> None:
-        self.service.handle(self.session, parse_message(frame))
+        await self.service.handle(self.session, parse_message(frame))
 
     async def receive_text(self) -> str:
         return await self.subscription.next_frame()

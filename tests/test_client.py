@@ -22,7 +22,9 @@ from loopwire import (
     Event,
     HandshakeRefused,
     NoPendingQuestion,
+    RunResult,
     SyncAgentClient,
+    events,
 )
 from loopwire.connection import envelope
 from tests.conftest import Harness, StartServer
@@ -394,3 +396,34 @@ async def test_the_sync_client_runs_where_no_loop_is_free(
     answer, reason_, session_id = await asyncio.to_thread(script)
     assert (answer, reason_) == ("Saved.", "finished")
     assert len(session_id) == 32
+
+
+async def test_replace_from_sends_a_message_in_place_of_a_run(
+    start_server: StartServer,
+) -> None:
+    llm = ScriptedLLM("One.", "Two.", "Two, again.")
+    harness = await start_server(llm, test_registry())
+    async with AgentClient(url(harness)) as client:
+        first = await client.run("one", agent=False)
+        second = await client.run("two", agent=False)
+        replaced = await client.run("two?", agent=False, replace_from=run_id_of(second))
+    removed, *rest = replaced.events
+    assert isinstance(removed, events.RunsRemoved)
+    assert removed.run_ids == [run_id_of(second)]
+    *tokens, answer, complete = names(rest)
+    assert set(tokens) == {"token_stream"}
+    assert (answer, complete) == ("chat_response", "response_complete")
+    assert replaced.answer == "Two, again."
+    assert [m.content for m in llm.requests[-1].messages if m.role != "system"] == [
+        "one",
+        "One.",
+        "two?",
+    ]
+    assert run_id_of(first) != run_id_of(second)
+
+
+def run_id_of(result: RunResult) -> str:
+    """The run id of `result`'s frames."""
+    run_id = envelope(result.events[-1]).run_id
+    assert run_id is not None
+    return run_id

@@ -50,6 +50,8 @@ def test_schema_names_every_server_frame_and_update() -> None:
         "token_stream",
         "chat_response",
         "response_complete",
+        "session_reset",
+        "runs_removed",
         "error",
         "agent_start",
         "agent_turn_start",

@@ -216,9 +216,46 @@ async def test_a_reset_replaces_the_stored_history(store: SqlStore) -> None:
         Batch("c1", 1.0, messages=[(0, Message.user("a")), (1, Message.user("b"))])
     )
     await store.write(
-        Batch("c1", 2.0, reset_history=True, messages=[(0, Message.user("c"))])
+        Batch("c1", 2.0, truncate_history_at=0, messages=[(0, Message.user("c"))])
     )
     assert await store.messages("c1") == [Message.user("c")]
+
+
+async def test_an_edit_cuts_the_history_and_deletes_its_runs_in_one_batch(
+    store: SqlStore,
+) -> None:
+    await store.create_conversation(conversation("c1"))
+    await store.create_conversation(conversation("c2"))
+    history = [Message.user(text) for text in ("a", "A", "b", "B")]
+    await store.write(
+        Batch(
+            "c1",
+            1.0,
+            messages=list(enumerate(history)),
+            runs=[run("r1", "c1", "finished", 10), run("r2", "c1", "finished", 20)],
+        )
+    )
+    await store.write(Batch("c2", 1.0, runs=[run("x1", "c2", "finished", 10)]))
+    late = run("r2", "c1", "finished", 20).model_copy(update={"steps": 9})
+    await store.write(
+        Batch(
+            "c1",
+            2.0,
+            truncate_history_at=2,
+            messages=[(2, Message.user("b, edited"))],
+            runs=[late, run("r3", "c1", "running", 30)],
+            delete_runs=["r2", "x1"],  # x1 is another conversation's: kept
+        )
+    )
+    assert await store.messages("c1") == [
+        Message.user("a"),
+        Message.user("A"),
+        Message.user("b, edited"),
+    ]
+    assert [r.id for r in await store.runs("c1")] == ["r1", "r3"]
+    assert [r.id for r in await store.runs("c2")] == ["x1"]
+    record = await store.conversation("c1")
+    assert record is not None and record.updated_at == 2.0
 
 
 async def test_frames_come_back_newest_within_a_byte_budget_and_can_be_pruned(

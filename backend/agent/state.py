@@ -167,6 +167,10 @@ class RunState(BaseModel):
     history_start: int = 0
     """Where this run's model input begins in the history (its own message,
     when the request excludes the conversation before it)."""
+    request_at: int | None = None
+    """Where this run's own user message sits in the history (an edit cuts
+    the history there: `ChatMessage.replace_from`). None in checkpoints
+    written before runs knew it."""
     phase: str = START
     step: int = 0
     max_steps: int

@@ -9,17 +9,25 @@ leaves without chatting stores nothing.
 
 A run started with `save_chat: false` is never journalled: its frames are
 skipped here and its messages never reach the session's history.
+
+A session reset or an edit cuts the history: the next batch deletes the
+stored messages from the cut on before it adds the new ones, and an edit's
+removed runs are deleted with it (their pending records dropped here, and
+never taken again).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Iterable
 
 from backend.history import History
 from backend.notifications import Frame
 from backend.store.base import Batch, ConversationRecord, RunRecord
 
 TITLE_CHARS = 80
+UNSAVED_REMEMBERED = 100
+"""Ended unsaved runs whose ids are kept, to say why an edit cannot use one."""
 
 
 class Journal:
@@ -36,10 +44,18 @@ class Journal:
         """The conversation exists in the store."""
         self.saved_messages = saved_messages
         """How many history messages are already stored."""
-        self.reset = False
+        self.truncate_at: int | None = None
+        """Where the history was cut since the last flush (None: nowhere)."""
         self.frames: list[Frame] = []
         self.runs: dict[str, RunRecord] = {}
+        self.removed_runs: set[str] = set()
+        """Runs an edit removed: their records are never taken again."""
+        self.deleted_runs: list[str] = []
+        """Removed runs whose records the next batch deletes."""
         self.unsaved_runs: set[str] = set()
+        """Runs under way with `save_chat: false`."""
+        self.ended_unsaved: deque[str] = deque(maxlen=UNSAVED_REMEMBERED)
+        """The latest unsaved runs that ended."""
         self.kept_from = 0
         """The oldest `seq` the store keeps (older frames left the window)."""
         self.on_change = on_change
@@ -54,12 +70,29 @@ class Journal:
         self.on_change()
 
     def run(self, record: RunRecord) -> None:
+        if record.id in self.removed_runs:
+            return
         self.runs[record.id] = record
         self.on_change()
 
-    def history_reset(self) -> None:
-        self.reset = True
-        self.saved_messages = 0
+    def run_ended(self, run_id: str) -> None:
+        if run_id in self.unsaved_runs:
+            self.unsaved_runs.remove(run_id)
+            self.ended_unsaved.append(run_id)
+
+    def history_truncated(self, length: int) -> None:
+        """The history was cut to its first `length` messages."""
+        self.truncate_at = _earliest(self.truncate_at, length)
+        self.saved_messages = min(self.saved_messages, length)
+        self.on_change()
+
+    def runs_removed(self, run_ids: Iterable[str]) -> None:
+        """An edit removed these runs: delete their records, keep none back."""
+        for run_id in run_ids:
+            self.runs.pop(run_id, None)
+            if run_id not in self.removed_runs:
+                self.removed_runs.add(run_id)
+                self.deleted_runs.append(run_id)
         self.on_change()
 
     def history_grew(self) -> None:
@@ -69,7 +102,11 @@ class Journal:
 
     def pending(self, history: History) -> bool:
         return bool(
-            self.frames or self.runs or self.reset or len(history) > self.saved_messages
+            self.frames
+            or self.runs
+            or self.deleted_runs
+            or self.truncate_at is not None
+            or len(history) > self.saved_messages
         )
 
     def take(self, history: History, *, now: float, keep_frames_from: int) -> Batch:
@@ -81,16 +118,18 @@ class Journal:
         batch = Batch(
             conversation_id=self.conversation.id,
             updated_at=now,
-            reset_history=self.reset,
+            truncate_history_at=self.truncate_at,
             messages=new,
             frames=self.frames,
             runs=list(self.runs.values()),
+            delete_runs=self.deleted_runs,
         )
         if not self.stored:
             batch.create = self._first_record(history, now)
         if keep_frames_from > self.kept_from:
             batch.keep_frames_from = keep_frames_from
-        self.frames, self.runs, self.reset = [], {}, False
+        self.frames, self.runs, self.deleted_runs = [], {}, []
+        self.truncate_at = None
         self.saved_messages = len(history)
         return batch
 
@@ -106,12 +145,15 @@ class Journal:
         """The store failed `batch`: keep it pending, before anything newer."""
         self.frames = batch.frames + self.frames
         for record in batch.runs:
-            self.runs.setdefault(record.id, record)
-        self.reset = self.reset or batch.reset_history
-        if batch.messages:
-            self.saved_messages = min(self.saved_messages, batch.messages[0][0])
-        elif batch.reset_history:
-            self.saved_messages = 0
+            if record.id not in self.removed_runs:
+                self.runs.setdefault(record.id, record)
+        pending = set(self.deleted_runs)
+        self.deleted_runs[:0] = [r for r in batch.delete_runs if r not in pending]
+        cut = batch.truncate_history_at
+        self.truncate_at = _earliest(self.truncate_at, cut)
+        for position in (cut, batch.messages[0][0] if batch.messages else None):
+            if position is not None:
+                self.saved_messages = min(self.saved_messages, position)
 
     def _first_record(self, history: History, now: float) -> ConversationRecord:
         first = next((m.content for m in history if m.role == "user"), None)
@@ -119,3 +161,10 @@ class Journal:
         return self.conversation.model_copy(
             update={"title": self.conversation.title or title, "updated_at": now}
         )
+
+
+def _earliest(a: int | None, b: int | None) -> int | None:
+    """The earlier of two cuts (None: no cut)."""
+    if a is None or b is None:
+        return b if a is None else a
+    return min(a, b)

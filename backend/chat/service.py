@@ -6,7 +6,9 @@ strategy from the injected `StrategyRegistry` (`loop_strategy`, else by mode:
 plain → `llm_only`, tools selected → `act`, `agent_mode` → the configured
 default), becomes a `RunState`, and a `RunDriver` runs it as a task in the
 service's TaskGroup (never detached). `_finish_run` is the one place that
-writes the answer to history and sends a run's closing frames.
+writes the answer to history and sends a run's closing frames. A `chat`
+with `replace_from` (an edit) first removes the run it names and every
+later one (`chat/replacement.py`), then starts the same way.
 
 With a `Store`, conversations last: each session's `Journal` collects its
 frames, messages and run records, written at the run's durable checkpoints
@@ -37,6 +39,7 @@ from backend.agent.run_control import RunControl
 from backend.agent.state import RunRequest, RunState
 from backend.agent.summary import summarize_outcomes
 from backend.agent.time_limit import TimeLimit
+from backend.chat.replacement import conversation_runs, plan_replacement
 from backend.chat.session import ActiveRun, Session
 from backend.chat.sessions import SessionTable
 from backend.errors import (
@@ -44,10 +47,12 @@ from backend.errors import (
     ConfigError,
     InvalidMessage,
     ProtocolError,
+    StoreUnavailable,
     incident,
 )
 from backend.history import History
 from backend.llm.base import LLMClient, Message
+from backend.llm.offline import PROVIDER as OFFLINE
 from backend.protocol import (
     AgentControlMessage,
     AgentError,
@@ -213,9 +218,15 @@ class ChatService:
 
     @property
     def models(self) -> tuple[str, ...]:
-        """What a client may name as `model`: `LOOPWIRE_LLM_MODELS`, and the
-        model in use."""
-        return tuple(dict.fromkeys([self.llm.model, *self.settings.models]))
+        """What a client may name as `model`: the model in use, then
+        `LOOPWIRE_LLM_MODELS`. The built-in offline model is the only one it
+        can answer as; `LOOPWIRE_LLM_MODEL` names a model only of the LLM it
+        configures (not of the offline one, nor of one given to `create_app`)."""
+        if self.llm.provider == OFFLINE:
+            return (self.llm.model,)
+        configured = self.llm.model == self.settings.llm_model
+        listed = self.settings.models if configured else self.settings.listed_models
+        return tuple(dict.fromkeys([self.llm.model, *listed]))
 
     def server_info(self) -> ServerInfo:
         settings = self.settings
@@ -230,8 +241,14 @@ class ChatService:
             models=list(self.models),
             provider=self.llm.provider,
             tools=[_tool_info(tool) for tool in self.registry],
-            strategies=list(self.strategies.names),
+            strategies=self._strategy_names(),
         )
+
+    def _strategy_names(self) -> list[str]:
+        """The strategies, the default agent strategy first (clients show it
+        as the default and leave `loop_strategy` out when it is chosen)."""
+        default = self.settings.agent_loop_strategy
+        return [default, *(n for n in self.strategies.names if n != default)]
 
     def ready_frame(self, session: Session, *, resumed: bool) -> str:
         """The `session_ready` frame's JSON text for a connection."""
@@ -334,20 +351,23 @@ class ChatService:
 
     # ------------------------------------------------------------ messages
 
-    def handle(self, session: Session, message: ClientMessage) -> None:
+    async def handle(self, session: Session, message: ClientMessage) -> None:
         """Act on one client message; protocol errors become `error` frames."""
         session.touch()
         try:
-            self.dispatch(session, message)
+            await self.dispatch(session, message)
         except ProtocolError as exc:
             session.notify.error(str(exc), exc.error_type)  # type: ignore[arg-type]
 
-    def dispatch(self, session: Session, message: ClientMessage) -> None:
+    async def dispatch(self, session: Session, message: ClientMessage) -> None:
         """Act on one client message; a `ProtocolError` says why it cannot be
-        (`handle` turns it into an `error` frame; HTTP routes into a status)."""
+        (`handle` turns it into an `error` frame; HTTP routes into a status).
+        Only an edit (`replace_from`) waits, for the store's run records."""
         match message:
-            case ChatMessage():
+            case ChatMessage(replace_from=None):
                 self._start_run(session, message)
+            case ChatMessage():
+                await self._replace_and_start(session, message)
             case AgentControlMessage():
                 self._control(session, message)
             case AgentUserInputMessage(content=content, question_id=question_id):
@@ -384,12 +404,17 @@ class ChatService:
             raise Busy("cannot reset the session while a run is active; stop it first")
         session.history.clear()
         if session.journal is not None:
-            session.journal.history_reset()
+            session.journal.history_truncated(0)
         session.notify.session_reset()
 
     # ------------------------------------------------------------ starting runs
 
     def _start_run(self, session: Session, message: ChatMessage) -> None:
+        self._check_free(session)
+        self._start(session, message, self._new_state(session, message))
+
+    def _check_free(self, session: Session) -> None:
+        """A new run may start: refuse while draining or while one is active."""
         if self.draining:
             raise Busy(RESTARTING)
         if session.run is not None:
@@ -397,13 +422,57 @@ class ChatService:
                 f"a run is already active in this session ({session.run.run_id}); "
                 "wait for response_complete or stop it"
             )
-        state = self._new_state(session, message)
+
+    def _start(self, session: Session, message: ChatMessage, state: RunState) -> None:
         history = session.history if message.save_chat else History(session.history)
         if not message.save_chat and session.journal is not None:
             session.journal.unsaved_runs.add(state.run_id)
         state.history_start = 0 if message.include_history else len(history)
+        state.request_at = len(history)
         history.append(Message.user(message.content))
         self._launch(session, state, history)
+
+    async def _replace_and_start(self, session: Session, message: ChatMessage) -> None:
+        """Edit and resend: remove the named run and every later one (history
+        cut, records deleted with the next flush, `runs_removed` sent), then
+        start `message` as a new run. The whole chat is checked before
+        anything is removed; a refusal changes nothing."""
+        assert message.replace_from is not None
+        self._check_free(session)
+        if not message.save_chat:
+            raise InvalidMessage(
+                "replace_from needs save_chat: true (an edit replaces runs of "
+                "the saved conversation)"
+            )
+        state = self._new_state(session, message)
+        journal = session.journal
+        if self.store is None or journal is None:
+            raise InvalidMessage("this server keeps no runs, so none can be replaced")
+        async with session.flushing:  # no batch half written meanwhile
+            try:
+                stored = await self.store.runs(session.id)
+            except StoreError as exc:
+                log.error("session %s: cannot read its runs: %s", session.id, exc)
+                raise StoreUnavailable(
+                    "the conversation store is unavailable; try again later"
+                ) from exc
+            self._check_free(session)  # another client may have started one
+            if session.journal is not journal:
+                raise InvalidMessage("this conversation was deleted meanwhile")
+            runs = conversation_runs(
+                stored, journal.runs.values(), removed=journal.removed_runs
+            )
+            replacement = plan_replacement(
+                message.replace_from,
+                runs,
+                session.history,
+                unsaved=journal.ended_unsaved,
+            )
+            session.history.truncate(replacement.cut_at)
+            journal.history_truncated(replacement.cut_at)
+            journal.runs_removed(replacement.run_ids)
+            session.notify.runs_removed(replacement.run_ids)
+            self._start(session, message, state)
 
     def resume(self, session: Session, state: RunState) -> None:
         """Continue a run from its state (a checkpoint) and the session's history.
@@ -571,7 +640,7 @@ class ChatService:
     def _close(self, session: Session, run: ActiveRun) -> None:
         session.notify.response_complete()
         if session.journal is not None:
-            session.journal.unsaved_runs.discard(run.run_id)
+            session.journal.run_ended(run.run_id)
         self._detach(session)
         self.table.mark(session)  # response_complete, for the write-behind task
 

@@ -97,8 +97,9 @@ class Batch:
     updated_at: float
     create: ConversationRecord | None = None
     """Insert the conversation first (its first batch)."""
-    reset_history: bool = False
-    """Delete the stored messages before adding `messages` (a session reset)."""
+    truncate_history_at: int | None = None
+    """Delete the stored messages at this position and after, before adding
+    `messages`: 0 for a session reset, a run's message for an edit."""
     messages: list[tuple[int, Message]] = field(default_factory=list)
     """New messages, with their position in the history."""
     frames: list[Frame] = field(default_factory=list)
@@ -106,16 +107,20 @@ class Batch:
     keep_frames_from: int | None = None
     """Delete frames with a lower `seq` (the replay window moved on)."""
     runs: list[RunRecord] = field(default_factory=list)
+    delete_runs: list[str] = field(default_factory=list)
+    """Runs of this conversation an edit removed: their records are deleted
+    (after `runs` are saved, so a late record of one does not bring it back)."""
     title: str | None = None
 
     @property
     def empty(self) -> bool:
         return not (
             self.create
-            or self.reset_history
+            or self.truncate_history_at is not None
             or self.messages
             or self.frames
             or self.runs
+            or self.delete_runs
         )
 
 

@@ -130,7 +130,7 @@ class _Writes:
 
     def __init__(self, dialect_name: str) -> None:
         dialect = postgresql if dialect_name == "postgresql" else sqlite
-        c, f = conversations.c, frames.c
+        c, f, m, r = conversations.c, frames.c, messages.c, runs.c
         self.create = dialect.insert(conversations).on_conflict_do_nothing(
             index_elements=["id"]
         )
@@ -144,6 +144,12 @@ class _Writes:
         )
         self.window = delete(frames).where(
             f.conversation_id == bindparam("cid"), f.seq < bindparam("below")
+        )
+        self.truncate = delete(messages).where(
+            m.conversation_id == bindparam("cid"), m.position >= bindparam("at")
+        )
+        self.delete_run = delete(runs).where(
+            r.conversation_id == bindparam("cid"), r.id == bindparam("rid")
         )
         upsert = dialect.insert(runs)
         kept = ("id", "started_at")
@@ -332,15 +338,20 @@ class SqlStore:
         touched = [
             {"cid": b.conversation_id, "at": b.updated_at, "title": b.title}
             for b in batches
-            if b.messages or b.reset_history or b.title is not None
+            if b.messages
+            or b.truncate_history_at is not None
+            or b.delete_runs
+            or b.title is not None
         ]
         if touched:
             await conn.execute(self._statements.touch, touched)
-        reset = [b.conversation_id for b in batches if b.reset_history]
-        if reset:
-            await conn.execute(
-                delete(messages).where(messages.c.conversation_id.in_(reset))
-            )
+        cuts = [
+            {"cid": b.conversation_id, "at": b.truncate_history_at}
+            for b in batches
+            if b.truncate_history_at is not None
+        ]
+        if cuts:
+            await conn.execute(self._statements.truncate, cuts)
         message_rows = [
             _message_row(b.conversation_id, pos, m)
             for b in batches
@@ -370,6 +381,13 @@ class SqlStore:
         run_rows = [_run_row(run) for b in batches for run in b.runs]
         if run_rows:
             await conn.execute(self._statements.save_run, run_rows)
+        removed = [
+            {"cid": b.conversation_id, "rid": run_id}
+            for b in batches
+            for run_id in b.delete_runs
+        ]
+        if removed:
+            await conn.execute(self._statements.delete_run, removed)
 
     # ------------------------------------------------------------ notes
 

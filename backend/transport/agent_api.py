@@ -1,7 +1,9 @@
 """The agent over HTTP: one request per run, frames as Server-Sent Events.
 
 - `POST /api/agent` with `{query, conversation_id?, stream?, detach?, …}`
-  starts a run in the caller's conversation (a new one without an id).
+  starts a run in the caller's conversation (a new one without an id);
+  `replace_from` (a run of that conversation) edits and resends, as a
+  WebSocket `chat` with `replace_from` does.
   `stream: true` (the default) answers `text/event-stream`: each protocol
   frame of the conversation as an event (`event: <type>`, `id: <seq>`,
   `data: <the frame's JSON>`), keep-alive comments while nothing happens,
@@ -65,6 +67,7 @@ STATUS = {
     "no_pending_input": 409,
     "no_pending_approval": 409,
     "no_active_run": 409,
+    "store_error": 503,
 }
 
 
@@ -87,6 +90,8 @@ class AgentRequest(_Body):
     system_prompt: (
         Annotated[str, Field(min_length=1, max_length=SYSTEM_PROMPT_LIMIT)] | None
     ) = None
+    replace_from: Id | None = None
+    """Edit and resend, as `ChatMessage.replace_from` (with a conversation_id)."""
 
     @field_validator("query", "system_prompt")
     @classmethod
@@ -107,6 +112,7 @@ class AgentRequest(_Body):
             save_chat=self.save_chat,
             include_history=self.include_history,
             system_prompt=self.system_prompt,
+            replace_from=self.replace_from,
         )
 
 
@@ -192,15 +198,14 @@ class AgentAPI:
         session = opened
         subscription = session.outbox.subscribe(None)
         try:
-            user_position = len(session.history)
-            service.dispatch(session, body.message())
+            await service.dispatch(session, body.message())
         except ProtocolError as exc:
             session.outbox.unsubscribe(subscription)
             return error(STATUS.get(exc.error_type, 400), exc.error_type, str(exc))
         run = session.run
         assert run is not None
         follow = _Follow(run.run_id)
-        ids = _Positions(session, run, user_position, saved=body.save_chat)
+        ids = _Positions(session, run, run.state.request_at, saved=body.save_chat)
         if not body.stream:
             return await self._collect(request, session, subscription, run, follow, ids)
         return EventSourceResponse(
@@ -377,7 +382,7 @@ class AgentAPI:
         if session is None or session.owner != user_of(request):
             return error(404, "not_found", f"no active run in {conversation_id!r}")
         try:
-            service.dispatch(session, message)
+            await service.dispatch(session, message)
         except ProtocolError as exc:
             return error(STATUS.get(exc.error_type, 400), exc.error_type, str(exc))
         if answer is None and session.run is not None:  # steps granted

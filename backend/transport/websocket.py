@@ -187,7 +187,7 @@ async def _read(
             await asyncio.sleep(0)  # one read can hold thousands of bad frames
             continue
         try:
-            service.handle(session, message)
+            await service.handle(session, message)
         except Exception:  # never a silent drop: log it, tell the client
             case = incident()
             log.exception(

@@ -1,0 +1,178 @@
+// The toolbar under the message box: agent mode, strategy, max steps (capped
+// by the server), the tools popover (read-only, tool selection with effect
+// badges) and the model. Changes are saved in `settings` (localStorage) and
+// apply to the next message.
+import { byId, h } from '../dom.js';
+
+const MODE_NOTES = {
+  agent: 'Agent loop: reason → act → observe, step by step, with the selected tools.',
+  tools: 'Chat with tools: the model may call the selected tools, then answers.',
+  plain: 'Plain chat: one streamed reply, no tools.',
+};
+
+/** People's names for the built-in strategies (others show their own name). */
+const STRATEGIES = {
+  react: ['Reason · act · observe', 'Every step reasons, calls tools, then judges the results.'],
+  plan_execute: ['Plan, then execute', 'Makes a plan first, then carries out each step, re-planning when needed.'],
+  act: ['Tools until done', 'Calls tools until it can answer, without separate reasoning calls.'],
+  llm_only: ['No tools', 'Answers step by step without calling tools.'],
+};
+
+function badges(effect) {
+  const list = [effect.read_only ? ['read-only', 'safe'] : ['writes', 'warn']];
+  if (effect.idempotent) list.push(['idempotent', 'plain']);
+  if (effect.requires_approval) list.push(['needs approval', 'warn']);
+  if (effect.finalize) list.push(['can finish', 'plain']);
+  return list.map(([text, kind]) => h('span', { class: `badge badge-${kind}`, text }));
+}
+
+function option(value, text, title, selected) {
+  const element = h('option', { value, text, title });
+  element.selected = selected;
+  return element;
+}
+
+export class Toolbar extends EventTarget {
+  constructor({ settings }) {
+    super();
+    this.settings = settings;
+    this.info = null;
+    this.agentMode = byId('agent-mode');
+    this.strategy = byId('strategy');
+    this.maxSteps = byId('max-steps');
+    this.maxStepsChip = byId('max-steps-chip');
+    this.maxStepsNote = byId('max-steps-note');
+    this.readOnly = byId('read-only');
+    this.toolList = byId('tool-options');
+    this.toolsCount = byId('tools-count');
+    this.toolsButton = byId('tools-button');
+    this.modeNote = byId('mode-note');
+    this.model = byId('model-select');
+    this.popovers = [byId('tools-popover'), byId('model-popover')];
+
+    this.agentMode.checked = settings.agentMode;
+    this.readOnly.checked = settings.readOnly;
+    this.agentMode.addEventListener('change', () => this.update({ agentMode: this.agentMode.checked }));
+    this.readOnly.addEventListener('change', () => this.update({ readOnly: this.readOnly.checked }));
+    this.strategy.addEventListener('change', () => this.update({ strategy: this.strategy.value }));
+    this.model.addEventListener('change', () => this.update({ model: this.model.value }));
+    this.maxSteps.addEventListener('change', () => this.stepsChanged());
+    this.toolList.addEventListener('change', (event) => this.toolChanged(event.target));
+    byId('tools-all').addEventListener('click', () => this.setAllTools(true));
+    byId('tools-none').addEventListener('click', () => this.setAllTools(false));
+  }
+
+  /** The server's description arrived (page config or session_ready). */
+  setInfo(info) {
+    this.info = info;
+    const { max_steps_cap: cap, default_max_steps: fallback } = info.limits;
+    this.maxSteps.max = String(cap);
+    this.maxSteps.value = String(this.settings.stepsFor(info.limits));
+    this.maxStepsNote.textContent = `Default ${fallback}, server cap ${cap}.`;
+    this.maxStepsChip.title = `Max steps of a run: default ${fallback}, at most ${cap}`;
+    const tools = JSON.stringify(info.tools);
+    if (tools !== this.renderedTools) {
+      this.renderedTools = tools; // unchanged tools keep their focus and state
+      this.renderTools(info.tools);
+    }
+    this.renderChoices(info);
+    this.refresh();
+  }
+
+  renderChoices(info) {
+    const strategy = this.settings.strategyFor(info);
+    this.strategy.replaceChildren(
+      ...info.strategies.map((name) => {
+        const [label, title] = STRATEGIES[name] ?? [name, ''];
+        return option(name, label, title, name === strategy);
+      }),
+    );
+    byId('strategy-chip').hidden = info.strategies.length < 2;
+    const model = this.settings.modelFor(info);
+    this.model.replaceChildren(...info.models.map((name) => option(name, name, '', name === model)));
+    byId('model-select-chip').hidden = info.models.length < 2;
+  }
+
+  renderTools(tools) {
+    const items = tools.map((tool) => {
+      const id = `tool-opt-${tool.name}`;
+      const input = h('input', { type: 'checkbox', id, value: tool.name, 'aria-describedby': `${id}-desc` });
+      input.checked = !this.settings.disabledTools.has(tool.name);
+      return h(
+        'li',
+        { class: 'tool-option', dataset: { tool: tool.name, readOnly: String(tool.effect.read_only) } },
+        input,
+        h(
+          'div',
+          { class: 'tool-option-main' },
+          h('label', { for: id }, h('code', { class: 'tool-option-name', text: tool.name })),
+          h('span', { class: 'badges' }, badges(tool.effect)),
+          h('p', { class: 'tool-option-desc', id: `${id}-desc`, text: tool.summary || tool.description }),
+        ),
+      );
+    });
+    if (items.length === 0) items.push(h('li', { class: 'popover-note', text: 'This server has no tools.' }));
+    this.toolList.replaceChildren(...items);
+  }
+
+  update(changes) {
+    Object.assign(this.settings, changes);
+    this.settings.save();
+    this.refresh();
+  }
+
+  stepsChanged() {
+    const cap = Number(this.maxSteps.max) || Infinity;
+    const value = Number.parseInt(this.maxSteps.value, 10);
+    const steps = Number.isFinite(value) ? Math.min(Math.max(1, value), cap) : null;
+    if (steps === null) {
+      this.maxSteps.value = this.info ? String(this.info.limits.default_max_steps) : '';
+    } else {
+      this.maxSteps.value = String(steps);
+      if (value > cap) {
+        const text = `Capped at ${cap}: the server allows no more.`;
+        this.maxStepsNote.textContent = text;
+        this.dispatchEvent(new CustomEvent('notice', { detail: text }));
+      }
+    }
+    this.update({ maxSteps: steps });
+  }
+
+  toolChanged(input) {
+    if (input.type !== 'checkbox') return;
+    if (input.checked) this.settings.disabledTools.delete(input.value);
+    else this.settings.disabledTools.add(input.value);
+    this.update({});
+  }
+
+  setAllTools(on) {
+    for (const input of this.toolList.querySelectorAll('input[type=checkbox]')) {
+      input.checked = on;
+      if (on) this.settings.disabledTools.delete(input.value);
+      else this.settings.disabledTools.add(input.value);
+    }
+    this.update({});
+  }
+
+  refresh() {
+    const agent = this.settings.agentMode;
+    this.maxSteps.disabled = !agent;
+    this.strategy.disabled = !agent;
+    document.body.dataset.agentMode = String(agent);
+    this.toolList.dataset.readOnly = String(this.settings.readOnly);
+    if (!this.info) return;
+    this.modeNote.textContent = MODE_NOTES[this.settings.modeFor(this.info)];
+    const total = this.info.tools.length;
+    const on = this.settings.runnableTools(this.info.tools).length;
+    this.toolsCount.textContent = on === total ? String(total) : `${on}/${total}`;
+    this.toolsButton.setAttribute('aria-label', `Tools: ${on} of ${total} on${this.settings.readOnly ? ', read-only' : ''}`);
+    this.toolsButton.dataset.readOnly = String(this.settings.readOnly);
+  }
+
+  /** Close an open popover (Esc is theirs first); true if one was open. */
+  closePopover() {
+    const open = this.popovers.find((popover) => popover.matches(':popover-open'));
+    open?.hidePopover();
+    return Boolean(open);
+  }
+}
