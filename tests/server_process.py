@@ -34,8 +34,11 @@ def free_port() -> int:
 
 
 class ServerProcess:
-    def __init__(self, database_url: str, **settings: str) -> None:
-        self.port = free_port()
+    def __init__(
+        self, database_url: str, *, port: int | None = None, **settings: str
+    ) -> None:
+        self.port = port or free_port()
+        """`port`: a restarted server takes its predecessor's, as a real one would."""
         self.env = {
             **os.environ,
             "LOOPWIRE_DATABASE_URL": database_url,
@@ -133,9 +136,11 @@ class ServerProcess:
 
 @asynccontextmanager
 async def server_process(
-    database_url: str, **settings: Any
+    database_url: str, *, port: int | None = None, **settings: Any
 ) -> AsyncIterator[ServerProcess]:
-    server = ServerProcess(database_url, **{k: str(v) for k, v in settings.items()})
+    server = ServerProcess(
+        database_url, port=port, **{k: str(v) for k, v in settings.items()}
+    )
     await server.start()
     try:
         yield server

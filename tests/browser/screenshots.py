@@ -12,6 +12,7 @@ writes into `docs/screenshots/` (or the folder given as the first argument):
 - `mobile-approval.png`, `mobile-question.png`, `mobile.png`
                             the same at 375px wide
 - `mobile-conversations.png` the conversations drawer at 375px
+- `tools.png`               the toolbar's tools popover (1280x860)
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ NAMES = (
     "mobile-question.png",
     "mobile.png",
     "mobile-conversations.png",
+    "tools.png",
 )
 
 
@@ -81,6 +83,9 @@ async def shoot(browser: Browser, url: str, out: Path) -> None:
         )
         await desktop.composer.blur()
         await desktop.page.screenshot(path=out / "agent-run.png")
+        await desktop.open_tools()
+        await desktop.page.screenshot(path=out / "tools.png")
+        await desktop.page.keyboard.press("Escape")
     finally:
         await desktop.close()
     phone = await App.open(browser, url, viewport=PHONE, touch=True)

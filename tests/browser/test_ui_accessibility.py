@@ -1,7 +1,8 @@
 """axe-core (vendored, tests only) finds no serious or critical violation in
 the page's main states: empty, a finished agent run, a question waiting, an
-approval asked, the shortcuts dialog, light and dark, and on a phone with
-the conversations drawer open."""
+approval asked, the tools popover, the model card, a message being edited,
+the shortcuts dialog, light and dark, and on a phone with the conversations
+drawer or the tools popover open."""
 
 from __future__ import annotations
 
@@ -63,6 +64,16 @@ async def test_the_main_states_have_no_serious_violations(
         await app.page.keyboard.press("Enter")
         await app.wait_idle()
         assert await violations(app) == [], "a finished run"
+        await app.open_tools()
+        assert await violations(app) == [], "the tools popover"
+        await app.page.keyboard.press("Escape")
+        await app.loc("#model-chip").click()
+        await expect(app.loc("#model-popover")).to_be_visible()
+        assert await violations(app) == [], "the model card"
+        await app.page.keyboard.press("Escape")
+        await app.loc(".turn-user").get_by_role("button", name="Edit message").click()
+        assert await violations(app) == [], "editing a message"
+        await app.page.keyboard.press("Escape")
         await app.page.get_by_role("button", name="Keyboard shortcuts").click()
         await expect(app.page.get_by_role("dialog")).to_be_visible()
         assert await violations(app) == [], "the shortcuts dialog"
@@ -80,6 +91,9 @@ async def test_on_a_phone_with_the_drawer_open(
         await app.page.get_by_role("button", name="Conversations").click()
         await expect(app.loc("#sidebar")).to_be_visible()
         assert await violations(app) == [], "phone, drawer open"
+        await app.page.get_by_role("button", name="Conversations").click()
+        await app.open_tools()
+        assert await violations(app) == [], "phone, tools popover"
         assert app.problems == []
     finally:
         await app.close()

@@ -157,6 +157,8 @@ async def test_offline_model_is_labelled_and_works(
     await expect(app.loc("#model-chip")).to_contain_text("loopwire-offline")
     await expect(app.loc("#model-chip")).to_contain_text("offline demo")
     note = app.loc("#offline-note")
+    await expect(note).to_be_hidden()
+    await app.loc("#model-chip").click()  # the model card says what this is
     await expect(note).to_be_visible()
     await expect(note).to_contain_text("built-in offline demo model")
     for variable in (
@@ -165,6 +167,8 @@ async def test_offline_model_is_labelled_and_works(
         "LOOPWIRE_LLM_MODEL",
     ):
         await expect(note).to_contain_text(variable)
+    await app.page.keyboard.press("Escape")
+    await expect(note).to_be_hidden()
     assert await app.texts(".tool-option-name") == [
         tool["name"] for tool in (await _info(harness))["tools"]
     ]

@@ -160,19 +160,27 @@ class App:
     ) -> None:
         if agent is not None:
             await self.page.get_by_role("switch", name="Agent mode").set_checked(agent)
-        if read_only is not None:
-            await self.page.get_by_role("switch", name="Read-only").set_checked(
-                read_only
-            )
         if max_steps is not None:
             field = self.page.get_by_label("Max steps")
             await field.fill(str(max_steps))
             await field.press("Tab")
-        if tools is not None:
-            boxes = self.loc("#tool-options input[type=checkbox]")
-            for index in range(await boxes.count()):
-                box = boxes.nth(index)
-                await box.set_checked(await box.get_attribute("value") in tools)
+        if read_only is not None or tools is not None:
+            await self.open_tools()
+            if read_only is not None:
+                switch = self.page.get_by_role("switch", name="Read-only")
+                await switch.set_checked(read_only)
+            if tools is not None:
+                boxes = self.loc("#tool-options input[type=checkbox]")
+                for index in range(await boxes.count()):
+                    box = boxes.nth(index)
+                    await box.set_checked(await box.get_attribute("value") in tools)
+            await self.page.keyboard.press("Escape")
+            await expect(self.loc("#tools-popover")).to_be_hidden()
+
+    async def open_tools(self) -> None:
+        """Open the tools popover from the composer's toolbar."""
+        await self.loc("#tools-button").click()
+        await expect(self.loc("#tools-popover")).to_be_visible()
 
     async def wait_idle(self) -> None:
         """The run is over: the last assistant turn is done, Stop is gone."""

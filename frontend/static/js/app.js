@@ -14,11 +14,11 @@ import { Settings, Transcript } from './state.js';
 import { Theme } from './theme.js';
 import { ApprovalDialog } from './render/approval.js';
 import { QuestionBanner } from './render/banner.js';
-import { ControlsPanel } from './render/controls.js';
 import { MessageList } from './render/messages.js';
 import { Sidebar } from './render/sidebar.js';
 import { ConnectionStatus, showModel } from './render/status.js';
 import { Toast } from './render/toast.js';
+import { Toolbar } from './render/toolbar.js';
 
 const config = JSON.parse(byId('lw-config').textContent);
 const TOUCH = window.matchMedia('(pointer: coarse)');
@@ -29,13 +29,14 @@ const transcript = new Transcript();
 const openedId = conversationInUrl();
 const connection = new Connection({ path: config.ws_path, sessionId: openedId ?? undefined });
 const messages = new MessageList({ list: byId('messages'), scroller: byId('scroller'), emptyState: byId('empty-state') });
-const controls = new ControlsPanel({ settings });
+const toolbar = new Toolbar({ settings });
 const status = new ConnectionStatus({ onRetry: () => connection.reconnectNow() });
 
 const input = byId('composer-input');
 const banner = new QuestionBanner({ input });
 const approvals = new ApprovalDialog({ onDecide: (callId, approved, reason) => controller.decide(callId, approved, reason) });
 const controller = new Controller({ connection, settings, transcript, messages, banner, approvals, info: config.info });
+messages.onEdit = (runId, text) => controller.editMessage(runId, text);
 
 const composer = byId('composer');
 const sendButton = byId('send-button');
@@ -60,7 +61,7 @@ function refresh() {
   sendButton.disabled = (running && !answering) || !connected || input.value.trim() === '';
   showComposerMode(answering);
   document.body.dataset.running = String(running);
-  controls.refresh();
+  toolbar.refresh();
 }
 
 /** The message box is the answer box while a question waits. */
@@ -131,6 +132,8 @@ input.addEventListener('input', () => {
   refresh();
 });
 stopButton.addEventListener('click', () => controller.stop());
+toolbar.addEventListener('notice', (event) => setHint(event.detail));
+byId('model-select').addEventListener('change', () => showModel(controller.info, settings.modelFor(controller.info)));
 
 // ---------------------------------------------------------------- conversations
 
@@ -243,8 +246,8 @@ document.addEventListener('keydown', (event) => {
 document.addEventListener('keydown', (event) => {
   if (event.key !== 'Escape' || event.shiftKey || event.defaultPrevented) return;
   if (approvals.dialog.open) return;
-  if (controls.isOpenAsDrawer) {
-    controls.setOpen(false, true);
+  if (toolbar.closePopover()) {
+    event.preventDefault();
   } else if (sidebar.isOpenAsDrawer) {
     sidebar.setOpen(false);
     sidebar.toggle.focus();
@@ -271,8 +274,8 @@ connection.addEventListener('ready', (event) => {
   sidebar.setCurrent(id);
   refreshList();
   controller.onReady(event.detail);
-  showModel(event.detail.frame);
-  controls.setInfo(controller.info);
+  toolbar.setInfo(controller.info);
+  showModel(controller.info, settings.modelFor(controller.info));
 });
 connection.addEventListener('frame', (event) => controller.onFrame(event.detail));
 connection.addEventListener('refused', (event) => controller.onRefused(event.detail));
@@ -296,8 +299,8 @@ controller.addEventListener('chat-refused', (event) => {
   }
 });
 
-showModel(config.info);
-controls.setInfo(config.info);
+showModel(config.info, settings.modelFor(config.info));
+toolbar.setInfo(config.info);
 refresh();
 if (openedId) {
   // a link to a conversation: what its user said comes from the server

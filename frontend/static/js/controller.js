@@ -43,6 +43,7 @@ export class Controller extends EventTarget {
     this.info = {
       limits: frame.limits,
       model: frame.model,
+      models: frame.models,
       provider: frame.provider,
       tools: frame.tools,
       strategies: frame.strategies,
@@ -103,7 +104,9 @@ export class Controller extends EventTarget {
       view.response({ message: answers.take(run.request) ?? '' });
       view.finish();
       view.earlier(run);
-      earlier.push(this.messages.userBubble(run.request, mode), view.element);
+      view.userBubble = this.messages.userBubble(run.request, mode);
+      this.messages.bindUser(view.userBubble, run.id);
+      earlier.push(view.userBubble, view.element);
     }
     if (earlier.length) this.messages.addEarlier(earlier);
   }
@@ -114,6 +117,7 @@ export class Controller extends EventTarget {
     if (!frame.run_id) {
       if (frame.type === 'error') this.globalError(frame);
       else if (frame.type === 'session_reset') this.messages.notice({ kind: 'info', title: 'History cleared', text: 'The model starts afresh from here.' });
+      else if (frame.type === 'runs_removed') this.removeRuns(frame.run_ids);
       return;
     }
     const run = this.runFor(frame.run_id);
@@ -128,15 +132,18 @@ export class Controller extends EventTarget {
     if (view) return view;
     if (this.pending) {
       view = this.pending.view;
+      view.userBubble = this.pending.bubble;
       this.transcript.rememberMessage(runId, { content: this.pending.content, mode: this.pending.mode });
       this.pending = null;
       this.dispatchEvent(new Event('run-started'));
     } else {
       const said = this.transcript.message(runId);
-      if (said) this.messages.addUser(said.content, said.mode);
+      const bubble = said ? this.messages.addUser(said.content, said.mode) : null;
       view = this.newRunView(said?.mode ?? 'plain');
+      view.userBubble = bubble;
     }
     view.bind(runId);
+    if (view.userBubble) this.messages.bindUser(view.userBubble, runId);
     view.setCap(this.info.limits.max_steps_cap);
     this.runs.set(runId, view);
     this.active = view;
@@ -277,6 +284,10 @@ export class Controller extends EventTarget {
       this.abandonRun('The server has no active run for this message (it may have been lost in a disconnect).');
     } else if (frame.error_type === 'no_pending_input') {
       this.clearQuestion(null);
+    } else if (frame.error_type === 'server_restarting') {
+      // nothing is lost: the connection comes back and the run goes on
+      this.messages.notice({ kind: 'info', title: 'Server restarting', text: 'The server is restarting: the page reconnects and carries on.' });
+      return;
     }
     this.messages.errorNotice(frame);
   }
@@ -319,7 +330,7 @@ export class Controller extends EventTarget {
     this.changed();
   }
 
-  /** Ask the same again: a new run with the message and mode of `view`'s. */
+  /** Ask the same again: the message and mode of `view`'s run, in its place. */
   retry(view) {
     const said = view.runId ? this.transcript.message(view.runId) : null;
     if (!said) return false;
@@ -328,7 +339,27 @@ export class Controller extends EventTarget {
       tools: { agent_mode: false },
       plain: { agent_mode: false, selected_tools: [] },
     };
-    return this.sendChat(said.content, modes[said.mode] ?? {});
+    return this.sendChat(said.content, { ...(modes[said.mode] ?? {}), replace_from: view.runId });
+  }
+
+  /** Send `text` instead of the message that started run `runId`: that run and
+   * every later one are replaced (the server confirms with `runs_removed`). */
+  editMessage(runId, text) {
+    if (!runId || !this.runs.has(runId)) return false;
+    return this.sendChat(text, { replace_from: runId });
+  }
+
+  /** The server removed these runs (an edit or a retry): so does the screen. */
+  removeRuns(runIds) {
+    for (const runId of runIds) {
+      const view = this.runs.get(runId);
+      if (!view) continue;
+      view.userBubble?.remove();
+      view.element.remove();
+      this.runs.delete(runId);
+      if (this.questionRun === view) this.clearQuestion(null);
+    }
+    this.messages.stick();
   }
 
   /** Let the step in progress finish, then end the run; true when it went out. */

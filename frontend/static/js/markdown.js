@@ -26,6 +26,10 @@ const PURIFY_CONFIG = {
   FORBID_ATTR: ['style', 'srcset', 'id', 'name', 'formaction', 'action', 'background', 'poster'],
   ALLOW_DATA_ATTR: false,
   ALLOWED_URI_REGEXP: SAFE_LINK,
+  // a table column's alignment (left, right or center only: see the hook);
+  // URI-safe, or its value would be held to ALLOWED_URI_REGEXP and dropped
+  ADD_ATTR: ['align'],
+  ADD_URI_SAFE_ATTR: ['align'],
 };
 
 export function escapeHtml(text) {
@@ -70,6 +74,9 @@ const OUR_CLASS = /^(?:language-[\w+#.-]+|hljs(?:-[\w-]+)?|[a-z]+_+)$/;
 
 DOMPurify.addHook('uponSanitizeAttribute', (node, data) => {
   if (data.attrName === 'class' && !data.attrValue.split(/\s+/).every((name) => OUR_CLASS.test(name))) {
+    data.keepAttr = false;
+  }
+  if (data.attrName === 'align' && !(/^(?:left|right|center)$/.test(data.attrValue) && /^T[HD]$/.test(node.tagName))) {
     data.keepAttr = false;
   }
 });

@@ -22,7 +22,7 @@ function writeJson(storage, key, value) {
   }
 }
 
-/** The controls of the agent panel, remembered across visits. */
+/** The controls of the composer's toolbar, remembered across visits. */
 export class Settings {
   constructor(storage = window.localStorage) {
     this.storage = storage;
@@ -30,6 +30,8 @@ export class Settings {
     this.agentMode = saved.agentMode ?? true;
     this.maxSteps = Number.isInteger(saved.maxSteps) ? saved.maxSteps : null;
     this.readOnly = saved.readOnly ?? false;
+    this.strategy = typeof saved.strategy === 'string' ? saved.strategy : null;
+    this.model = typeof saved.model === 'string' ? saved.model : null;
     // names the user turned off; new tools on the server start enabled
     this.disabledTools = new Set(Array.isArray(saved.disabledTools) ? saved.disabledTools : []);
   }
@@ -39,6 +41,8 @@ export class Settings {
       agentMode: this.agentMode,
       maxSteps: this.maxSteps,
       readOnly: this.readOnly,
+      strategy: this.strategy,
+      model: this.model,
       disabledTools: [...this.disabledTools],
     });
   }
@@ -53,9 +57,24 @@ export class Settings {
     return tools.map((t) => t.name).filter((name) => !this.disabledTools.has(name));
   }
 
+  /** The selected tools that may run (read-only leaves out those that write). */
+  runnableTools(tools) {
+    return tools.filter((t) => !this.disabledTools.has(t.name) && (!this.readOnly || t.effect.read_only));
+  }
+
+  /** The chosen strategy if the server still offers it, else its default (the first). */
+  strategyFor(info) {
+    return info.strategies.includes(this.strategy) ? this.strategy : info.strategies[0];
+  }
+
+  /** The chosen model if the server still offers it, else its default (the first). */
+  modelFor(info) {
+    return info.models.includes(this.model) ? this.model : info.models[0];
+  }
+
   /** The `chat` frame for `content`, with exactly the protocol's fields. */
   chatFrame(content, info) {
-    return {
+    const frame = {
       type: 'chat',
       content,
       agent_mode: this.agentMode,
@@ -63,6 +82,12 @@ export class Settings {
       selected_tools: this.selectedTools(info.tools),
       read_only: this.readOnly,
     };
+    // the defaults are left out, so the server's own choice applies
+    const strategy = this.strategyFor(info);
+    if (this.agentMode && strategy !== undefined && strategy !== info.strategies[0]) frame.loop_strategy = strategy;
+    const model = this.modelFor(info);
+    if (model !== undefined && model !== info.models[0]) frame.model = model;
+    return frame;
   }
 
   /** 'agent' | 'tools' | 'plain': what a chat sent now would do. */

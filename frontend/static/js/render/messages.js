@@ -1,6 +1,7 @@
 // The conversation list: user bubbles, assistant runs, notices; keeps the
 // view pinned to the bottom while the user has not scrolled up.
 import { copyButton } from './copy.js';
+import { editInPlace } from './edit.js';
 import { h, icon } from '../dom.js';
 
 const ERROR_TITLES = {
@@ -26,6 +27,7 @@ export class MessageList {
     this.list = list;
     this.scroller = scroller;
     this.emptyState = emptyState;
+    this.onEdit = null; // (runId, text) => true when the edited message went out
     this.pinned = true;
     scroller.addEventListener('scroll', () => {
       const gap = scroller.scrollHeight - scroller.scrollTop - scroller.clientHeight;
@@ -56,14 +58,23 @@ export class MessageList {
 
   userBubble(content, mode) {
     const label = MODE_LABELS[mode];
+    const edit = h('button', { type: 'button', class: 'copy-button edit-button', 'aria-label': 'Edit message' }, icon('pencil'), h('span', { text: 'Edit' }));
     const bubble = h(
       'li',
       { class: 'turn turn-user', dataset: { mode: mode ?? '' } },
       h('div', { class: 'bubble' }, h('p', { class: 'bubble-text', text: content })),
-      h('div', { class: 'turn-user-foot' }, label ? h('span', { class: 'turn-tag', text: label }) : null, copyButton(() => content, { what: 'message' })),
+      h('div', { class: 'turn-user-foot' }, label ? h('span', { class: 'turn-tag', text: label }) : null, copyButton(() => content, { what: 'message' }), edit),
     );
+    edit.addEventListener('click', () => {
+      editInPlace(bubble, content, { onSend: (text) => Boolean(this.onEdit?.(bubble.dataset.runId, text)) });
+    });
     bubble.setAttribute('aria-label', 'You');
     return bubble;
+  }
+
+  /** The message's run is known: it can be edited from now on. */
+  bindUser(bubble, runId) {
+    bubble.dataset.runId = runId;
   }
 
   markUnsent(bubble, why) {

@@ -72,7 +72,7 @@ export class RunView {
     this.continueButton = null;
 
     this.notices = h('div', { class: 'run-notices' });
-    this.answer = h('div', { class: 'answer', hidden: true });
+    this.answer = h('div', { class: 'answer md', hidden: true });
     this.busyText = h('span', { class: 'busy-text' });
     this.busyStep = h('span', { class: 'busy-step' });
     this.grantButton = h('button', { type: 'button', class: 'link-button busy-grant', hidden: true }, icon('plus'), h('span', { text: '5 steps' }));

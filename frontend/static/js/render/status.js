@@ -1,10 +1,13 @@
 // The connection indicator and the model label.
 import { byId } from '../dom.js';
 
+const WORDS = { connecting: 'Connecting', reconnecting: 'Offline', open: 'Online', refused: 'Refused' };
+
 export class ConnectionStatus {
   constructor({ onRetry }) {
     this.element = byId('connection');
     this.text = byId('connection-text');
+    this.word = byId('connection-word'); // the short form, shown on phones
     this.retry = byId('reconnect-now');
     this.retry.addEventListener('click', onRetry);
     this.countdown = null;
@@ -14,6 +17,7 @@ export class ConnectionStatus {
     clearInterval(this.countdown);
     this.countdown = null;
     this.element.dataset.state = state;
+    this.word.textContent = WORDS[state] ?? state;
     this.retry.hidden = state !== 'reconnecting' || retryInMs === null;
     if (state === 'reconnecting' && retryInMs !== null) {
       const until = Date.now() + retryInMs;
@@ -34,7 +38,9 @@ export class ConnectionStatus {
   }
 }
 
-export function showModel({ model, provider }) {
+/** The model a message sent now would use (`chosen`, else the server's default). */
+export function showModel({ model: fallback, provider }, chosen) {
+  const model = chosen ?? fallback;
   const offline = provider === 'offline';
   byId('model-name').textContent = model;
   byId('model-note').textContent = offline ? 'offline demo' : provider;
