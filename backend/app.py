@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from collections.abc import AsyncIterator, Callable, Sequence
 
 from starlette.applications import Starlette
@@ -18,6 +19,9 @@ from backend.agent.strategies.llm_only import LLMOnly
 from backend.agent.strategies.plan_execute import PlanAndExecute
 from backend.agent.strategies.react import ReasonActObserve
 from backend.chat.service import ChatService
+from backend.files.blobs import BlobStore
+from backend.files.shelf import FileShelf
+from backend.files.tools import file_tools
 from backend.llm.base import LLMClient
 from backend.prompts import PromptProvider
 from backend.settings import Settings
@@ -28,7 +32,7 @@ from backend.tools.builtin import builtin_tools
 from backend.tools.executor import ExecutorConfig, ToolExecutor
 from backend.tools.mcp import MCPManager, load_mcp_config
 from backend.tools.notes import MemoryNotebook, Notebook, note_tools
-from backend.transport import api, conversations, http
+from backend.transport import api, conversations, files, http
 from backend.transport.agent_api import AgentAPI
 from backend.transport.auth import Authenticate
 from backend.transport.guard import Guard
@@ -63,11 +67,15 @@ def make_llm(settings: Settings, registry: ToolRegistry) -> LLMClient:
     return OfflineLLM(registry)
 
 
-def default_registry(notebook: Notebook | None = None) -> ToolRegistry:
-    """The built-in tools: calculator, current_time, convert_units and notes
-    (kept in `notebook`: the store, or server memory)."""
+def default_registry(
+    notebook: Notebook | None = None, shelf: FileShelf | None = None
+) -> ToolRegistry:
+    """The built-in tools: calculator, current_time, convert_units, notes
+    (kept in `notebook`: the store, or server memory) and, with a `shelf`,
+    read_file and write_file (the conversation's files)."""
     notes = note_tools(notebook if notebook is not None else MemoryNotebook())
-    return ToolRegistry([*builtin_tools(), *notes])
+    files = file_tools(shelf) if shelf is not None else []
+    return ToolRegistry([*builtin_tools(), *notes, *files])
 
 
 StrategyFactory = Callable[[LoopKit], StrategyRegistry]
@@ -164,13 +172,21 @@ def create_app(
     prompts = prompts or PromptProvider()
     prompts.check()
     chosen_store = store if store is not None else SqlStore(settings.database_url)
-    tools = registry if registry is not None else default_registry(chosen_store)
+    shelf = FileShelf(
+        chosen_store,
+        BlobStore(settings.files_dir),
+        max_bytes=settings.max_file_bytes,
+        max_files=settings.max_files_per_conversation,
+        clock=time.time,
+    )
+    tools = registry if registry is not None else default_registry(chosen_store, shelf)
     for tool in extra_tools:
         tools.add(tool)
     chosen_llm = llm or make_llm(settings, tools)
     service = make_service(
         settings, chosen_llm, tools, prompts, strategies, chosen_store
     )
+    shelf.on_added = service.files_added
     mcp_configs = load_mcp_config(settings.mcp_config) if settings.mcp_config else []
 
     @contextlib.asynccontextmanager
@@ -195,6 +211,7 @@ def create_app(
             *AgentAPI().routes(),
             Route("/openapi.json", openapi_route),
             *conversations.routes(),
+            *files.routes(),
             WebSocketRoute("/ws", websocket_endpoint),
         ],
         lifespan=lifespan,
@@ -209,4 +226,5 @@ def create_app(
     app.state.users = users
     app.state.user_limits = UserLimits(settings)
     app.state.store = chosen_store
+    app.state.files = shelf
     return app

@@ -29,6 +29,8 @@ from backend.protocol import (
     CompletionReason,
     Error,
     ErrorType,
+    FileInfo,
+    FilesUpdate,
     ResponseComplete,
     RunEvent,
     RunsRemoved,
@@ -161,6 +163,10 @@ class Notifications:
     def runs_removed(self, run_ids: list[str]) -> None:
         """An edit removed these runs (oldest first); outside any run."""
         self.send(RunsRemoved(run_ids=run_ids), in_run=False)
+
+    def files_update(self, files: list[FileInfo], added: list[str]) -> None:
+        """The conversation's files changed; outside any run."""
+        self.send(FilesUpdate(files=files, added=added), in_run=False)
 
     def error(
         self, message: str, error_type: ErrorType, *, in_run: bool = False

@@ -31,6 +31,46 @@ class ToolLine:
     description: str
 
 
+@dataclass(frozen=True, slots=True)
+class FileLine:
+    """One file of the conversation, as the manifest in a prompt lists it."""
+
+    id: str
+    name: str
+    media_type: str
+    size: str
+    """For people and models: `12.3 KB`."""
+    description: str
+    origin: str
+
+
+def file_lines(files: Sequence[Any]) -> list[FileLine]:
+    """The manifest of `files` (`FileInfo`s), at most `MANIFEST_FILES`, newest kept."""
+    return [
+        FileLine(
+            id=f.id,
+            name=f.name,
+            media_type=f.media_type,
+            size=_size(f.size),
+            description=f.description,
+            origin=f.origin,
+        )
+        for f in list(files)[-MANIFEST_FILES:]
+    ]
+
+
+MANIFEST_FILES = 50
+"""Files a prompt lists at most (the newest)."""
+
+
+def _size(size: int) -> str:
+    if size < 1000:
+        return f"{size} bytes"
+    if size < 1_000_000:
+        return f"{size / 1000:.1f} KB"
+    return f"{size / 1_000_000:.1f} MB"
+
+
 class ResultLine(BaseModel):
     """One act-phase result as the observe prompt shows it (kept in run state)."""
 
@@ -73,6 +113,7 @@ class PromptProvider:
         tools: Sequence[ToolLine],
         observations: Sequence[str],
         ask: AskWith,
+        files: Sequence[FileLine] = (),
     ) -> str:
         return self._render(
             "agent_reason_prompt.md",
@@ -82,6 +123,7 @@ class PromptProvider:
             tools=tools,
             observations=observations,
             ask=ask,
+            files=files,
         )
 
     def agent_plan_prompt(
@@ -93,6 +135,7 @@ class PromptProvider:
         previous_plan: Sequence[str],
         revision: int,
         can_ask_user: bool,
+        files: Sequence[FileLine] = (),
     ) -> str:
         return self._render(
             "agent_plan_prompt.md",
@@ -102,6 +145,7 @@ class PromptProvider:
             previous_plan=previous_plan,
             revision=revision,
             can_ask_user=can_ask_user,
+            files=files,
         )
 
     def agent_act_prompt(
@@ -150,6 +194,7 @@ class PromptProvider:
     def check(self) -> None:
         """Render every template with sample values; raise ConfigError if any fails."""
         tools = [ToolLine("calculator", "Evaluate arithmetic.")]
+        files = [FileLine("f1", "a.csv", "text/csv", "1.2 KB", "d", "upload")]
         result = ResultLine(
             name="calculator",
             status="ok",
@@ -166,6 +211,7 @@ class PromptProvider:
                 tools=tools,
                 observations=["o"],
                 ask=ask,
+                files=files,
             )
         self.agent_plan_prompt(
             question="q",
@@ -174,6 +220,7 @@ class PromptProvider:
             previous_plan=["p"],
             revision=2,
             can_ask_user=True,
+            files=files,
         )
         self.agent_act_prompt(step=1, max_steps=2, plan="p", tools_to_consider=["c"])
         for can_replan in (False, True):

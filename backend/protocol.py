@@ -440,6 +440,35 @@ class SessionReset(_Payload):
     type: Literal["session_reset"] = "session_reset"
 
 
+class FileInfo(BaseModel):
+    """A conversation's file, as clients see it (`files_update`, the files API)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    name: str
+    media_type: str
+    size: int
+    """Bytes."""
+    origin: Literal["upload", "artifact"]
+    """Uploaded by the user, or made by a tool (an artifact)."""
+    description: str = ""
+    run_id: str | None = None
+    """The run whose tool made it (artifacts)."""
+    created_at: float
+
+
+class FilesUpdate(_Payload):
+    """The conversation's files changed (an upload, or a tool's artifact):
+    all of them, oldest first. Download one with
+    `GET /api/conversations/{id}/files/{file_id}`."""
+
+    type: Literal["files_update"] = "files_update"
+    files: list[FileInfo]
+    added: list[str]
+    """The ids of the files this update adds."""
+
+
 class RunsRemoved(_Payload):
     """A `chat` with `replace_from` removed these runs (oldest first): their
     messages left the conversation's history and their records the store.
@@ -490,6 +519,7 @@ ServerPayload = (
     | ResponseComplete
     | SessionReset
     | RunsRemoved
+    | FilesUpdate
     | Error
 )
 
@@ -505,6 +535,7 @@ _OTHER_PAYLOADS: tuple[type[_Payload], ...] = (
     ResponseComplete,
     SessionReset,
     RunsRemoved,
+    FilesUpdate,
     Error,
 )
 

@@ -53,6 +53,11 @@ class Settings(BaseSettings):
 
     database_url: str = "sqlite:///data/loopwire.db"
     """SQLite by default (a file under ./data/); postgresql://… for PostgreSQL."""
+    files_dir: Path = Path("data/files")
+    """Where the conversations' files are kept, by the SHA-256 of their content."""
+    max_file_bytes: int = Field(default=10 * 1024 * 1024, ge=1024)
+    """The largest file a conversation takes (an upload or a tool's artifact)."""
+    max_files_per_conversation: int = Field(default=100, ge=1)
     auth_token: str | None = None
     """One token for the whole server; its user is `local`."""
     auth_tokens_file: Path | None = None

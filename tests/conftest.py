@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import AsyncExitStack
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -28,10 +32,16 @@ async def fake_openai() -> AsyncIterator[FakeOpenAIServer]:
         yield server
 
 
+FILES_DIR = Path(tempfile.mkdtemp(prefix="loopwire-test-files-"))
+"""Where the servers of this test session keep files (removed at exit)."""
+atexit.register(shutil.rmtree, FILES_DIR, ignore_errors=True)
+
+
 def make_settings(**overrides: Any) -> Settings:
     """Settings for tests: no `.env`, a fresh in-memory SQLite database (the
-    real store), the given overrides."""
+    real store), files in a temporary folder, the given overrides."""
     overrides.setdefault("database_url", "sqlite://")
+    overrides.setdefault("files_dir", FILES_DIR)
     return Settings(_env_file=None, **overrides)  # type: ignore[call-arg]
 
 

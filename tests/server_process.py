@@ -20,6 +20,7 @@ from typing import Any
 
 from websockets.asyncio.client import connect
 
+from tests.conftest import FILES_DIR
 from tests.ws_client import Client
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -42,6 +43,7 @@ class ServerProcess:
         self.env = {
             **os.environ,
             "LOOPWIRE_DATABASE_URL": database_url,
+            "LOOPWIRE_FILES_DIR": str(FILES_DIR),
             "LOOPWIRE_PORT": str(self.port),
             "LOOPWIRE_LOG_LEVEL": "info",
             "PYTHONUNBUFFERED": "1",

@@ -563,6 +563,8 @@ async def test_the_openapi_document_is_served_and_matches_the_routes(
         "/api/conversations/{conversation_id}",
         "/api/conversations/{conversation_id}/approvals/{tool_call_id}",
         "/api/conversations/{conversation_id}/events",
+        "/api/conversations/{conversation_id}/files",
+        "/api/conversations/{conversation_id}/files/{file_id}",
         "/api/conversations/{conversation_id}/input",
         "/api/conversations/{conversation_id}/steps",
         "/api/conversations/{conversation_id}/stop",

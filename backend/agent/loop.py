@@ -19,14 +19,14 @@ racing the stop events, and records how the wait ended in
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from backend.agent.state import PendingApproval, PendingQuestion, RunState
 from backend.history import History
 from backend.llm.base import Usage
-from backend.protocol import CompletionReason, RunEvent, StopMode
+from backend.protocol import CompletionReason, FileInfo, RunEvent, StopMode
 
 Emit = Callable[[RunEvent], None]
 """Reports a run event; never blocks and never fails (safe during cleanup)."""
@@ -42,6 +42,9 @@ class AgentContext:
     resumed: bool = False
     """True during the first phase of a run continued from a checkpoint: what
     the state says was under way may have happened in a process now gone."""
+    files: Sequence[FileInfo] = ()
+    """The conversation's files as they are now (the session's own list,
+    which grows as files come): the manifest each reason prompt shows."""
 
 
 # ------------------------------------------------------------------ decisions

@@ -58,6 +58,7 @@ class Journal:
         """The latest unsaved runs that ended."""
         self.kept_from = 0
         """The oldest `seq` the store keeps (older frames left the window)."""
+        self.create_wanted = False
         self.on_change = on_change
         """Called whenever something new is pending."""
 
@@ -98,6 +99,13 @@ class Journal:
     def history_grew(self) -> None:
         self.on_change()
 
+    def want_stored(self) -> None:
+        """Create the conversation in the store at the next flush, even with
+        nothing else to write (a file comes before the first message)."""
+        if not self.stored:
+            self.create_wanted = True
+            self.on_change()
+
     # ------------------------------------------------------------ flushing
 
     def pending(self, history: History) -> bool:
@@ -107,6 +115,7 @@ class Journal:
             or self.deleted_runs
             or self.truncate_at is not None
             or len(history) > self.saved_messages
+            or (self.create_wanted and not self.stored)
         )
 
     def take(self, history: History, *, now: float, keep_frames_from: int) -> Batch:

@@ -50,6 +50,7 @@ from backend.errors import (
     StoreUnavailable,
     incident,
 )
+from backend.files.shelf import info
 from backend.history import History
 from backend.llm.base import LLMClient, Message
 from backend.llm.offline import PROVIDER as OFFLINE
@@ -69,6 +70,7 @@ from backend.protocol import (
 )
 from backend.settings import Settings
 from backend.store.base import (
+    FileRecord,
     RunRecord,
     RunStatus,
     Store,
@@ -213,6 +215,27 @@ class ChatService:
     def forget(self, session_id: str) -> bool:
         return self.table.forget(session_id)
 
+    async def ensure_stored(self, session_id: str, owner: str) -> bool:
+        """Create the conversation of a live session of `owner` in the store
+        if it is not there yet (a file may come before the first message);
+        False when there is no such session."""
+        session = self.table.by_id.get(session_id)
+        if session is None or session.owner != owner or session.journal is None:
+            return False
+        if not session.journal.stored:
+            session.journal.want_stored()
+            await self.flush(session)
+        return session.journal.stored
+
+    def files_added(self, record: FileRecord) -> None:
+        """A file joined a conversation: a session in memory lists it (its
+        next reason prompt shows it) and tells its clients (`files_update`)."""
+        session = self.table.by_id.get(record.conversation_id)
+        if session is None:
+            return  # loaded with its files from the store when it comes back
+        session.files.append(info(record))
+        session.notify.files_update(list(session.files), [record.id])
+
     def now(self) -> float:
         return self._clock()
 
@@ -329,7 +352,7 @@ class ChatService:
         notify = session.notify
         notify.skip(CRASH_SEQ_GAP)
         notify.begin_run(state.run_id, agent=state.request.agent)
-        ctx = AgentContext(state, session.history, notify.emit)
+        ctx = AgentContext(state, session.history, notify.emit, files=session.files)
         result = RunDriver(strategy, ctx, RunControl()).interrupted()
         notify.error(INTERRUPTED, "run_interrupted", in_run=True)
         run = ActiveRun(state, history=session.history)
@@ -572,7 +595,7 @@ class ChatService:
         notify.begin_run(state.run_id, agent=state.request.agent)
         strategy = self.strategies.get(state.strategy)
         assert strategy is not None
-        ctx = AgentContext(state, run.history, notify.emit)
+        ctx = AgentContext(state, run.history, notify.emit, files=session.files)
 
         async def checkpoint(_ctx: AgentContext) -> None:
             await self._checkpoint(session, run)

@@ -21,6 +21,7 @@ from backend.chat.journal import Journal
 from backend.errors import NoActiveRun, NoPendingApproval, NoPendingInput
 from backend.history import History
 from backend.notifications import Frame, Notifications
+from backend.protocol import FileInfo
 
 OVERFLOW = ""
 """Queued instead of a frame when a client fell too far behind."""
@@ -168,6 +169,8 @@ class Session:
         self.id = session_id
         self.owner = owner
         self.history = history if history is not None else History()
+        self.files: list[FileInfo] = []
+        """The conversation's files, oldest first (what the reason prompt lists)."""
         self.outbox = Outbox(max_frame_bytes)
         self.journal = journal
         self.notify = Notifications(session_id, self, last_seq=last_seq)

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from backend.chat.journal import Journal
 from backend.chat.session import Session
 from backend.errors import Busy
+from backend.files.shelf import info
 from backend.history import History
 from backend.settings import Settings
 from backend.store.base import Batch, ConversationRecord, Store, StoreError
@@ -106,6 +107,7 @@ class SessionTable:
             session_id, max_bytes=self.settings.frame_log_bytes
         )
         last_seq = await self.store.last_seq(session_id)
+        files = await self.store.files(session_id)
         if session_id in self.by_id:  # loaded meanwhile by another caller
             return self.by_id[session_id]
         self._make_room()
@@ -117,6 +119,7 @@ class SessionTable:
             last_seq=last_seq,
             journal=self._journal(record, stored=True, saved=len(messages)),
         )
+        session.files = [info(record) for record in files]
         for frame in frames:
             session.outbox.restore(frame.seq, frame.text)
         assert session.journal is not None

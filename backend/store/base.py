@@ -75,6 +75,27 @@ class RunRecord(_Record):
     """The `RunState` checkpoint, as JSON (with the execution trace)."""
 
 
+FileOrigin = Literal["upload", "artifact"]
+
+
+class FileRecord(_Record):
+    """A conversation's file: an upload, or a tool's artifact."""
+
+    id: str
+    conversation_id: str
+    name: str
+    """Cleaned (`backend.files.kinds.clean_name`); never a path."""
+    media_type: str
+    size: int
+    sha256: str
+    """Where its content is (`backend.files.blobs.BlobStore`)."""
+    origin: FileOrigin
+    description: str = ""
+    run_id: str | None = None
+    """The run whose tool made it (artifacts)."""
+    created_at: float
+
+
 class NoteRecord(_Record):
     id: int
     """Numbered from 1 per owner."""
@@ -179,6 +200,17 @@ class Store(Protocol):
         """Apply flushes of several conversations in one transaction (each
         conversation at most once)."""
         ...
+
+    # files, per conversation
+    async def add_file(self, record: FileRecord, *, limit: int) -> None:
+        """Keep `record`; `LimitReached` if the conversation has `limit` files."""
+        ...
+
+    async def files(self, conversation_id: str) -> list[FileRecord]:
+        """The conversation's files, oldest first."""
+        ...
+
+    async def file(self, conversation_id: str, file_id: str) -> FileRecord | None: ...
 
     # notes, per owner
     async def add_note(

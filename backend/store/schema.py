@@ -96,6 +96,21 @@ frames = Table(
     Column("text", Text, nullable=False),
 )
 
+files = Table(
+    "files",
+    metadata,
+    Column("id", ID, primary_key=True),
+    _conversation_id(key=False),
+    Column("name", String(200), nullable=False),
+    Column("media_type", String(100), nullable=False),
+    Column("size", Integer, nullable=False),
+    Column("sha256", String(64), nullable=False),
+    Column("origin", String(16), nullable=False),
+    Column("description", Text, nullable=False),
+    Column("run_id", ID, nullable=True),
+    Column("created_at", Float, nullable=False),
+)
+
 notes = Table(
     "notes",
     metadata,

@@ -42,13 +42,21 @@ from backend.store.base import (
     LIVE_STATUSES,
     Batch,
     ConversationRecord,
+    FileRecord,
     LimitReached,
     NoteRecord,
     Page,
     RunRecord,
     StoreError,
 )
-from backend.store.schema import conversations, frames, messages, notes, runs
+from backend.store.schema import (
+    conversations,
+    files,
+    frames,
+    messages,
+    notes,
+    runs,
+)
 
 DRIVERS = {"sqlite": "sqlite+aiosqlite", "postgresql": "postgresql+asyncpg"}
 ALIASES = {"postgres": "postgresql"}
@@ -388,6 +396,54 @@ class SqlStore:
         ]
         if removed:
             await conn.execute(self._statements.delete_run, removed)
+
+    # ------------------------------------------------------------ files
+
+    async def add_file(self, record: FileRecord, *, limit: int) -> None:
+        f = files.c
+        async with self._begin() as conn:
+            # the conversation's row is locked (PostgreSQL; SQLite writes one
+            # at a time anyway), so two uploads cannot both take the last place
+            owner = (
+                await conn.execute(
+                    select(conversations.c.id)
+                    .where(conversations.c.id == record.conversation_id)
+                    .with_for_update()
+                )
+            ).first()
+            if owner is None:
+                raise StoreError(f"no conversation {record.conversation_id!r}")
+            count = (
+                await conn.execute(
+                    select(func.count()).where(
+                        f.conversation_id == record.conversation_id
+                    )
+                )
+            ).scalar_one()
+            if count >= limit:
+                raise LimitReached(
+                    f"this conversation has {limit} files already, the most it takes"
+                )
+            await conn.execute(insert(files).values(**record.model_dump()))
+
+    async def files(self, conversation_id: str) -> list[FileRecord]:
+        query = (
+            select(files)
+            .where(files.c.conversation_id == conversation_id)
+            .order_by(files.c.created_at, files.c.id)
+        )
+        async with self._connect() as conn:
+            rows = (await conn.execute(query)).mappings().all()
+        return [FileRecord.model_validate(dict(row)) for row in rows]
+
+    async def file(self, conversation_id: str, file_id: str) -> FileRecord | None:
+        f = files.c
+        query = select(files).where(
+            and_(f.conversation_id == conversation_id, f.id == file_id)
+        )
+        async with self._connect() as conn:
+            row = (await conn.execute(query)).mappings().first()
+        return None if row is None else FileRecord.model_validate(dict(row))
 
     # ------------------------------------------------------------ notes
 

@@ -17,6 +17,7 @@ from pydantic import BaseModel
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from backend.protocol import FileInfo
 from backend.transport.agent_api import AgentRequest, InputBody, StepsBody, StopBody
 from backend.transport.api import ApprovalBody
 from backend.transport.conversations import Rename
@@ -30,7 +31,9 @@ MODELS: tuple[type[BaseModel], ...] = (
     StepsBody,
     ApprovalBody,
     Rename,
+    FileInfo,
 )
+FILE = {"$ref": "#/components/schemas/FileInfo"}
 CONVERSATION = {
     "name": "conversation_id",
     "in": "path",
@@ -56,8 +59,11 @@ def _errors(*codes: int) -> dict[str, Any]:
         400: "a bad body or parameter (`fields` names each problem)",
         401: "not signed in",
         404: "no such conversation for this user",
-        409: "busy, or nothing waiting for this",
-        415: "the body is not application/json",
+        409: "busy, or nothing waiting for this (files: the conversation has "
+        "as many as it takes)",
+        413: "the body is over the limit",
+        415: "the body is not application/json (files: not multipart, or a "
+        "kind of file not taken)",
         503: "the server is restarting or its store is unavailable",
     }
     return {
@@ -215,6 +221,79 @@ def openapi() -> dict[str, Any]:
                         **_errors(404, 409),
                     },
                 },
+            },
+            f"{base}/files": {
+                "post": {
+                    "summary": "Upload a file (multipart: `file`, optional "
+                    "`description`); announced with `files_update`",
+                    "parameters": [CONVERSATION],
+                    "requestBody": {
+                        "required": True,
+                        "content": {
+                            "multipart/form-data": {
+                                "schema": {
+                                    "type": "object",
+                                    "required": ["file"],
+                                    "properties": {
+                                        "file": {"type": "string", "format": "binary"},
+                                        "description": {
+                                            "type": "string",
+                                            "maxLength": 2000,
+                                        },
+                                    },
+                                }
+                            }
+                        },
+                    },
+                    "responses": {
+                        "201": {
+                            "description": "the file",
+                            "content": {"application/json": {"schema": FILE}},
+                        },
+                        **_errors(400, 404, 409, 413, 415),
+                    },
+                },
+                "get": {
+                    "summary": "The conversation's files, oldest first",
+                    "parameters": [CONVERSATION],
+                    "responses": {
+                        "200": {
+                            "description": '{"items": [FileInfo, …]}',
+                            "content": {
+                                "application/json": {
+                                    "schema": {
+                                        "type": "object",
+                                        "properties": {
+                                            "items": {"type": "array", "items": FILE}
+                                        },
+                                    }
+                                }
+                            },
+                        },
+                        **_errors(404),
+                    },
+                },
+            },
+            f"{base}/files/{{file_id}}": {
+                "get": {
+                    "summary": "Download a file (as an attachment)",
+                    "parameters": [
+                        CONVERSATION,
+                        {
+                            "name": "file_id",
+                            "in": "path",
+                            "required": True,
+                            "schema": {"type": "string"},
+                        },
+                    ],
+                    "responses": {
+                        "200": {
+                            "description": "the content, with its media type",
+                            "content": {"application/octet-stream": {}},
+                        },
+                        **_errors(404),
+                    },
+                }
             },
             "/api/info": {
                 "get": {

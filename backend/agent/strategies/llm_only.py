@@ -13,6 +13,7 @@ from backend.agent.kit import LoopKit
 from backend.agent.loop import AgentContext, Continue, Decision, Final
 from backend.agent.phases import PhasedStrategy, observe
 from backend.agent.state import RunState
+from backend.prompts import file_lines
 from backend.protocol import AgentReason, ReasonControl
 
 NO_TOOLS_NOTE = "This strategy has no tools; the reasoning above is this step's work."
@@ -59,6 +60,7 @@ class LLMOnly(PhasedStrategy):
             tools=[],
             observations=state.observations,
             ask="control",
+            files=file_lines(ctx.files),
         )
         reply = await kit.calls.complete(ctx, kit.calls.request(ctx, "reason", prompt))
         parsed = parse_control(reply.content, ReasonControl)

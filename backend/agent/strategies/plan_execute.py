@@ -13,6 +13,7 @@ from backend.agent.control import parse_control
 from backend.agent.kit import LoopKit, tool_lines
 from backend.agent.loop import AgentContext, Continue, Decision, Final
 from backend.agent.phases import PhasedStrategy, act, observe
+from backend.prompts import file_lines
 from backend.protocol import AgentPlan, PlanControl
 
 MAX_PLAN_STEPS = 12
@@ -45,6 +46,7 @@ class PlanAndExecute(PhasedStrategy):
             previous_plan=state.plan,
             revision=state.plan_revision + 1,
             can_ask_user=state.request.agent,
+            files=file_lines(ctx.files),
         )
         reply = await kit.calls.complete(
             ctx, kit.calls.request(ctx, "plan", prompt, listed=listed)

@@ -16,6 +16,7 @@ from backend.agent.control import parse_control
 from backend.agent.kit import LoopKit, tool_lines
 from backend.agent.loop import AgentContext, Continue, Decision, Final
 from backend.agent.phases import PhasedStrategy, act, observe
+from backend.prompts import file_lines
 from backend.protocol import AgentReason, ReasonControl
 
 
@@ -50,6 +51,7 @@ class ReasonActObserve(PhasedStrategy):
             tools=tool_lines(listed),
             observations=state.observations,
             ask="tool" if state.request.agent else "none",
+            files=file_lines(ctx.files),
         )
         request = kit.calls.request(ctx, "reason", prompt, listed=listed)
         reply = await kit.calls.complete(ctx, request)

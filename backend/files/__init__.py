@@ -1,0 +1,1 @@
+"""A conversation's files: uploads and tools' artifacts, kept by content."""

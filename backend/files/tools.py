@@ -1,0 +1,114 @@
+"""`read_file` and `write_file`: tools that work with the conversation's files.
+
+A tool names a file by its id (the manifest in the reason prompt lists
+them), never by a path. `read_file` gives text files' text (PDFs' text
+when `pypdf` can read them); `write_file` makes a text artifact that joins
+the conversation's files, announced to its clients with `files_update`.
+"""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from backend.errors import ToolError
+from backend.files.kinds import FileRefused
+from backend.files.shelf import FileShelf
+from backend.store.base import LimitReached
+from backend.tools.base import Tool, ToolContext, ToolEffect
+
+READ_CHARS = 20_000
+"""Characters of a file `read_file` returns at most (the executor cuts a
+result to `LOOPWIRE_TOOL_RESULT_MAX_CHARS` on top)."""
+PDF_PAGES = 50
+
+
+class ReadFileArgs(BaseModel):
+    file_id: str = Field(
+        min_length=1, max_length=64, description="The file's id, from the file list."
+    )
+
+
+class WriteFileArgs(BaseModel):
+    name: str = Field(
+        min_length=1, max_length=120, description="A file name such as summary.md."
+    )
+    content: str = Field(min_length=1, description="The text to write.")
+    description: str = Field(
+        default="", max_length=300, description="One line on what the file holds."
+    )
+
+
+def _pdf_text(content: bytes) -> str:
+    try:
+        from pypdf import PdfReader
+    except ImportError:  # pragma: no cover - pypdf is a dependency
+        raise ToolError("PDF text cannot be read on this server") from None
+    try:
+        reader = PdfReader(io.BytesIO(content))
+        pages = [page.extract_text() or "" for page in reader.pages[:PDF_PAGES]]
+    except Exception as exc:  # pypdf raises many kinds on a broken file
+        raise ToolError(f"the PDF could not be read: {exc}") from None
+    return "\n\n".join(f"[page {n}]\n{text}" for n, text in enumerate(pages, 1))
+
+
+def file_tools(shelf: FileShelf) -> list[Tool[Any]]:
+    async def read_file(args: ReadFileArgs, ctx: ToolContext) -> dict[str, Any]:
+        found = await shelf.read(ctx.session_id, args.file_id)
+        if found is None:
+            listed = await shelf.files(ctx.session_id)
+            ids = ", ".join(f"{f.id} ({f.name})" for f in listed[-10:]) or "none"
+            raise ToolError(
+                f"this conversation has no file {args.file_id!r}; files: {ids}"
+            )
+        record, content = found
+        if record.media_type == "application/pdf":
+            text = _pdf_text(content)
+        elif record.media_type.startswith("image/"):
+            raise ToolError(f"{record.name} is an image; its content is not text")
+        else:
+            text = content.decode("utf-8", errors="replace")
+        return {
+            "name": record.name,
+            "media_type": record.media_type,
+            "size": record.size,
+            "text": text[:READ_CHARS],
+            "truncated": len(text) > READ_CHARS,
+        }
+
+    async def write_file(args: WriteFileArgs, ctx: ToolContext) -> dict[str, Any]:
+        try:
+            record = await shelf.add(
+                ctx.session_id,
+                args.name,
+                args.content.encode(),
+                origin="artifact",
+                description=args.description,
+                run_id=ctx.run_id,
+            )
+        except (FileRefused, LimitReached) as exc:
+            raise ToolError(str(exc)) from exc
+        return {"file_id": record.id, "name": record.name, "size": record.size}
+
+    return [
+        Tool(
+            "read_file",
+            "Read a file of this conversation (an upload or an earlier tool's "
+            "file) by its id: text, or a PDF's text.",
+            ReadFileArgs,
+            read_file,
+            ToolEffect(read_only=True, idempotent=True),
+            summary="Reads one of this conversation's files.",
+        ),
+        Tool(
+            "write_file",
+            "Write a text file (such as a summary, a CSV or a Markdown report) "
+            "that joins this conversation's files for the user to download.",
+            WriteFileArgs,
+            write_file,
+            ToolEffect(),
+            summary="Saves a text file in this conversation for you to download.",
+        ),
+    ]

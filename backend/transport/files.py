@@ -1,0 +1,208 @@
+"""The files API: a conversation's uploads and tools' artifacts.
+
+- `POST /api/conversations/{id}/files` — multipart: one `file` part and an
+  optional `description` field; 201 with the file's description
+  (`FileInfo`). A conversation open in a live session of the caller's that
+  has no message yet is created for it.
+- `GET /api/conversations/{id}/files` — `{"items": [FileInfo, …]}`, oldest first.
+- `GET /api/conversations/{id}/files/{file_id}` — the content, as an
+  attachment (never rendered by the browser: `Content-Disposition:
+  attachment`, a sandboxing CSP, `nosniff`).
+
+Only the conversation's owner sees its files (anyone else: 404). Bounds:
+the body is read no further than `LOOPWIRE_MAX_FILE_BYTES` plus the form's
+own overhead (413 past it), one file and one field per request, the kinds
+`backend/files/kinds.py` takes (415 otherwise, with the reason), and
+`LOOPWIRE_MAX_FILES_PER_CONVERSATION` files (409). A file arriving in a
+conversation a session shows is announced there with `files_update`.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import quote
+
+from python_multipart.exceptions import MultipartParseError
+from starlette.datastructures import UploadFile
+from starlette.exceptions import HTTPException
+from starlette.formparsers import MultiPartException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+from starlette.types import Message
+
+from backend.chat.service import ChatService
+from backend.files.kinds import FileRefused
+from backend.files.shelf import FileShelf, info
+from backend.store.base import ConversationRecord, LimitReached
+from backend.transport.api import error
+from backend.transport.auth import user_of
+
+FORM_OVERHEAD = 64 * 1024
+"""Bytes a multipart body may have besides the file (boundaries, headers,
+the description)."""
+DESCRIPTION_BYTES = 2000
+
+
+class BodyTooLarge(Exception):
+    pass
+
+
+def _context(request: Request) -> tuple[ChatService, FileShelf] | JSONResponse:
+    service: ChatService = request.app.state.chat
+    shelf: FileShelf | None = getattr(request.app.state, "files", None)
+    if shelf is None or service.store is None:
+        return error(404, "not_found", "this server keeps no files")
+    return service, shelf
+
+
+async def _conversation(
+    request: Request, service: ChatService, *, create: bool = False
+) -> ConversationRecord | JSONResponse:
+    """The conversation the path names if the caller owns it (`create`: a
+    live session of theirs not stored yet is stored now)."""
+    assert service.store is not None
+    conversation_id = request.path_params["conversation_id"]
+    user = user_of(request)
+    record = await service.store.conversation(conversation_id)
+    if record is None and create and await service.ensure_stored(conversation_id, user):
+        record = await service.store.conversation(conversation_id)
+    if record is None or record.owner != user:
+        return error(404, "not_found", f"no conversation {conversation_id!r}")
+    return record
+
+
+async def upload(request: Request) -> Response:
+    context = _context(request)
+    if isinstance(context, JSONResponse):
+        return context
+    service, shelf = context
+    kind = request.headers.get("content-type", "").partition(";")[0].strip().lower()
+    if kind != "multipart/form-data":
+        return error(
+            415,
+            "invalid_message",
+            "send the file as multipart/form-data (a `file` part)",
+        )
+    limit = shelf.max_bytes + FORM_OVERHEAD
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        return error(
+            413,
+            "invalid_message",
+            f"the body is {declared} bytes; a file may have {shelf.max_bytes}",
+        )
+    record = await _conversation(request, service, create=True)
+    if isinstance(record, JSONResponse):
+        return record
+    read = 0
+
+    async def receive() -> Message:
+        nonlocal read
+        message = await request.receive()
+        read += len(message.get("body", b""))
+        if read > limit:
+            raise BodyTooLarge
+        return message
+
+    try:
+        form = await Request(request.scope, receive).form(max_files=1, max_fields=1)
+    except BodyTooLarge:
+        return error(
+            413,
+            "invalid_message",
+            f"the file is over {shelf.max_bytes} bytes, the limit",
+        )
+    except HTTPException as exc:  # Starlette's word for a MultiPartException
+        return error(
+            400, "invalid_message", f"the form could not be read: {exc.detail}"
+        )
+    except (MultiPartException, MultipartParseError) as exc:
+        return error(400, "invalid_message", f"the form could not be read: {exc}")
+    try:
+        extra = sorted(set(form.keys()) - {"file", "description"})
+        part = form.get("file")
+        description = form.get("description", "")
+        if extra:
+            return error(400, "invalid_message", f"unknown form field: {extra[0][:40]}")
+        if not isinstance(part, UploadFile):
+            return error(400, "invalid_message", "no `file` part in the form")
+        if not isinstance(description, str) or len(description) > DESCRIPTION_BYTES:
+            return error(
+                400, "invalid_message", "description: text of at most 2000 characters"
+            )
+        content = await part.read()
+        name = part.filename or "file"
+    finally:
+        await form.close()
+    try:
+        added = await shelf.add(
+            record.id, name, content, origin="upload", description=description
+        )
+    except FileRefused as exc:
+        status = 413 if "largest file" in str(exc) else 415
+        return error(status, "invalid_message", str(exc))
+    except LimitReached as exc:
+        return error(409, "limit_reached", str(exc))
+    return JSONResponse(info(added).model_dump(mode="json"), status_code=201)
+
+
+async def _owned(
+    request: Request,
+) -> tuple[FileShelf, ConversationRecord] | JSONResponse:
+    """The shelf and the conversation the path names, if the caller owns it."""
+    context = _context(request)
+    if isinstance(context, JSONResponse):
+        return context
+    service, shelf = context
+    record = await _conversation(request, service)
+    if isinstance(record, JSONResponse):
+        return record
+    return shelf, record
+
+
+async def list_files(request: Request) -> Response:
+    owned = await _owned(request)
+    if isinstance(owned, JSONResponse):
+        return owned
+    shelf, record = owned
+    items = [info(f).model_dump(mode="json") for f in await shelf.files(record.id)]
+    return JSONResponse({"items": items})
+
+
+def _disposition(name: str) -> str:
+    fallback = "".join(c if c.isascii() and c.isprintable() else "_" for c in name)
+    return f"attachment; filename=\"{fallback}\"; filename*=UTF-8''{quote(name)}"
+
+
+async def download(request: Request) -> Response:
+    owned = await _owned(request)
+    if isinstance(owned, JSONResponse):
+        return owned
+    shelf, record = owned
+    file_id = request.path_params["file_id"]
+    found = await shelf.read(record.id, file_id)
+    if found is None:
+        return error(404, "not_found", f"no file {file_id[:64]!r} in this conversation")
+    stored, content = found
+    text = stored.media_type.startswith("text/") or stored.media_type.endswith(
+        ("json", "xml", "yaml")
+    )
+    media_type = f"{stored.media_type}; charset=utf-8" if text else stored.media_type
+    return Response(
+        content,
+        media_type=media_type,
+        headers={
+            "Content-Disposition": _disposition(stored.name),
+            "Content-Security-Policy": "sandbox; default-src 'none'",
+            "Cache-Control": "private, no-store",
+        },
+    )
+
+
+def routes() -> list[Route]:
+    base = "/api/conversations/{conversation_id}/files"
+    return [
+        Route(base, upload, methods=["POST"]),
+        Route(base, list_files, methods=["GET"]),
+        Route(base + "/{file_id}", download, methods=["GET"]),
+    ]
