@@ -4,15 +4,19 @@ import { Controller } from './controller.js';
 import {
   conversationInUrl,
   deleteConversation,
+  fileUrl,
   getConversation,
   listConversations,
+  listFiles,
   renameConversation,
+  uploadFile,
   urlOf,
 } from './conversations.js';
 import { byId } from './dom.js';
 import { Settings, Transcript } from './state.js';
 import { Theme } from './theme.js';
 import { ApprovalDialog } from './render/approval.js';
+import { FilesStrip } from './render/files.js';
 import { QuestionBanner } from './render/banner.js';
 import { MessageList } from './render/messages.js';
 import { Sidebar } from './render/sidebar.js';
@@ -218,6 +222,34 @@ byId('examples').addEventListener('click', (event) => {
   focusComposer();
 });
 
+// ---------------------------------------------------------------- files
+
+const files = new FilesStrip({
+  onUpload: async (file) => {
+    const id = connection.sessionId;
+    if (!id || !connection.isOpen) throw new Error('Not connected: try again once the connection is back.');
+    const stored = await uploadFile(id, file);
+    showInUrl(id, true); // the conversation exists now, if it did not
+    refreshList();
+    return stored;
+  },
+  urlOf: (fileId) => fileUrl(connection.sessionId, fileId),
+  onError: (name, message) => messages.notice({ kind: 'error', title: `“${name}” was not added`, text: message }),
+});
+controller.addEventListener('files', (event) => files.show(event.detail));
+
+/** The files of the conversation just connected to (a new one has none). */
+async function loadFiles(id, stored) {
+  files.show([]);
+  if (!stored) return;
+  try {
+    const listed = await listFiles(id);
+    if (connection.sessionId === id) files.show(listed.items);
+  } catch {
+    // not stored yet, or gone: the strip stays empty until a files_update
+  }
+}
+
 // ---------------------------------------------------------------- shortcuts
 
 const shortcuts = byId('shortcuts');
@@ -273,6 +305,7 @@ connection.addEventListener('ready', (event) => {
   showInUrl(id, frame.last_seq > 0);
   sidebar.setCurrent(id);
   refreshList();
+  loadFiles(id, frame.last_seq > 0);
   controller.onReady(event.detail);
   toolbar.setInfo(controller.info);
   showModel(controller.info, settings.modelFor(controller.info));

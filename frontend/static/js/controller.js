@@ -118,6 +118,7 @@ export class Controller extends EventTarget {
       if (frame.type === 'error') this.globalError(frame);
       else if (frame.type === 'session_reset') this.messages.notice({ kind: 'info', title: 'History cleared', text: 'The model starts afresh from here.' });
       else if (frame.type === 'runs_removed') this.removeRuns(frame.run_ids);
+      else if (frame.type === 'files_update') this.dispatchEvent(new CustomEvent('files', { detail: frame.files }));
       return;
     }
     const run = this.runFor(frame.run_id);

@@ -1,5 +1,5 @@
-// The conversations API (`/api/conversations`), for the sidebar: list,
-// read one, rename, delete. Every call is same-origin with the session
+// The conversations API (`/api/conversations`), for the sidebar and the
+// files strip: list, read one, rename, delete; a conversation's files. Every call is same-origin with the session
 // cookie; a failure throws an Error whose message is the server's (or says
 // the server could not be reached).
 
@@ -50,6 +50,23 @@ export function renameConversation(id, title) {
 /** `keepalive`: the request outlives the page (a delete due as the tab closes). */
 export function deleteConversation(id, { keepalive = false } = {}) {
   return call(`${BASE}/${encodeURIComponent(id)}`, { method: 'DELETE', keepalive });
+}
+
+/** The conversation's files: `{items: [FileInfo, …]}`. */
+export function listFiles(id) {
+  return call(`${BASE}/${encodeURIComponent(id)}/files`);
+}
+
+/** Upload `file` (a File) to conversation `id`: the stored `FileInfo`. */
+export function uploadFile(id, file) {
+  const form = new FormData();
+  form.append('file', file, file.name);
+  return call(`${BASE}/${encodeURIComponent(id)}/files`, { method: 'POST', body: form });
+}
+
+/** Where a file of conversation `id` downloads from. */
+export function fileUrl(id, fileId) {
+  return `${BASE}/${encodeURIComponent(id)}/files/${encodeURIComponent(fileId)}`;
 }
 
 /** The conversation the page's URL names (`/c/<id>`), or null. */

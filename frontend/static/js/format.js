@@ -46,3 +46,10 @@ export function plural(count, one, many = `${one}s`) {
 export function formatNumber(n) {
   return new Intl.NumberFormat('en').format(n);
 }
+
+/** A file's size for people: `512 bytes`, `12.3 KB`, `4.5 MB`. */
+export function formatBytes(n) {
+  if (n < 1000) return `${n} bytes`;
+  if (n < 1_000_000) return `${(n / 1000).toFixed(1)} KB`;
+  return `${(n / 1_000_000).toFixed(1)} MB`;
+}
