@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Literal
 
 from pydantic import AliasChoices, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from backend.errors import ConfigError
 
 ProviderName = Literal["offline", "openai"]
 DEFAULT_TOOL_PROCESSES = min(4, os.cpu_count() or 1)
@@ -133,6 +136,29 @@ class Settings(BaseSettings):
     access_log: bool = False
     """A log line per HTTP request and WebSocket connection (uvicorn's)."""
 
+    # --- data sources: document folders for `search_documents` (backend/sources/)
+    data_sources: str = ""
+    """Named folders of documents, comma-separated `name=path` entries
+    (`handbook=/srv/docs/handbook,notes=./notes`); names are
+    `[a-z0-9_-]{1,40}`. Empty: no data sources, no `search_documents` tool."""
+    sources_index: str = "data/sources.db"
+    """The SQLite (FTS5) file that indexes the data sources, whatever the main
+    database is; `:memory:` keeps it in memory (tests)."""
+    sources_max_file_bytes: int = Field(default=10 * 1024 * 1024, ge=1)
+    """A larger document is refused (and reported), not indexed."""
+    sources_max_files: int = Field(default=10_000, ge=1)
+    """Documents indexed per source; those past it are reported, not indexed."""
+    embeddings_model: str = ""
+    """An embeddings model of the OpenAI-compatible server at
+    `LOOPWIRE_LLM_BASE_URL` (`/v1/embeddings`, with `LOOPWIRE_LLM_API_KEY`):
+    passages and queries are embedded and ranked by BM25 and cosine
+    together. Empty: BM25 alone, nothing is sent anywhere."""
+    search_finalize: bool = False
+    """`search_documents` is a `finalize` tool: its summary ends the run."""
+    sources_refresh_s: float = Field(default=60.0, gt=0)
+    """How often the data sources are brought in step with their folders
+    (only files whose size or time changed are read again)."""
+
     @model_validator(mode="after")
     def _coherent(self) -> Settings:
         too_many = self.agent_max_steps > self.agent_max_steps_cap
@@ -152,6 +178,19 @@ class Settings(BaseSettings):
                 "LOOPWIRE_AUTH_TOKEN is set but empty; give it a token or unset it"
             )
         return self
+
+    @model_validator(mode="after")
+    def _data_sources(self) -> Settings:
+        try:
+            parse_data_sources(self.data_sources)
+        except ConfigError as exc:  # a validation error, as every bad setting is
+            raise ValueError(str(exc)) from None
+        return self
+
+    @property
+    def data_source_folders(self) -> dict[str, Path]:
+        """`LOOPWIRE_DATA_SOURCES` as name → folder (not checked on disk here)."""
+        return parse_data_sources(self.data_sources)
 
     @property
     def provider(self) -> ProviderName:
@@ -182,3 +221,27 @@ class Settings(BaseSettings):
         """The budget a run gets: the client's ask, capped by the server."""
         steps = self.agent_max_steps if requested is None else requested
         return max(1, min(steps, self.agent_max_steps_cap))
+
+
+DATA_SOURCE_NAME = re.compile(r"[a-z0-9_-]{1,40}")
+
+
+def parse_data_sources(text: str) -> dict[str, Path]:
+    """`name=path,name=path` → {name: path}; a `ConfigError` names a bad entry."""
+    folders: dict[str, Path] = {}
+    for raw in text.split(","):
+        entry = raw.strip()
+        if not entry:
+            continue
+        name, equals, path = (part.strip() for part in entry.partition("="))
+        where = f"LOOPWIRE_DATA_SOURCES entry {entry!r}"
+        if not equals or not path:
+            raise ConfigError(f"{where} must be name=path")
+        if not DATA_SOURCE_NAME.fullmatch(name):
+            raise ConfigError(
+                f"{where}: the name {name!r} must be 1-40 of a-z, 0-9, _ and -"
+            )
+        if name in folders:
+            raise ConfigError(f"{where}: the name {name!r} is used twice")
+        folders[name] = Path(path).expanduser()
+    return folders

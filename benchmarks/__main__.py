@@ -34,6 +34,7 @@ from benchmarks import (
     agent_runs,
     frame_rate,
     session_memory,
+    sources,
     stop_latency,
     token_pace,
     turn_cost,
@@ -46,7 +47,7 @@ from benchmarks.processes import ROOT
 from benchmarks.report import render, write
 from benchmarks.results import Results
 
-SECTIONS = ("loop", "turns", "runs", "frames", "memory", "stop")
+SECTIONS = ("loop", "sources", "turns", "runs", "frames", "memory", "stop")
 PART_OF = {"pace": "frames"}
 """Measurements run under another's name: `--only frames` also runs the
 streamed tokens at a model's pace."""
@@ -183,6 +184,13 @@ async def _measure(harness: Harness, sections: Sequence[str], results: Results) 
         if "loop" in sections:
             progress("loop: the agent loop in-process")
             results.loop = await agent_loop.measure(sizes.loop_runs, sizes.loop_steps)
+        if "sources" in sections:
+            progress(f"sources: {sizes.source_documents} documents indexed in-process")
+            results.sources = await sources.measure(
+                sizes.source_documents, sizes.source_queries
+            )
+        if not chosen:
+            return  # in-process measurements only: no server to start
         await harness.start()
         for index, name in enumerate(chosen):
             harness.still_to_come = tuple(chosen[index + 1 :])

@@ -93,6 +93,8 @@ class Sizes:
     """Stops per phase."""
     loop_runs: int = 30
     loop_steps: int = 10
+    source_documents: int = 1000
+    source_queries: int = 200
     fresh_servers: bool = True
     tiny: bool = False
     budget_s: float = 300.0
@@ -118,6 +120,8 @@ class Sizes:
             stop_samples=2,
             loop_runs=2,
             loop_steps=2,
+            source_documents=50,
+            source_queries=20,
             fresh_servers=False,
             tiny=True,
             budget_s=600.0,

@@ -293,6 +293,7 @@ def render(results: Results, plot: str | None, plot_note: str = "") -> str:
     out += _memory_section(results)
     out += _stop_section(results)
     out += _loop_section(results)
+    out += _sources_section(results)
     out += ["", END]
     return "\n".join(out) + "\n"
 
@@ -539,6 +540,34 @@ def _loop_section(results: Results) -> list[str]:
     out += _table(
         ["ms per step", "p99", "min"],
         [[*_summary_cells(loop.ms_per_step, _ms), _ms(loop.ms_per_step.low)]],
+    )
+    return out
+
+
+def _sources_section(results: Results) -> list[str]:
+    out = ["", "### Data sources: indexing and search", ""]
+    sources = results.sources
+    if sources is None:
+        return [*out, "Not measured in this run."]
+    out += [
+        f"{_n(sources.documents)} small Markdown documents "
+        f"({sources.megabytes:.1f} MB, {_n(sources.passages)} passages) indexed "
+        "into SQLite FTS5 in the bench's own process by one refresh, then "
+        "refreshed with nothing changed; then "
+        f"{_n(sources.queries)} queries of two to four words (BM25, 5 passages "
+        "each), one sample per query.",
+        "",
+    ]
+    out += _table(
+        ["index all", "refresh, unchanged", "query", "p99", "max"],
+        [
+            [
+                _s(sources.index_s),
+                _ms(sources.unchanged_refresh_s * 1000),
+                *_summary_cells(sources.query_ms, _ms),
+                _ms(sources.query_ms.high),
+            ]
+        ],
     )
     return out
 

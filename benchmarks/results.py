@@ -128,6 +128,23 @@ class AgentLoop:
     ms_per_step: Summary
 
 
+@dataclass(frozen=True)
+class SourcesIndexing:
+    """A data source of small documents indexed, then searched (in-process)."""
+
+    documents: int
+    megabytes: float
+    """Of Markdown text, all documents told."""
+    passages: int
+    index_s: float
+    """One refresh that indexes every document."""
+    unchanged_refresh_s: float
+    """A second refresh, nothing changed (nothing read)."""
+    queries: int
+    query_ms: Summary
+    """`search` (BM25, 5 passages), one sample per query."""
+
+
 @dataclass
 class Results:
     machine: Machine
@@ -146,6 +163,7 @@ class Results:
     memory: SessionMemory | None = None
     stop: StopLatency | None = None
     loop: AgentLoop | None = None
+    sources: SourcesIndexing | None = None
     target_sessions: tuple[int, int] = (100, 1000)
 
     def run_at(self, sessions: int) -> RunScale | None:

@@ -7,6 +7,12 @@ events so tests never need to sleep:
 - `await server.wait_for_requests(n)` returns once `n` requests have arrived;
 - `server.cancelled` is set when a `HangReply` request is dropped by the client.
 
+`/v1/embeddings` answers every request at once, unscripted, with
+deterministic vectors (`fake_embedding`: a hashed bag of words, where a few
+words stand for their synonyms) unless an error is queued with
+`fail_embeddings(...)`; its requests are kept apart, in
+`embedding_requests`, so the chat request counts stay as they are.
+
 Replies are served as plain JSON or as server-sent events, depending on the
 request's `stream` flag, and mimic what real servers do when streaming:
 content split into several chunks, tool-call arguments split into fragments
@@ -18,8 +24,12 @@ chunks, and a usage-only final chunk with empty `choices` when
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
+import hashlib
 import json
+import re
+import struct
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
@@ -35,12 +45,14 @@ from starlette.types import Receive, Scope, Send
 from tests.live_server import LiveServer
 
 __all__ = [
+    "EMBEDDING_DIMENSIONS",
     "ErrorReply",
     "FakeOpenAIServer",
     "FakeUsage",
     "HangReply",
     "Reply",
     "ScriptedReply",
+    "fake_embedding",
     "running_fake_openai",
 ]
 
@@ -141,6 +153,26 @@ class HangReply:
 
 
 ScriptedReply = Reply | ErrorReply | HangReply
+
+EMBEDDING_DIMENSIONS = 256
+EMBEDDING_SYNONYMS = {
+    "automobile": "car",
+    "vehicle": "car",
+    "motorcar": "car",
+    "physician": "doctor",
+    "medic": "doctor",
+}
+"""Words the fake embeds as another: its idea of meaning."""
+
+
+def fake_embedding(text: str) -> list[float]:
+    """A hashed bag of words (lowercased, synonyms folded), not normalised."""
+    vector = [0.0] * EMBEDDING_DIMENSIONS
+    for word in re.findall(r"[a-z0-9]+", text.lower()):
+        word = EMBEDDING_SYNONYMS.get(word, word)
+        digest = hashlib.sha256(word.encode()).digest()
+        vector[int.from_bytes(digest[:4], "big") % EMBEDDING_DIMENSIONS] += 1.0
+    return vector
 
 
 def split(text: str, size: int) -> list[str]:
@@ -286,7 +318,8 @@ class _HangResponse(Response):
 
 
 class FakeOpenAIServer:
-    """An OpenAI-compatible `/v1/chat/completions` endpoint served by uvicorn.
+    """OpenAI-compatible `/v1/chat/completions` and `/v1/embeddings` endpoints
+    served by uvicorn.
 
     Use `running_fake_openai()` (or the `fake_openai` fixture) to get a started
     instance; `start()` / `stop()` must run inside the test's event loop.
@@ -297,10 +330,16 @@ class FakeOpenAIServer:
         """Every JSON body received, in arrival order."""
         self.cancelled = asyncio.Event()
         """Set when a client drops a request answered with `HangReply`."""
+        self.embedding_requests: list[JSON] = []
+        """Every `/v1/embeddings` JSON body received, in arrival order."""
         self._replies: deque[ScriptedReply] = deque()
+        self._embedding_errors: deque[ErrorReply] = deque()
         self._arrived = asyncio.Condition()
         self.app = Starlette(
-            routes=[Route("/v1/chat/completions", self._chat, methods=["POST"])]
+            routes=[
+                Route("/v1/chat/completions", self._chat, methods=["POST"]),
+                Route("/v1/embeddings", self._embeddings, methods=["POST"]),
+            ]
         )
         self._live = LiveServer(self.app, lifespan="off")
 
@@ -312,6 +351,11 @@ class FakeOpenAIServer:
     def script(self, *replies: ScriptedReply) -> None:
         """Queue replies; each incoming request consumes the next one."""
         self._replies.extend(replies)
+
+    def fail_embeddings(self, *errors: ErrorReply) -> None:
+        """Queue errors; each `/v1/embeddings` request answers the next one
+        (then vectors again)."""
+        self._embedding_errors.extend(errors)
 
     @property
     def pending_replies(self) -> int:
@@ -346,6 +390,32 @@ class FakeOpenAIServer:
                 headers={"x-should-retry": "false"},
             )
         return self._respond(self._replies.popleft(), body)
+
+    async def _embeddings(self, request: Request) -> Response:
+        body: JSON = await request.json()
+        self.embedding_requests.append(body)
+        if self._embedding_errors:
+            return _error_response(self._embedding_errors.popleft())
+        inputs = body.get("input")
+        texts = [inputs] if isinstance(inputs, str) else list(inputs or [])
+        as_base64 = body.get("encoding_format") == "base64"
+        data: list[JSON] = []
+        for index, text in enumerate(texts):
+            vector = fake_embedding(str(text))
+            embedding: list[float] | str = vector
+            if as_base64:
+                packed = struct.pack(f"<{len(vector)}f", *vector)
+                embedding = base64.b64encode(packed).decode()
+            data.append({"object": "embedding", "index": index, "embedding": embedding})
+        tokens = sum(len(str(text).split()) for text in texts)
+        return JSONResponse(
+            {
+                "object": "list",
+                "data": data,
+                "model": str(body.get("model", "")),
+                "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+            }
+        )
 
     def _respond(self, reply: ScriptedReply, body: JSON) -> Response:
         streaming = bool(body.get("stream"))

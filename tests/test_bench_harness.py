@@ -29,6 +29,7 @@ SECTIONS = [
     "### Memory",
     "### Stop latency",
     "### The agent loop in-process",
+    "### Data sources: indexing and search",
 ]
 TARGET_ROWS = [
     "| server CPU per act-shaped turn, 3 sessions |",

@@ -74,6 +74,9 @@ class ToolContext:
     step: int = 0
     owner: str = "local"
     """Whose conversation the call serves (per-owner data such as notes)."""
+    data_sources: tuple[str, ...] | None = None
+    """The data sources the run may search (`chat.selected_data_sources`;
+    None: all of them)."""
 
 
 ToolFunction = Callable[[A, ToolContext], Any]
@@ -99,6 +102,10 @@ class Tool(Generic[A]):
     summary: str = ""
     """What it does, for people (the UI's tool list and approval dialog);
     empty: the first sentence of `description`, which is for the model."""
+    cites: bool = False
+    """Its result's `passages` ({source, path, location, score, text}) are
+    what the run's answer rests on: the run collects them as its `sources`
+    (`backend/agent/citations.py`), shown as citations under the answer."""
     _spec: ToolSpec = field(init=False, repr=False, compare=False)
     runs_in: RunsIn = field(init=False, compare=False)
     """Where the executor runs `fn`: the event loop, a thread or a process."""
