@@ -23,7 +23,11 @@ $(VENV)/.bench: $(VENV)/.dev
 	@touch $@
 
 # ---- the two commands -------------------------------------------------------
+# The demo documents (demo/documents) are a data source unless
+# LOOPWIRE_DATA_SOURCES is set (in the environment or .env; empty: none).
 run: $(VENV)/.base
+	@if [ -z "$${LOOPWIRE_DATA_SOURCES+set}" ] && ! grep -qs '^LOOPWIRE_DATA_SOURCES=' .env; then \
+		export LOOPWIRE_DATA_SOURCES=demo=demo/documents; fi; \
 	$(PY) -m backend serve
 
 test: $(VENV)/.dev browser services

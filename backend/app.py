@@ -18,6 +18,7 @@ from backend.agent.strategies.act import ActUntilAnswer
 from backend.agent.strategies.llm_only import LLMOnly
 from backend.agent.strategies.plan_execute import PlanAndExecute
 from backend.agent.strategies.react import ReasonActObserve
+from backend.agent.strategies.retrieve import RetrieveThenAnswer
 from backend.chat.service import ChatService
 from backend.files.blobs import BlobStore
 from backend.files.shelf import FileShelf
@@ -25,6 +26,7 @@ from backend.files.tools import file_tools
 from backend.llm.base import LLMClient
 from backend.prompts import PromptProvider
 from backend.settings import Settings
+from backend.sources.library import Library
 from backend.store.base import Store
 from backend.store.sql import SqlStore
 from backend.tools.base import AnyTool, ToolRegistry
@@ -89,6 +91,7 @@ def make_service(
     prompts: PromptProvider,
     strategies: StrategyFactory | None = None,
     store: Store | None = None,
+    data_sources: Sequence[str] = (),
 ) -> ChatService:
     executor = ToolExecutor(
         registry,
@@ -126,13 +129,20 @@ def make_service(
         store=store,
         forget_session=executor.forget_session,
         on_close=executor.aclose,
+        data_sources=data_sources,
     )
 
 
 def default_strategies(kit: LoopKit) -> StrategyRegistry:
     """Every strategy loopwire ships, the default (`react`) first."""
     return StrategyRegistry(
-        [ReasonActObserve(kit), ActUntilAnswer(kit), PlanAndExecute(kit), LLMOnly(kit)]
+        [
+            ReasonActObserve(kit),
+            ActUntilAnswer(kit),
+            PlanAndExecute(kit),
+            LLMOnly(kit),
+            RetrieveThenAnswer(kit),
+        ]
     )
 
 
@@ -180,11 +190,20 @@ def create_app(
         clock=time.time,
     )
     tools = registry if registry is not None else default_registry(chosen_store, shelf)
+    library = Library(settings) if settings.data_source_folders else None
+    if library is not None:
+        tools.add(library.tool())
     for tool in extra_tools:
         tools.add(tool)
     chosen_llm = llm or make_llm(settings, tools)
     service = make_service(
-        settings, chosen_llm, tools, prompts, strategies, chosen_store
+        settings,
+        chosen_llm,
+        tools,
+        prompts,
+        strategies,
+        chosen_store,
+        data_sources=library.names if library is not None else (),
     )
     shelf.on_added = service.files_added
     mcp_configs = load_mcp_config(settings.mcp_config) if settings.mcp_config else []
@@ -197,7 +216,8 @@ def create_app(
             async with MCPManager(mcp_configs, reserved_names=tools.names) as mcp:
                 app.state.mcp = mcp
                 _add_mcp_tools(tools, mcp)
-                async with service:
+                documents = library.running() if library else contextlib.nullcontext()
+                async with documents, service:
                     yield
         finally:
             await chosen_store.close()
@@ -227,4 +247,5 @@ def create_app(
     app.state.user_limits = UserLimits(settings)
     app.state.store = chosen_store
     app.state.files = shelf
+    app.state.library = library
     return app

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -38,6 +38,7 @@ from backend.protocol import (
     ServerPayload,
     SessionReady,
     SessionReset,
+    SourceRef,
     StopMode,
     UsageInfo,
 )
@@ -176,8 +177,8 @@ class Notifications:
 
     # ------------------------------------------------------------ run ends
 
-    def chat_response(self, message: str) -> None:
-        self.send(ChatResponse(message=message))
+    def chat_response(self, message: str, sources: Sequence[SourceRef] = ()) -> None:
+        self.send(ChatResponse(message=message, sources=list(sources)))
 
     def response_complete(self) -> None:
         self.send(ResponseComplete())

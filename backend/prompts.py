@@ -191,6 +191,10 @@ class PromptProvider:
             observations=observations,
         )
 
+    def cited_answer_prompt(self, *, question: str, found: bool) -> str:
+        """After a retrieval: answer from the passages found, citing them."""
+        return self._render("cited_answer_prompt.md", question=question, found=found)
+
     def check(self) -> None:
         """Render every template with sample values; raise ConfigError if any fails."""
         tools = [ToolLine("calculator", "Evaluate arithmetic.")]
@@ -234,6 +238,8 @@ class PromptProvider:
                 can_replan=can_replan,
             )
         self.final_answer_prompt(question="q", why="w", observations=["o"])
+        for found in (False, True):
+            self.cited_answer_prompt(question="q", found=found)
 
     def _render(self, name: str, **values: Any) -> str:
         try:

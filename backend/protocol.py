@@ -52,6 +52,11 @@ class ChatMessage(_Frame):
     agent_mode: bool = False
     agent_max_steps: Annotated[int, Field(ge=1, le=STEPS_LIMIT)] | None = None
     selected_tools: Annotated[list[Name], Field(max_length=256)] | None = None
+    selected_data_sources: Annotated[list[Name], Field(max_length=50)] | None = None
+    """The data sources `search_documents` may search in this run (None: all
+    of them). With neither `agent_mode`, `loop_strategy` nor `selected_tools`,
+    the run is a retrieval: the server searches them for `content` and the
+    model answers from the passages, citing them (`chat_response.sources`)."""
     loop_strategy: Name | None = None
     read_only: bool = False
     model: Name | None = None
@@ -195,6 +200,8 @@ class ServerInfo(BaseModel):
     tools: list[ToolInfo]
     strategies: list[str]
     """The loop strategies a `chat` may name, the default agent strategy first."""
+    data_sources: list[str] = Field(default_factory=list)
+    """What `chat.selected_data_sources` may name (`LOOPWIRE_DATA_SOURCES`)."""
 
 
 class SessionReady(_Payload):
@@ -215,6 +222,7 @@ class SessionReady(_Payload):
     provider: str
     tools: list[ToolInfo]
     strategies: list[str]
+    data_sources: list[str] = Field(default_factory=list)
 
 
 class ReasonControl(BaseModel):
@@ -427,9 +435,28 @@ class TokenStream(_Payload):
     is_last: bool
 
 
+class SourceRef(BaseModel):
+    """A passage the run's answer may rest on (from a tool that cites, such
+    as `search_documents`)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    source: str
+    """The data source's name."""
+    path: str
+    """The document, relative to its source's folder."""
+    location: str
+    """Where in it: a heading path, `page 3`, or a range of lines."""
+    score: float | None = None
+    excerpt: str = ""
+
+
 class ChatResponse(_Payload):
     type: Literal["chat_response"] = "chat_response"
     message: str
+    sources: list[SourceRef] = Field(default_factory=list)
+    """The passages the run's tools found (citations), in the order found,
+    each once; empty when no tool that cites was used."""
 
 
 class ResponseComplete(_Payload):

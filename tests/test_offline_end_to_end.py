@@ -19,7 +19,10 @@ async def test_fresh_app_runs_on_the_offline_model(start_server: StartServer) ->
         "save_note",
         "list_notes",
         "delete_note",
+        "read_file",
+        "write_file",
     ]
+    assert ready["data_sources"] == []
 
     frames = await client.chat("What is 2+2*3?", agent_mode=True)
 

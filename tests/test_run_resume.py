@@ -39,7 +39,9 @@ from tests.service_harness import serving
 from tests.ws_client import labels
 
 STRATEGIES = [
-    s.name for s in default_strategies(make_kit(ProtocolLLM(), ToolRegistry()))
+    s.name
+    for s in default_strategies(make_kit(ProtocolLLM(), ToolRegistry()))
+    if s.loop  # `retrieve` is a mode: tests/test_retrieval.py
 ]
 
 

@@ -42,6 +42,7 @@ def contract_strategies(kit: LoopKit) -> StrategyRegistry:
 REGISTERED: dict[str, AgentLoop] = {
     strategy.name: strategy
     for strategy in contract_strategies(make_kit(ProtocolLLM(), test_registry()))
+    if strategy.loop  # `retrieve` is a mode, tested in tests/test_retrieval.py
 }
 
 
@@ -292,4 +293,4 @@ async def test_an_exhausted_budget_still_ends_with_the_models_answer(
 
 def test_the_shipped_strategies_react_first() -> None:
     names = default_strategies(make_kit(ProtocolLLM(), ToolRegistry())).names
-    assert names == ("react", "act", "plan_execute", "llm_only")
+    assert names == ("react", "act", "plan_execute", "llm_only", "retrieve")

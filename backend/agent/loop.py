@@ -110,6 +110,10 @@ class AgentLoop(Protocol):
     description: str
     uses_tools: bool
     """Whether the model may call tools in this strategy's runs."""
+    loop: bool
+    """Whether its runs go step by step within a budget (an agent loop a
+    `chat` may name as `loop_strategy`); False: a fixed sequence of phases
+    the request's mode chooses (`retrieve`)."""
 
     def first_phase(self, state: RunState) -> str:
         """The phase a new run starts in."""

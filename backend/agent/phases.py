@@ -27,6 +27,7 @@ class PhasedStrategy:
     description: str
     first: str
     uses_tools = True
+    loop = True
 
     def __init__(self, kit: LoopKit) -> None:
         self.kit = kit

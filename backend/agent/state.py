@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from backend.llm.base import ToolCall, Usage
 from backend.prompts import ResultLine
-from backend.protocol import CompletionReason, StopMode, ToolArguments
+from backend.protocol import CompletionReason, SourceRef, StopMode, ToolArguments
 from backend.tools.executor import ToolOutcome
 
 START = "start"
@@ -50,6 +50,8 @@ class RunRequest(_Value):
     include_history: bool = True
     system_prompt: str | None = None
     """The client's instructions, sent after the server's system prompt."""
+    data_sources: tuple[str, ...] | None = None
+    """The data sources `search_documents` may search in this run (None: all)."""
 
 
 class PendingQuestion(_Value):
@@ -210,6 +212,8 @@ class RunState(BaseModel):
     active_ms: float = 0.0
     """Time spent working (waits for the user excluded), across resumptions."""
     trace: list[TraceEntry] = Field(default_factory=list)
+    sources: list[SourceRef] = Field(default_factory=list)
+    """What the run's citing tools found (`chat_response.sources`)."""
 
     @property
     def waiting(self) -> bool:

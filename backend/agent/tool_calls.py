@@ -24,7 +24,7 @@ import logging
 import time
 from collections.abc import Callable
 
-from backend.agent import request_input
+from backend.agent import citations, request_input
 from backend.agent.cutoffs import INTERRUPTED_NOTE
 from backend.agent.loop import AgentContext, AwaitApproval, Continue, Decision
 from backend.agent.model_calls import LoopConfig
@@ -35,6 +35,7 @@ from backend.agent.state import (
     Declined,
     InFlight,
     PendingApproval,
+    RunState,
     TimedOut,
     WaitOutcome,
 )
@@ -159,7 +160,7 @@ class ToolCalls:
     def _scope(self, ctx: AgentContext) -> CallScope:
         state = ctx.state
         return CallScope(
-            ctx=ToolContext(state.session_id, state.run_id, state.step, state.owner),
+            ctx=_tool_context(state),
             allowed=[spec.name for spec in self.offered(ctx)],
             read_only=state.request.read_only,
         )
@@ -200,7 +201,7 @@ class ToolCalls:
         if not isinstance(check, Ready):
             assert isinstance(check, Refused)
             return self._settle(ctx, self._refused_outcome(ctx, call, check))
-        tool_ctx = ToolContext(state.session_id, state.run_id, state.step, state.owner)
+        tool_ctx = _tool_context(state)
         outcome = await self.executor.execute(check, call, tool_ctx)
         duration = {"duration_ms": self._since(ctx)}
         return self._settle(ctx, outcome.model_copy(update=duration))
@@ -234,6 +235,8 @@ class ToolCalls:
         """Report and record a finished call, and take it off the queue."""
         state, call = ctx.state, outcome.call
         ctx.emit(_report(outcome))
+        if outcome.ok:
+            citations.collect(state, self.registry.get(call.name), outcome.result)
         self.rules.record(state, outcome)
         extra = ""
         if outcome.status == "rejected" and self.config.on_reject == "continue":
@@ -304,4 +307,15 @@ def _report(outcome: ToolOutcome) -> ToolComplete | ToolError:
         status=status,
         duration_ms=outcome.duration_ms,
         step=outcome.step,
+    )
+
+
+def _tool_context(state: RunState) -> ToolContext:
+    """What a call of this run may know about it."""
+    return ToolContext(
+        state.session_id,
+        state.run_id,
+        state.step,
+        state.owner,
+        data_sources=state.request.data_sources,
     )

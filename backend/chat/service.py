@@ -4,8 +4,9 @@ Transports hand it typed client messages; it answers through each session's
 `Notifications`. Every run goes one way, whatever the mode: a `chat` picks a
 strategy from the injected `StrategyRegistry` (`loop_strategy`, else by mode:
 plain → `llm_only`, tools selected → `act`, `agent_mode` → the configured
-default), becomes a `RunState`, and a `RunDriver` runs it as a task in the
-service's TaskGroup (never detached). `_finish_run` is the one place that
+default, data sources named and nothing else → `retrieve`), becomes a
+`RunState`, and a `RunDriver` runs it as a task in the service's TaskGroup
+(never detached). `_finish_run` is the one place that
 writes the answer to history and sends a run's closing frames. A `chat`
 with `replace_from` (an edit) first removes the run it names and every
 later one (`chat/replacement.py`), then starts the same way.
@@ -26,7 +27,7 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
 
 from pydantic import ValidationError
@@ -39,6 +40,13 @@ from backend.agent.run_control import RunControl
 from backend.agent.state import RunRequest, RunState
 from backend.agent.summary import summarize_outcomes
 from backend.agent.time_limit import TimeLimit
+from backend.chat.data_sources import (
+    RETRIEVE,
+    SEARCH_TOOL,
+    chosen_sources,
+    wants_retrieval,
+    with_search,
+)
 from backend.chat.replacement import conversation_runs, plan_replacement
 from backend.chat.session import ActiveRun, Session
 from backend.chat.sessions import SessionTable
@@ -107,9 +115,11 @@ class ChatService:
         forget_session: Callable[[str], None] = lambda _session_id: None,
         on_close: Callable[[], Awaitable[None]] | None = None,
         clock: Callable[[], float] = time.time,
+        data_sources: Sequence[str] = (),
     ) -> None:
         """`on_close` runs last when the service stops (after every run has
-        ended): e.g. the tool executor's worker processes."""
+        ended): e.g. the tool executor's worker processes. `data_sources`:
+        the names `search_documents` searches (a `chat` may choose among them)."""
         for needed in (settings.agent_loop_strategy, PLAIN, TOOL_MODE):
             if needed not in strategies:
                 known = ", ".join(strategies.names)
@@ -121,6 +131,7 @@ class ChatService:
         self.strategies = strategies
         self.settings = settings
         self.store = store
+        self.data_sources = tuple(data_sources)
         self.time_limit = TimeLimit(
             active_s=settings.run_timeout_s,
             final_answer_s=settings.run_final_answer_timeout_s,
@@ -265,13 +276,15 @@ class ChatService:
             provider=self.llm.provider,
             tools=[_tool_info(tool) for tool in self.registry],
             strategies=self._strategy_names(),
+            data_sources=list(self.data_sources),
         )
 
     def _strategy_names(self) -> list[str]:
         """The strategies, the default agent strategy first (clients show it
         as the default and leave `loop_strategy` out when it is chosen)."""
         default = self.settings.agent_loop_strategy
-        return [default, *(n for n in self.strategies.names if n != default)]
+        loops = [s.name for s in self.strategies if s.loop and s.name != default]
+        return [default, *loops]
 
     def ready_frame(self, session: Session, *, resumed: bool) -> str:
         """The `session_ready` frame's JSON text for a connection."""
@@ -548,7 +561,12 @@ class ChatService:
                 f"choose one of: {', '.join(self.models)}"
             )
         agent = message.agent_mode or message.loop_strategy is not None
+        sources = chosen_sources(message, self.data_sources)
         selected = message.selected_tools
+        if strategy.name == RETRIEVE:
+            selected = [SEARCH_TOOL]
+        elif sources is not None and selected is not None:
+            selected = list(with_search(selected) or ())
         return RunState(
             run_id=uuid.uuid4().hex,
             session_id=session.id,
@@ -564,6 +582,7 @@ class ChatService:
                 save_chat=message.save_chat,
                 include_history=message.include_history,
                 system_prompt=message.system_prompt,
+                data_sources=sources,
             ),
             max_steps=self._budget(message, strategy.name, agent),
             max_steps_cap=self.settings.agent_max_steps_cap,
@@ -575,11 +594,13 @@ class ChatService:
         if name is None:
             if message.agent_mode:
                 name = self.settings.agent_loop_strategy
+            elif wants_retrieval(message):
+                name = RETRIEVE
             else:
                 name = TOOL_MODE if message.selected_tools else PLAIN
         strategy = self.strategies.get(name)
-        if strategy is None:
-            known = ", ".join(self.strategies.names)
+        if strategy is None or (message.loop_strategy and not strategy.loop):
+            known = ", ".join(self._strategy_names())
             raise InvalidMessage(f"unknown loop_strategy {name!r}; available: {known}")
         return strategy
 
@@ -682,7 +703,7 @@ class ChatService:
                 notify.error(result.error, "llm_error", in_run=True)
         if result.answer:
             run.history.append(Message.assistant(result.answer))
-            notify.chat_response(result.answer)
+            notify.chat_response(result.answer, sources=state.sources)
         elif result.reason in ("stopped", "interrupted"):
             run.history.append(Message.assistant(_cut_short(state, result)))
         if agent:

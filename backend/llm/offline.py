@@ -108,6 +108,7 @@ class _Turn:
 
     def __init__(self, request: LLMRequest, skills: SkillBook) -> None:
         available = skills.offline_skills()
+        self.skills = {s.tool: s.skill for s in available}
         self.words = Words(available)
         self.conversation = read(request.messages)
         self.plan = plan(self.conversation, available, self.words)
@@ -228,8 +229,25 @@ def _chat(turn: _Turn) -> PhaseOutput:
                 texts.append(_missing_tool(turn, todo))
                 break
     if not texts:
+        texts = _unplanned_results(turn)
+    if not texts:
         return turn.plan.reply or turn.words.introduction(), ()
     return "\n\n".join(texts), ()
+
+
+def _unplanned_results(turn: _Turn) -> list[str]:
+    """What tools ran for this request without the model asking (the
+    `retrieve` strategy searches before the model speaks), said by their
+    skills: the answer is built from them."""
+    texts = []
+    for result in turn.conversation.results:
+        skill = turn.skills.get(result.name)
+        if skill is None or result.failed:
+            continue
+        reply = skill.reply(Call(result.arguments, f"use {result.name}"), result.data())
+        if reply is not None:
+            texts.append(reply.text)
+    return texts
 
 
 _PHASES: dict[Purpose, Callable[[_Turn], PhaseOutput]] = {

@@ -92,6 +92,8 @@ class AgentRequest(_Body):
     ) = None
     replace_from: Id | None = None
     """Edit and resend, as `ChatMessage.replace_from` (with a conversation_id)."""
+    selected_data_sources: Annotated[list[Name], Field(max_length=50)] | None = None
+    """The data sources `search_documents` may search (None: all)."""
 
     @field_validator("query", "system_prompt")
     @classmethod
@@ -113,6 +115,7 @@ class AgentRequest(_Body):
             include_history=self.include_history,
             system_prompt=self.system_prompt,
             replace_from=self.replace_from,
+            selected_data_sources=self.selected_data_sources,
         )
 
 

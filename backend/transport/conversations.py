@@ -23,6 +23,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from backend.agent.state import RunState
+from backend.chat.data_sources import RETRIEVE
 from backend.chat.service import PLAIN, ChatService
 from backend.store.base import ConversationRecord, RunRecord, Store
 from backend.transport.api import error, read_model
@@ -67,9 +68,11 @@ def _run(record: RunRecord) -> dict[str, Any]:
 
 def _mode(state: RunState) -> str:
     """How the run was asked for, as the page shows it: `agent`, `tools`
-    (a chat with tools) or `plain`."""
+    (a chat with tools), `retrieve` (a search of the data sources) or `plain`."""
     if state.request.agent:
         return "agent"
+    if state.strategy == RETRIEVE:
+        return "retrieve"
     return "plain" if state.strategy == PLAIN else "tools"
 
 

@@ -47,6 +47,7 @@ export class Controller extends EventTarget {
       provider: frame.provider,
       tools: frame.tools,
       strategies: frame.strategies,
+      data_sources: frame.data_sources ?? [],
     };
     if (changedSession) this.sessionLost();
     this.transcript.useSession(frame.session_id);
@@ -339,6 +340,7 @@ export class Controller extends EventTarget {
       agent: { agent_mode: true },
       tools: { agent_mode: false },
       plain: { agent_mode: false, selected_tools: [] },
+      retrieve: { agent_mode: false, selected_tools: [] },
     };
     return this.sendChat(said.content, { ...(modes[said.mode] ?? {}), replace_from: view.runId });
   }

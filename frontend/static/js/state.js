@@ -34,6 +34,8 @@ export class Settings {
     this.model = typeof saved.model === 'string' ? saved.model : null;
     // names the user turned off; new tools on the server start enabled
     this.disabledTools = new Set(Array.isArray(saved.disabledTools) ? saved.disabledTools : []);
+    // data sources the user turned off; new ones on the server start on
+    this.disabledSources = new Set(Array.isArray(saved.disabledSources) ? saved.disabledSources : []);
   }
 
   save() {
@@ -44,6 +46,7 @@ export class Settings {
       strategy: this.strategy,
       model: this.model,
       disabledTools: [...this.disabledTools],
+      disabledSources: [...this.disabledSources],
     });
   }
 
@@ -55,6 +58,11 @@ export class Settings {
 
   selectedTools(tools) {
     return tools.map((t) => t.name).filter((name) => !this.disabledTools.has(name));
+  }
+
+  /** The data sources to search (all the server's but those turned off). */
+  selectedSources(info) {
+    return (info.data_sources ?? []).filter((name) => !this.disabledSources.has(name));
   }
 
   /** The selected tools that may run (read-only leaves out those that write). */
@@ -74,14 +82,19 @@ export class Settings {
 
   /** The `chat` frame for `content`, with exactly the protocol's fields. */
   chatFrame(content, info) {
+    const sources = this.selectedSources(info);
+    let tools = this.selectedTools(info.tools);
+    // no data source chosen: nothing to search, so not the search tool either
+    if ((info.data_sources ?? []).length && !sources.length) tools = tools.filter((n) => n !== 'search_documents');
     const frame = {
       type: 'chat',
       content,
       agent_mode: this.agentMode,
       agent_max_steps: this.stepsFor(info.limits),
-      selected_tools: this.selectedTools(info.tools),
+      selected_tools: tools,
       read_only: this.readOnly,
     };
+    if (sources.length) frame.selected_data_sources = sources;
     // the defaults are left out, so the server's own choice applies
     const strategy = this.strategyFor(info);
     if (this.agentMode && strategy !== undefined && strategy !== info.strategies[0]) frame.loop_strategy = strategy;
@@ -90,10 +103,11 @@ export class Settings {
     return frame;
   }
 
-  /** 'agent' | 'tools' | 'plain': what a chat sent now would do. */
+  /** 'agent' | 'tools' | 'retrieve' | 'plain': what a chat sent now would do. */
   modeFor(info) {
     if (this.agentMode) return 'agent';
-    return this.selectedTools(info.tools).length > 0 ? 'tools' : 'plain';
+    if (this.selectedTools(info.tools).length > 0) return 'tools';
+    return this.selectedSources(info).length > 0 ? 'retrieve' : 'plain';
   }
 }
 

@@ -16,7 +16,7 @@ const ERROR_TITLES = {
   internal_error: 'Something went wrong on the server',
 };
 
-const MODE_LABELS = { agent: 'Agent', tools: 'With tools', plain: null };
+const MODE_LABELS = { agent: 'Agent', tools: 'With tools', retrieve: 'Documents', plain: null };
 
 export function errorTitle(errorType) {
   return ERROR_TITLES[errorType] ?? 'Error';

@@ -348,7 +348,7 @@ export class RunView {
     if (isLast) this.answer.querySelector('.caret')?.remove();
   }
 
-  response({ message }) {
+  response({ message, sources = [] }) {
     this.stream = null;
     setMarkdown(this.answer, message);
     addCodeCopyButtons(this.answer);
@@ -356,6 +356,9 @@ export class RunView {
     this.answer.hidden = !message;
     this.answer.dataset.state = 'final';
     this.answer.removeAttribute('aria-busy');
+    this.citations?.remove();
+    this.citations = sources.length ? citationList(sources) : null;
+    if (this.citations) this.answer.after(this.citations);
   }
 
   /** Under a finished answer: copy it, and (on the latest run) ask again. */
@@ -366,7 +369,7 @@ export class RunView {
       : null;
     retry?.addEventListener('click', () => this.onRetry());
     this.actions = h('div', { class: 'turn-actions' }, copyButton(() => this.answerText, { what: 'answer' }), retry);
-    this.answer.after(this.actions);
+    (this.citations ?? this.answer).after(this.actions);
   }
 
   notice(kind, text) {
@@ -399,4 +402,24 @@ export class RunView {
   discard() {
     this.element.remove();
   }
+}
+
+/** The passages an answer rests on (`chat_response.sources`), numbered. */
+function citationList(sources) {
+  const items = sources.map((source) =>
+    h(
+      'li',
+      { class: 'citation', title: source.excerpt || '' },
+      h('span', { class: 'citation-source', text: source.source }),
+      h('span', { class: 'citation-path', text: source.path }),
+      source.location ? h('span', { class: 'citation-location', text: source.location }) : null,
+      source.excerpt ? h('q', { class: 'citation-excerpt', text: source.excerpt }) : null,
+    ),
+  );
+  return h(
+    'section',
+    { class: 'citations', 'aria-label': 'Sources' },
+    h('h3', { class: 'citations-title', text: 'Sources' }),
+    h('ol', { class: 'citations-list' }, items),
+  );
 }

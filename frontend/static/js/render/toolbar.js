@@ -7,6 +7,7 @@ import { byId, h } from '../dom.js';
 const MODE_NOTES = {
   agent: 'Agent loop: reason → act → observe, step by step, with the selected tools.',
   tools: 'Chat with tools: the model may call the selected tools, then answers.',
+  retrieve: 'Documents: your message is searched in the chosen data sources, then answered with citations.',
   plain: 'Plain chat: one streamed reply, no tools.',
 };
 
@@ -16,6 +17,7 @@ const STRATEGIES = {
   plan_execute: ['Plan, then execute', 'Makes a plan first, then carries out each step, re-planning when needed.'],
   act: ['Tools until done', 'Calls tools until it can answer, without separate reasoning calls.'],
   llm_only: ['No tools', 'Answers step by step without calling tools.'],
+  retrieve: ['Search documents', 'Searches your documents for the message, then answers citing them.'],
 };
 
 function badges(effect) {
@@ -48,7 +50,11 @@ export class Toolbar extends EventTarget {
     this.toolsButton = byId('tools-button');
     this.modeNote = byId('mode-note');
     this.model = byId('model-select');
-    this.popovers = [byId('tools-popover'), byId('model-popover')];
+    this.sourcesButton = byId('sources-button');
+    this.sourcesCount = byId('sources-count');
+    this.sourceList = byId('source-options');
+    this.popovers = [byId('tools-popover'), byId('model-popover'), byId('sources-popover')];
+    this.sourceList.addEventListener('change', (event) => this.sourceChanged(event.target));
 
     this.agentMode.checked = settings.agentMode;
     this.readOnly.checked = settings.readOnly;
@@ -76,7 +82,31 @@ export class Toolbar extends EventTarget {
       this.renderTools(info.tools);
     }
     this.renderChoices(info);
+    const sources = JSON.stringify(info.data_sources ?? []);
+    if (sources !== this.renderedSources) {
+      this.renderedSources = sources;
+      this.renderSources(info.data_sources ?? []);
+    }
     this.refresh();
+  }
+
+  renderSources(names) {
+    this.sourcesButton.hidden = names.length === 0;
+    this.sourceList.replaceChildren(
+      ...names.map((name) => {
+        const id = `source-opt-${name}`;
+        const input = h('input', { type: 'checkbox', id, value: name });
+        input.checked = !this.settings.disabledSources.has(name);
+        return h('li', { class: 'tool-option' }, input, h('label', { for: id }, h('code', { class: 'tool-option-name', text: name })));
+      }),
+    );
+  }
+
+  sourceChanged(input) {
+    if (input.type !== 'checkbox') return;
+    if (input.checked) this.settings.disabledSources.delete(input.value);
+    else this.settings.disabledSources.add(input.value);
+    this.update({});
   }
 
   renderChoices(info) {
@@ -167,6 +197,10 @@ export class Toolbar extends EventTarget {
     this.toolsCount.textContent = on === total ? String(total) : `${on}/${total}`;
     this.toolsButton.setAttribute('aria-label', `Tools: ${on} of ${total} on${this.settings.readOnly ? ', read-only' : ''}`);
     this.toolsButton.dataset.readOnly = String(this.settings.readOnly);
+    const sources = this.info.data_sources ?? [];
+    const chosen = this.settings.selectedSources(this.info).length;
+    this.sourcesCount.textContent = chosen === sources.length ? String(sources.length) : `${chosen}/${sources.length}`;
+    this.sourcesButton.setAttribute('aria-label', `Documents: ${chosen} of ${sources.length} data sources searched`);
   }
 
   /** Close an open popover (Esc is theirs first); true if one was open. */
