@@ -1,11 +1,11 @@
-"""Soak: 1,000 sessions opened and dropped leave nothing behind.
+"""Soak: 500 sessions opened and dropped leave nothing behind.
 
 Run as `python -m tests.soak DIR` (by `tests/test_soak.py`, in a fresh
 interpreter, so the RSS it reports is the soak's own and not what earlier
 tests left in the heap); prints one JSON object of figures.
 
 A real server (uvicorn in this process, the embedded offline model, SQLite
-in a file) takes 1,000 WebSocket sessions: a third finish a run, a third
+in a file) takes 500 WebSocket sessions: a third finish a run, a third
 drop their socket mid-run, a third drop it while the run waits for an
 answer to a question (which then times out). After the grace period, the
 sessions in memory, the asyncio tasks and the executor's per-session state
@@ -39,8 +39,8 @@ from backend.tools.executor import ToolExecutor
 from tests.conftest import make_settings
 from tests.live_server import LiveServer, serving
 
-SESSIONS = 1_000
-"""Per round (2,000 found the same; 1,000 keeps `make test` short)."""
+SESSIONS = 500
+"""Per round (rounds of 2,000 found the same; 500 keeps `make test` short)."""
 WARM_UP = SESSIONS
 AT_ONCE = 50
 KINDS = ("finished", "mid_run", "paused")

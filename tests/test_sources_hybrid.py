@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from backend.errors import LLMError
+from backend.llm.openai_embedder import OpenAIEmbedder
 from backend.sources import open_sources
 from backend.sources.documents import Problem
-from backend.sources.embeddings import OpenAIEmbedder
 from backend.sources.index import RRF_K, SourceIndex
 from tests.conftest import make_settings
 from tests.fake_openai import ErrorReply, FakeOpenAIServer

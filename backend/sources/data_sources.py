@@ -15,7 +15,7 @@ from pathlib import Path
 from backend.errors import ConfigError
 from backend.settings import Settings
 from backend.sources.documents import Problem
-from backend.sources.embeddings import Embedder, OpenAIEmbedder
+from backend.sources.embeddings import Embedder
 from backend.sources.index import Hit, Limits, RefreshReport, SourceIndex
 from backend.sources.tool import (
     DEFAULT_MAX_CHARS,
@@ -115,12 +115,14 @@ def _prepare(folders: dict[str, Path], location: str) -> str | Path:
     return path
 
 
-def _embedder(settings: Settings) -> OpenAIEmbedder:
+def _embedder(settings: Settings) -> Embedder:
     if not (settings.llm_base_url or settings.llm_api_key):
         raise ConfigError(
             "LOOPWIRE_EMBEDDINGS_MODEL is set, but neither LOOPWIRE_LLM_BASE_URL "
             "nor LOOPWIRE_LLM_API_KEY says which server embeds"
         )
+    from backend.llm.openai_embedder import OpenAIEmbedder  # the SDK, when needed
+
     return OpenAIEmbedder(
         model=settings.embeddings_model,
         base_url=settings.llm_base_url,
