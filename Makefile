@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PIP    := $(VENV)/bin/pip
-PYTEST_FLAGS ?= -q
+PYTEST_FLAGS ?= -q -n 2
 
 .PHONY: run test check format lint typecheck bench schema screenshots browser services clean
 

@@ -50,8 +50,9 @@ WINDOW = 100
 PACE_S = 0.02
 """One round trip every 20 ms: 50 a second, half the allowed rate."""
 FLOODING = "too many messages; slow down and reconnect"
-MAX_SOCKET_S = 1.0
-"""How long a flooding socket may last (measured: under 0.4 s; before the
+MAX_SOCKET_S = 2.0
+"""How long a flooding socket may last (measured: under 0.4 s alone, 0.73 s
+with the rest of the suite running beside it on two workers; before the
 refusals had their own bucket, a flood at 20-50 times the rate could go on
 for many seconds, a token now and then resetting the count)."""
 
@@ -176,7 +177,8 @@ async def test_a_flood_is_closed_and_the_neighbour_is_still_served() -> None:
 
     for name in ("flood_50x", "flood_flat_out"):
         assert report[name]["longest_socket_s"] < MAX_SOCKET_S, report
-    assert report["flood_50x"]["frames_per_s"] > 40 * RATE
-    assert report["flood_flat_out"]["frames_per_s"] > 100 * RATE
+    # the floods were floods (a loaded machine sends fewer than asked for)
+    assert report["flood_50x"]["frames_per_s"] > 10 * RATE
+    assert report["flood_flat_out"]["frames_per_s"] > 20 * RATE
     for name in seen:  # every trip of the neighbour was answered
         assert len(seen[name]) == ROUNDS * WINDOW, report
