@@ -13,15 +13,19 @@ writes into `docs/screenshots/` (or the folder given as the first argument):
                             the same at 375px wide
 - `mobile-conversations.png` the conversations drawer at 375px
 - `tools.png`               the toolbar's tools popover (1280x860)
+- `sources.png`             an answer from the demo documents, with its
+                            citations (1280x860)
 """
 
 from __future__ import annotations
 
 import asyncio
 import sys
+import tempfile
 from pathlib import Path
 
 from playwright.async_api import Browser, async_playwright, expect
+from starlette.applications import Starlette
 
 from backend.app import create_app
 from backend.settings import Settings
@@ -29,6 +33,7 @@ from tests.browser.ui import CHROMIUM, CHROMIUM_ARGS, DESKTOP, PHONE, App
 from tests.live_server import serving
 
 OUT = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
+DEMO = Path(__file__).resolve().parents[2] / "demo" / "documents"
 NAMES = (
     "approval.png",
     "pause-banner.png",
@@ -38,6 +43,7 @@ NAMES = (
     "mobile.png",
     "mobile-conversations.png",
     "tools.png",
+    "sources.png",
 )
 
 
@@ -86,6 +92,12 @@ async def shoot(browser: Browser, url: str, out: Path) -> None:
         await desktop.open_tools()
         await desktop.page.screenshot(path=out / "tools.png")
         await desktop.page.keyboard.press("Escape")
+        await new_chat(desktop, phone=False)
+        await desktop.type_and_send("What do my documents say about backups?")
+        await desktop.wait_idle()
+        await expect(desktop.loc(".citations")).to_be_visible()
+        await desktop.composer.blur()
+        await desktop.page.screenshot(path=out / "sources.png")
     finally:
         await desktop.close()
     phone = await App.open(browser, url, viewport=PHONE, touch=True)
@@ -106,10 +118,23 @@ async def shoot(browser: Browser, url: str, out: Path) -> None:
 
 
 async def take_all(out: Path) -> None:
-    app = create_app(
-        Settings(_env_file=None, llm_provider="offline", database_url="sqlite://")
-    )
+    with tempfile.TemporaryDirectory(prefix="loopwire-shots-") as files:
+        settings = Settings(
+            _env_file=None,  # type: ignore[call-arg]
+            llm_provider="offline",
+            database_url="sqlite://",
+            files_dir=Path(files),
+            data_sources=f"demo={DEMO}",  # as `make run` serves
+            sources_index=":memory:",
+        )
+        await shoot_app(create_app(settings), out)
+    for name in NAMES:
+        print(f"wrote {out / name}")
+
+
+async def shoot_app(app: Starlette, out: Path) -> None:
     async with serving(app) as server, async_playwright() as playwright:
+        await app.state.library.ready.wait()
         browser = await playwright.chromium.launch(
             executable_path=str(CHROMIUM), args=CHROMIUM_ARGS
         )
@@ -117,8 +142,6 @@ async def take_all(out: Path) -> None:
             await shoot(browser, server.url("/"), out)
         finally:
             await browser.close()
-    for name in NAMES:
-        print(f"wrote {out / name}")
 
 
 def main(out: Path) -> None:
