@@ -229,8 +229,9 @@ const files = new FilesStrip({
     const id = connection.sessionId;
     if (!id || !connection.isOpen) throw new Error('Not connected: try again once the connection is back.');
     const stored = await uploadFile(id, file);
-    showInUrl(id, true); // the conversation exists now, if it did not
     refreshList();
+    if (connection.sessionId !== id) return null; // another conversation is shown now
+    showInUrl(id, true); // the conversation exists now, if it did not
     return stored;
   },
   urlOf: (fileId) => fileUrl(connection.sessionId, fileId),
