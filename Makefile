@@ -3,7 +3,8 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PIP    := $(VENV)/bin/pip
-PYTEST_FLAGS ?= -q -n 2
+PYTEST_FLAGS ?= -q
+PYTEST_WORKERS ?= -n 2
 
 .PHONY: run test check format lint typecheck bench schema screenshots browser services clean
 
@@ -31,7 +32,7 @@ run: $(VENV)/.base
 	$(PY) -m backend serve
 
 test: $(VENV)/.dev browser services
-	$(PY) -m pytest -p no:playwright $(PYTEST_FLAGS)
+	$(PY) -m pytest -p no:playwright $(PYTEST_WORKERS) $(PYTEST_FLAGS)
 
 # ---- quality ----------------------------------------------------------------
 format: $(VENV)/.dev
