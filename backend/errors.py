@@ -21,6 +21,7 @@ else is a bug or an outage: the client hears that it happened and an
 from __future__ import annotations
 
 import secrets
+from collections.abc import Sequence
 
 
 class LoopwireError(Exception):
@@ -37,6 +38,15 @@ class ProtocolError(LoopwireError):
 
 class InvalidMessage(ProtocolError):
     error_type = "invalid_message"
+
+
+def client_names(names: Sequence[str], *, most: int = 5, chars: int = 40) -> str:
+    """Names a client sent, for an error: the first `most`, each cut to
+    `chars` characters, the rest counted (never echo 256 of them in full)."""
+    shown = ", ".join(
+        n if len(n) <= chars else n[: chars - 1] + "…" for n in names[:most]
+    )
+    return shown + (f" and {len(names) - most} more" if len(names) > most else "")
 
 
 class Busy(ProtocolError):

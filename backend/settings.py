@@ -61,6 +61,8 @@ class Settings(BaseSettings):
     max_file_bytes: int = Field(default=10 * 1024 * 1024, ge=1024)
     """The largest file a conversation takes (an upload or a tool's artifact)."""
     max_files_per_conversation: int = Field(default=100, ge=1)
+    upload_timeout_s: float = Field(default=120.0, gt=0)
+    """An upload's body must have arrived within this many seconds."""
     auth_token: str | None = None
     """One token for the whole server; its user is `local`."""
     auth_tokens_file: Path | None = None

@@ -4,7 +4,9 @@ manifest in the reason prompt, and the `read_file` / `write_file` tools."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
+import json
 from pathlib import Path
 from typing import Any
 
@@ -315,3 +317,36 @@ async def test_a_missing_file_is_a_tool_error_naming_the_files(
     frames = await client.chat("read nope", agent_mode=True)
     [failed] = [f for f in frames if f["type"] == "tool_error"]
     assert failed["error"] == "this conversation has no file 'nope'; files: none"
+
+
+async def test_an_upload_that_trickles_is_cut_off_in_time(
+    start_server: StartServer,
+) -> None:
+    harness = await start_server(ScriptedLLM(), upload_timeout_s=0.5)
+    _, conversation = await live(harness)
+    host, port = harness.server.url("").removeprefix("http://").split(":")
+    reader, writer = await asyncio.open_connection(host, int(port))
+    head = (
+        f"POST /api/conversations/{conversation}/files HTTP/1.1\r\n"
+        f"Host: {host}:{port}\r\n"
+        "Content-Type: multipart/form-data; boundary=b\r\n"
+        "Content-Length: 2000\r\n\r\n"
+        '--b\r\nContent-Disposition: form-data; name="file"; filename="a.txt"\r\n\r\n'
+    )
+    writer.write(head.encode())  # then nothing more: the rest never comes
+    await writer.drain()
+    head_back = await reader.readuntil(b"\r\n\r\n")  # answered without the rest
+    status, *headers = head_back.decode().split("\r\n")
+    length = next(
+        int(h.split(":")[1]) for h in headers if h.lower().startswith("content-length")
+    )
+    body = json.loads(await reader.readexactly(length))
+    writer.close()
+    assert status == "HTTP/1.1 408 Request Timeout"
+    assert body == {
+        "error_type": "invalid_message",
+        "message": "the upload took longer than 0.5 s",
+    }
+    async with httpx.AsyncClient(base_url=harness.server.url("")) as http:
+        listed = await http.get(f"/api/conversations/{conversation}/files")
+    assert listed.json() == {"items": []}

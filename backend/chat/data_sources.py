@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from backend.errors import InvalidMessage
+from backend.errors import InvalidMessage, client_names
 from backend.protocol import ChatMessage
 
 RETRIEVE = "retrieve"
@@ -32,7 +32,7 @@ def chosen_sources(
         )
     unknown = [name for name in wanted if name not in available]
     if unknown:
-        names = ", ".join(n if len(n) <= 40 else n[:39] + "…" for n in unknown[:5])
+        names = client_names(unknown)
         raise InvalidMessage(
             f"unknown data source(s) in selected_data_sources: {names}; "
             f"available: {', '.join(available)}"
@@ -51,8 +51,6 @@ def wants_retrieval(message: ChatMessage) -> bool:
     )
 
 
-def with_search(selected: Sequence[str] | None) -> tuple[str, ...] | None:
+def with_search(selected: Sequence[str]) -> list[str]:
     """A run that names data sources is offered `search_documents` too."""
-    if selected is None:
-        return None
-    return tuple(dict.fromkeys([*selected, SEARCH_TOOL]))
+    return list(dict.fromkeys([*selected, SEARCH_TOOL]))

@@ -56,6 +56,7 @@ from backend.errors import (
     InvalidMessage,
     ProtocolError,
     StoreUnavailable,
+    client_names,
     incident,
 )
 from backend.files.shelf import info
@@ -540,12 +541,9 @@ class ChatService:
         unknown = [n for n in message.selected_tools or () if n not in self.registry]
         if unknown:
             known = ", ".join(self.registry.names) or "none"
-            # the names come from the client: never echo 256 of them in full
-            names = ", ".join(n if len(n) <= 40 else n[:39] + "…" for n in unknown[:5])
-            if len(unknown) > 5:
-                names += f" and {len(unknown) - 5} more"
             raise InvalidMessage(
-                f"unknown tool(s) in selected_tools: {names}; available: {known}"
+                f"unknown tool(s) in selected_tools: {client_names(unknown)}; "
+                f"available: {known}"
             )
         if (
             message.system_prompt is not None
@@ -566,7 +564,7 @@ class ChatService:
         if strategy.name == RETRIEVE:
             selected = [SEARCH_TOOL]
         elif sources is not None and selected is not None:
-            selected = list(with_search(selected) or ())
+            selected = with_search(selected)
         return RunState(
             run_id=uuid.uuid4().hex,
             session_id=session.id,

@@ -46,6 +46,10 @@ class FileRefused(ValueError):
     """The file is not taken; the message says why and what would be."""
 
 
+class FileTooLarge(FileRefused):
+    """The file is over the size a conversation takes."""
+
+
 @dataclass(frozen=True, slots=True)
 class Kind:
     media_type: str

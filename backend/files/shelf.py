@@ -14,7 +14,13 @@ import uuid
 from collections.abc import Callable
 
 from backend.files.blobs import BlobStore
-from backend.files.kinds import FileRefused, check_text, clean_name, kind_of
+from backend.files.kinds import (
+    FileRefused,
+    FileTooLarge,
+    check_text,
+    clean_name,
+    kind_of,
+)
 from backend.protocol import FileInfo
 from backend.store.base import FileOrigin, FileRecord, Store
 
@@ -49,7 +55,7 @@ class FileShelf:
 
     def check_size(self, name: str, size: int) -> None:
         if size > self.max_bytes:
-            raise FileRefused(
+            raise FileTooLarge(
                 f"{name!r} is {size} bytes; the largest file taken is "
                 f"{self.max_bytes} bytes"
             )

@@ -11,14 +11,17 @@
 
 Only the conversation's owner sees its files (anyone else: 404). Bounds:
 the body is read no further than `LOOPWIRE_MAX_FILE_BYTES` plus the form's
-own overhead (413 past it), one file and one field per request, the kinds
-`backend/files/kinds.py` takes (415 otherwise, with the reason), and
+own overhead (413 past it) and within `LOOPWIRE_UPLOAD_TIMEOUT_S` (408
+past it, for a client that trickles its body), one file and one field per
+request, the kinds `backend/files/kinds.py` takes (415 otherwise, with the reason), and
 `LOOPWIRE_MAX_FILES_PER_CONVERSATION` files (409). A file arriving in a
 conversation a session shows is announced there with `files_update`.
 """
 
 from __future__ import annotations
 
+import asyncio
+from dataclasses import dataclass
 from urllib.parse import quote
 
 from python_multipart.exceptions import MultipartParseError
@@ -31,7 +34,7 @@ from starlette.routing import Route
 from starlette.types import Message
 
 from backend.chat.service import ChatService
-from backend.files.kinds import FileRefused
+from backend.files.kinds import FileRefused, FileTooLarge
 from backend.files.shelf import FileShelf, info
 from backend.store.base import ConversationRecord, LimitReached
 from backend.transport.api import error
@@ -71,6 +74,13 @@ async def _conversation(
     return record
 
 
+@dataclass(frozen=True, slots=True)
+class Upload:
+    name: str
+    content: bytes
+    description: str
+
+
 async def upload(request: Request) -> Response:
     context = _context(request)
     if isinstance(context, JSONResponse):
@@ -94,6 +104,42 @@ async def upload(request: Request) -> Response:
     record = await _conversation(request, service, create=True)
     if isinstance(record, JSONResponse):
         return record
+    seconds = service.settings.upload_timeout_s
+    try:
+        async with asyncio.timeout(seconds):
+            sent = await _read_form(request, limit)
+    except TimeoutError:
+        return error(
+            408, "invalid_message", f"the upload took longer than {seconds:g} s"
+        )
+    except BodyTooLarge:
+        return error(
+            413,
+            "invalid_message",
+            f"the file is over {shelf.max_bytes} bytes, the limit",
+        )
+    if isinstance(sent, JSONResponse):
+        return sent
+    try:
+        added = await shelf.add(
+            record.id,
+            sent.name,
+            sent.content,
+            origin="upload",
+            description=sent.description,
+        )
+    except FileTooLarge as exc:
+        return error(413, "invalid_message", str(exc))
+    except FileRefused as exc:
+        return error(415, "invalid_message", str(exc))
+    except LimitReached as exc:
+        return error(409, "limit_reached", str(exc))
+    return JSONResponse(info(added).model_dump(mode="json"), status_code=201)
+
+
+async def _read_form(request: Request, limit: int) -> Upload | JSONResponse:
+    """The form's one file and its description, read no further than `limit`
+    bytes (`BodyTooLarge` past it), or the error saying what is wrong."""
     read = 0
 
     async def receive() -> Message:
@@ -106,12 +152,6 @@ async def upload(request: Request) -> Response:
 
     try:
         form = await Request(request.scope, receive).form(max_files=1, max_fields=1)
-    except BodyTooLarge:
-        return error(
-            413,
-            "invalid_message",
-            f"the file is over {shelf.max_bytes} bytes, the limit",
-        )
     except HTTPException as exc:  # Starlette's word for a MultiPartException
         return error(
             400, "invalid_message", f"the form could not be read: {exc.detail}"
@@ -130,20 +170,9 @@ async def upload(request: Request) -> Response:
             return error(
                 400, "invalid_message", "description: text of at most 2000 characters"
             )
-        content = await part.read()
-        name = part.filename or "file"
+        return Upload(part.filename or "file", await part.read(), description)
     finally:
         await form.close()
-    try:
-        added = await shelf.add(
-            record.id, name, content, origin="upload", description=description
-        )
-    except FileRefused as exc:
-        status = 413 if "largest file" in str(exc) else 415
-        return error(status, "invalid_message", str(exc))
-    except LimitReached as exc:
-        return error(409, "limit_reached", str(exc))
-    return JSONResponse(info(added).model_dump(mode="json"), status_code=201)
 
 
 async def _owned(

@@ -59,6 +59,7 @@ def _errors(*codes: int) -> dict[str, Any]:
         400: "a bad body or parameter (`fields` names each problem)",
         401: "not signed in",
         404: "no such conversation for this user",
+        408: "the body did not arrive in time",
         409: "busy, or nothing waiting for this (files: the conversation has "
         "as many as it takes)",
         413: "the body is over the limit",
@@ -250,7 +251,7 @@ def openapi() -> dict[str, Any]:
                             "description": "the file",
                             "content": {"application/json": {"schema": FILE}},
                         },
-                        **_errors(400, 404, 409, 413, 415),
+                        **_errors(400, 404, 408, 409, 413, 415),
                     },
                 },
                 "get": {
