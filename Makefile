@@ -36,15 +36,15 @@ test: $(VENV)/.dev browser services
 
 # ---- quality ----------------------------------------------------------------
 format: $(VENV)/.dev
-	$(VENV)/bin/ruff format backend loopwire tests benchmarks
-	$(VENV)/bin/ruff check --fix backend loopwire tests benchmarks
+	$(VENV)/bin/ruff format backend loopwire tests benchmarks devcluster
+	$(VENV)/bin/ruff check --fix backend loopwire tests benchmarks devcluster
 
 lint: $(VENV)/.dev
-	$(VENV)/bin/ruff format --check backend loopwire tests benchmarks
-	$(VENV)/bin/ruff check backend loopwire tests benchmarks
+	$(VENV)/bin/ruff format --check backend loopwire tests benchmarks devcluster
+	$(VENV)/bin/ruff check backend loopwire tests benchmarks devcluster
 
 typecheck: $(VENV)/.dev
-	$(VENV)/bin/mypy --strict backend loopwire
+	$(VENV)/bin/mypy --strict backend loopwire benchmarks devcluster
 
 check: lint typecheck test
 
@@ -69,15 +69,21 @@ browser:
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
 	else echo "note: /usr/bin/chromium missing and not root; browser tests will be skipped"; fi
 
-# Debian's PostgreSQL for the store tests (installed only when root and missing).
-# The tests start their own server (tests/pg_server.py); none is left running.
+# Debian's PostgreSQL, Redis and nginx for the store and cluster tests (installed
+# only when root and missing). The tests start their own servers
+# (devcluster/: PostgreSQL, Redis, nginx); none is
+# left running.
 services:
-	@if ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then :; \
+	@missing=""; \
+	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$$missing postgresql"; \
+	command -v redis-server >/dev/null || [ -x /usr/bin/redis-server ] || missing="$$missing redis-server"; \
+	[ -x /usr/sbin/nginx ] || missing="$$missing nginx-light"; \
+	if [ -z "$$missing" ]; then :; \
 	elif [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null; then \
-		echo "installing Debian's postgresql for the store tests"; \
+		echo "installing Debian's$$missing for the store and cluster tests"; \
 		DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; \
-	else echo "note: PostgreSQL missing and not root; its store tests will be skipped"; fi
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	else echo "note:$$missing missing and not root; the tests that need them will be skipped"; fi
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -19,6 +19,8 @@ from backend.agent.strategies.llm_only import LLMOnly
 from backend.agent.strategies.plan_execute import PlanAndExecute
 from backend.agent.strategies.react import ReasonActObserve
 from backend.agent.strategies.retrieve import RetrieveThenAnswer
+from backend.bus.base import Bus
+from backend.bus.local import LocalBus
 from backend.chat.service import ChatService
 from backend.files.blobs import BlobStore
 from backend.files.shelf import FileShelf
@@ -39,6 +41,7 @@ from backend.transport.agent_api import AgentAPI
 from backend.transport.auth import Authenticate
 from backend.transport.guard import Guard
 from backend.transport.incidents import Incidents
+from backend.transport.instance import InstanceHeader
 from backend.transport.limits import UserLimits
 from backend.transport.login import Login
 from backend.transport.openapi import openapi_route
@@ -130,7 +133,22 @@ def make_service(
         forget_session=executor.forget_session,
         on_close=executor.aclose,
         data_sources=data_sources,
+        bus=make_bus(settings),
     )
+
+
+def make_bus(settings: Settings) -> Bus:
+    """Redis when `LOOPWIRE_REDIS_URL` is set (several instances), else the
+    single-process bus."""
+    if settings.redis_url:
+        from backend.bus.redis_bus import RedisBus  # only a cluster loads redis
+
+        return RedisBus(
+            settings.redis_url,
+            lease_ttl_s=settings.lease_ttl_s,
+            timeout_s=settings.bus_timeout_s,
+        )
+    return LocalBus(lease_ttl_s=settings.lease_ttl_s)
 
 
 def default_strategies(kit: LoopKit) -> StrategyRegistry:
@@ -236,6 +254,7 @@ def create_app(
         ],
         lifespan=lifespan,
         middleware=[
+            Middleware(InstanceHeader, instance_id=service.bus.instance_id),
             Middleware(Incidents),
             Middleware(Guard, settings=settings),
             Middleware(Authenticate, users=users),

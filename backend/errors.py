@@ -8,7 +8,10 @@
     │   ├── NoPendingInput     an answer with no question open   -> "no_pending_input"
     │   ├── NoPendingApproval  an approval nobody asked for  -> "no_pending_approval"
     │   ├── NoActiveRun        a control frame with no run        -> "no_active_run"
-    │   └── StoreUnavailable   the store failed a read a frame needs -> "store_error"
+    │   ├── StoreUnavailable   the store failed a read a frame needs -> "store_error"
+    │   └── Unavailable        the instance owning the conversation is unreachable
+    │                                                              -> "unavailable"
+    ├── NoSuchConversation     no conversation by that id is the caller's (404)
     ├── LLMError               the model provider failed          -> "llm_error"
     └── ToolError              a tool failed (fed back to the model, never fatal)
 
@@ -92,3 +95,13 @@ def incident() -> str:
     """A short id for an unexpected failure: the log line that has the details
     carries it, and the client is told only the id, never the exception."""
     return secrets.token_hex(6)
+
+
+class Unavailable(ProtocolError):
+    """The server instance that holds the conversation cannot be reached."""
+
+    error_type = "unavailable"
+
+
+class NoSuchConversation(LoopwireError):
+    """No conversation by that id belongs to the caller (HTTP: 404)."""

@@ -519,6 +519,7 @@ ErrorType = Literal[
     "run_interrupted",
     "server_restarting",
     "store_error",
+    "unavailable",
 ]
 
 

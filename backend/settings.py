@@ -56,6 +56,16 @@ class Settings(BaseSettings):
 
     database_url: str = "sqlite:///data/loopwire.db"
     """SQLite by default (a file under ./data/); postgresql://… for PostgreSQL."""
+    redis_url: str | None = None
+    """redis://host:port/db: run as one of several instances, coordinated
+    through this Redis (leases, control messages, frames); they share the
+    PostgreSQL database `LOOPWIRE_DATABASE_URL` names. Unset: one process."""
+    lease_ttl_s: float = Field(default=10.0, ge=0.5, le=600)
+    """How long an instance's hold on a conversation lasts unless renewed
+    (every third of it): when an instance dies, another takes its paused
+    runs over within about this long."""
+    bus_timeout_s: float = Field(default=5.0, gt=0, le=120)
+    """How long an instance waits for another to answer a forwarded message."""
     files_dir: Path = Path("data/files")
     """Where the conversations' files are kept, by the SHA-256 of their content."""
     max_file_bytes: int = Field(default=10 * 1024 * 1024, ge=1024)
@@ -178,6 +188,20 @@ class Settings(BaseSettings):
         if self.auth_token is not None and not self.auth_token.strip():
             raise ValueError(
                 "LOOPWIRE_AUTH_TOKEN is set but empty; give it a token or unset it"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _shared_database(self) -> Settings:
+        if self.redis_url is not None and not self.redis_url.strip():
+            raise ValueError(
+                "LOOPWIRE_REDIS_URL is set but empty; give a redis:// URL or unset it"
+            )
+        if self.redis_url and not self.database_url.startswith("postgresql"):
+            raise ValueError(
+                "LOOPWIRE_REDIS_URL runs several instances on one database: set "
+                "LOOPWIRE_DATABASE_URL to a PostgreSQL URL (postgresql://…), "
+                "not SQLite"
             )
         return self
 

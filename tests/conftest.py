@@ -18,10 +18,11 @@ from backend.app import create_app
 from backend.llm.base import LLMClient
 from backend.settings import Settings
 from backend.tools.base import ToolRegistry
-from tests.databases import database_url  # noqa: F401  (a fixture)
+from devcluster import nginx_server, redis_server
+from devcluster.postgres_server import PostgresServer, unavailable_reason
+from tests.databases import database_url, pg_database_url  # noqa: F401  (fixtures)
 from tests.fake_openai import FakeOpenAIServer, running_fake_openai
 from tests.live_server import LiveServer, serving
-from tests.pg_server import PostgresServer, unavailable_reason
 from tests.ws_client import Client
 
 
@@ -100,7 +101,7 @@ async def start_server() -> AsyncIterator[StartServer]:
 
 @pytest.fixture(scope="session")
 def postgres_url() -> Iterator[str]:
-    """One PostgreSQL server for the whole test session (see tests/pg_server.py).
+    """One PostgreSQL server for the whole test session (see devcluster/postgres_server.py).
 
     Skipped, with the reason, where PostgreSQL cannot run; under CI it must.
     """
@@ -110,4 +111,17 @@ def postgres_url() -> Iterator[str]:
             pytest.fail(f"CI installs PostgreSQL, yet: {reason}")
         pytest.skip(reason)
     with PostgresServer() as server:
+        yield server.url
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> Iterator[str]:
+    """One Redis server for the whole test session (devcluster/redis_server.py),
+    and nginx checked: what a cluster test needs besides PostgreSQL."""
+    reason = redis_server.unavailable_reason() or nginx_server.unavailable_reason()
+    if reason is not None:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI installs Redis and nginx, yet: {reason}")
+        pytest.skip(reason)
+    with redis_server.RedisServer() as server:
         yield server.url

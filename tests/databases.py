@@ -2,7 +2,7 @@
 
 `database_url` is parametrized over both. Each PostgreSQL test gets a fresh
 database on the server the test session started (`postgres_url`, from
-`tests/pg_server.py`), dropped afterwards.
+`devcluster/postgres_server.py`), dropped afterwards.
 """
 
 from __future__ import annotations
@@ -26,7 +26,18 @@ async def database_url(
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'data' / 'loopwire.db'}"
         return
-    server: str = request.getfixturevalue("postgres_url")
+    async for url in _fresh(request.getfixturevalue("postgres_url")):
+        yield url
+
+
+@pytest.fixture
+async def pg_database_url(postgres_url: str) -> AsyncIterator[str]:
+    """A fresh PostgreSQL database only (what several instances share)."""
+    async for url in _fresh(postgres_url):
+        yield url
+
+
+async def _fresh(server: str) -> AsyncIterator[str]:
     name = f"t_{uuid.uuid4().hex[:16]}"
     admin = await asyncpg.connect(_admin_dsn(server))
     try:

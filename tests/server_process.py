@@ -51,6 +51,7 @@ class ServerProcess:
         self.env.pop("OPENAI_API_KEY", None)
         self.env.update({f"LOOPWIRE_{k.upper()}": v for k, v in settings.items()})
         self.lines: list[str] = []
+        self._new_line = asyncio.Condition()
         self._process: asyncio.subprocess.Process | None = None
         self._reader: asyncio.Task[None] | None = None
 
@@ -99,6 +100,17 @@ class ServerProcess:
             self.lines.append(line)
             if STARTED in line:
                 started.set()
+            async with self._new_line:
+                self._new_line.notify_all()
+
+    async def logged(self, text: str) -> str:
+        """The first line of its output containing `text` (waits for it)."""
+        async with self._new_line:
+            while True:
+                for line in self.lines:
+                    if text in line:
+                        return line
+                await self._new_line.wait()
 
     async def terminate(self) -> int:
         """SIGTERM, then the exit status once the process is gone."""

@@ -1,4 +1,4 @@
-"""The throwaway PostgreSQL server the tests start (tests/pg_server.py).
+"""The throwaway PostgreSQL server the tests start (devcluster/postgres_server.py).
 
 Each test asks for `postgres_url`, so all of them are skipped (or, under CI,
 fail) the same way where PostgreSQL cannot run.
@@ -13,8 +13,8 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from tests import pg_server
-from tests.pg_server import PostgresServer
+from devcluster import postgres_server as pg_server
+from devcluster.postgres_server import PostgresServer
 
 
 def _dsn(url: str) -> str:

@@ -24,11 +24,13 @@ a dying process cut off mid-phase as interrupted (`Lifecycle` below).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -40,6 +42,9 @@ from backend.agent.run_control import RunControl
 from backend.agent.state import RunRequest, RunState
 from backend.agent.summary import summarize_outcomes
 from backend.agent.time_limit import TimeLimit
+from backend.bus.base import Bus, Reply
+from backend.bus.local import LocalBus
+from backend.chat.cluster import Cluster, Target
 from backend.chat.data_sources import (
     RETRIEVE,
     SEARCH_TOOL,
@@ -47,6 +52,7 @@ from backend.chat.data_sources import (
     wants_retrieval,
     with_search,
 )
+from backend.chat.mirror import Mirror
 from backend.chat.replacement import conversation_runs, plan_replacement
 from backend.chat.session import ActiveRun, Session
 from backend.chat.sessions import SessionTable
@@ -54,6 +60,7 @@ from backend.errors import (
     Busy,
     ConfigError,
     InvalidMessage,
+    NoSuchConversation,
     ProtocolError,
     StoreUnavailable,
     client_names,
@@ -70,6 +77,7 @@ from backend.protocol import (
     AgentUserInputMessage,
     ChatMessage,
     ClientMessage,
+    ErrorType,
     Limits,
     ResetSessionMessage,
     ServerInfo,
@@ -117,10 +125,13 @@ class ChatService:
         on_close: Callable[[], Awaitable[None]] | None = None,
         clock: Callable[[], float] = time.time,
         data_sources: Sequence[str] = (),
+        bus: Bus | None = None,
     ) -> None:
         """`on_close` runs last when the service stops (after every run has
         ended): e.g. the tool executor's worker processes. `data_sources`:
-        the names `search_documents` searches (a `chat` may choose among them)."""
+        the names `search_documents` searches (a `chat` may choose among them).
+        `bus`: how this instance reaches the others (`RedisBus`); one
+        process by default (`LocalBus`)."""
         for needed in (settings.agent_loop_strategy, PLAIN, TOOL_MODE):
             if needed not in strategies:
                 known = ", ".join(strategies.names)
@@ -138,13 +149,18 @@ class ChatService:
             final_answer_s=settings.run_final_answer_timeout_s,
         )
         self._clock = clock
-        self.table = SessionTable(
-            settings, store, forget_session=forget_session, clock=clock
-        )
+        self.bus: Bus = bus or LocalBus()
+
+        def evicted(session_id: str) -> None:
+            forget_session(session_id)
+            self.bus.release(session_id)
+
+        self.table = SessionTable(settings, store, forget_session=evicted, clock=clock)
+        self.cluster = Cluster(self, self.bus)
         self.draining = False
         self._on_close = on_close
         self._tasks: asyncio.TaskGroup | None = None
-        self._writer: asyncio.Task[None] | None = None
+        self._loops: list[asyncio.Task[None]] = []
 
     @property
     def sessions(self) -> dict[str, Session]:
@@ -154,10 +170,18 @@ class ChatService:
     # ------------------------------------------------------------ lifecycle
 
     async def __aenter__(self) -> ChatService:
+        await self.bus.start()
         self._tasks = asyncio.TaskGroup()
         await self._tasks.__aenter__()
-        self._writer = self._tasks.create_task(self.table.write_behind())
-        if self.store is not None:
+        self._loops = [
+            self._tasks.create_task(self.table.write_behind()),
+            *self.cluster.start(self._tasks),
+        ]
+        if self.store is None:
+            pass
+        elif self.bus.clustered:
+            await self.cluster.adopt_orphans()
+        else:
             await self._recover()
         return self
 
@@ -172,14 +196,15 @@ class ChatService:
         for session in self.sessions.values():
             if session.run is not None:
                 session.run.control.stop("immediate")
-        if self._writer is not None:
-            self._writer.cancel()
+        for loop in self._loops:
+            loop.cancel()
         tasks, self._tasks = self._tasks, None
         try:
             if tasks is not None:
                 await tasks.__aexit__(exc_type, exc, tb)
             await self.flush_all()
         finally:
+            await self.bus.close()  # the leases go once everything is saved
             if self._on_close is not None:
                 await self._on_close()
 
@@ -210,16 +235,24 @@ class ChatService:
 
     async def open_session(
         self, session_id: str | None = None, *, owner: str = LOCAL_USER
-    ) -> tuple[Session, bool]:
-        """The session to attach to: the named one if it exists (in memory or
-        in the store) and belongs to `owner`, else a new one."""
+    ) -> tuple[Target, bool]:
+        """The session to attach to: the named one if it exists (in memory,
+        in the store, or on another instance: then its `Mirror`) and belongs
+        to `owner`, else a new one."""
+        if self.bus.clustered:
+            return await self.cluster.open(session_id, owner)
         return await self.table.open(session_id, owner=owner)
 
     async def flush(self, session: Session) -> None:
         await self.table.flush(session)
 
-    async def flush_session(self, session_id: str) -> None:
-        await self.table.flush_session(session_id)
+    async def flush_session(self, session_id: str, owner: str = LOCAL_USER) -> None:
+        """Save what the conversation has pending, wherever it is in memory
+        (before reading it from the store)."""
+        if session_id in self.table.by_id or not self.bus.clustered:
+            await self.table.flush_session(session_id)
+            return
+        _raise_for(await self.cluster.request(session_id, owner, "flush", {}))
 
     async def flush_all(self) -> None:
         await self.table.flush_all()
@@ -227,10 +260,25 @@ class ChatService:
     def forget(self, session_id: str) -> bool:
         return self.table.forget(session_id)
 
+    async def forget_anywhere(self, session_id: str, owner: str) -> bool:
+        """`forget`, on whichever instance has the conversation in memory."""
+        if session_id in self.table.by_id or not self.bus.clustered:
+            return self.forget(session_id)
+        reply = await self.cluster.request(session_id, owner, "forget", {})
+        if reply.status == "not_here":
+            return True
+        _raise_for(reply)
+        return bool(reply.body.get("forgotten"))
+
     async def ensure_stored(self, session_id: str, owner: str) -> bool:
         """Create the conversation of a live session of `owner` in the store
         if it is not there yet (a file may come before the first message);
         False when there is no such session."""
+        if session_id not in self.table.by_id and self.bus.clustered:
+            reply = await self.cluster.request(
+                session_id, owner, "flush", {"store": True}
+            )
+            return reply.status == "ok" and bool(reply.body.get("stored"))
         session = self.table.by_id.get(session_id)
         if session is None or session.owner != owner or session.journal is None:
             return False
@@ -244,9 +292,19 @@ class ChatService:
         next reason prompt shows it) and tells its clients (`files_update`)."""
         session = self.table.by_id.get(record.conversation_id)
         if session is None:
+            if self.bus.clustered and self._tasks is not None:  # owned elsewhere?
+                self._tasks.create_task(self._tell_files_added(record))
             return  # loaded with its files from the store when it comes back
         session.files.append(info(record))
         session.notify.files_update(list(session.files), [record.id])
+
+    async def _tell_files_added(self, record: FileRecord) -> None:
+        body = record.model_dump(mode="json")
+        reply = await self.cluster.request(
+            record.conversation_id, "", "files_added", body
+        )
+        if reply.status == "error":
+            log.warning("files_update for %s not sent: %s", record.id, reply.message)
 
     def now(self) -> float:
         return self._clock()
@@ -287,8 +345,10 @@ class ChatService:
         loops = [s.name for s in self.strategies if s.loop and s.name != default]
         return [default, *loops]
 
-    def ready_frame(self, session: Session, *, resumed: bool) -> str:
+    def ready_frame(self, session: Target, *, resumed: bool) -> str:
         """The `session_ready` frame's JSON text for a connection."""
+        if isinstance(session, Mirror):
+            return session.ready_frame(info=self.server_info())
         return session.notify.session_ready(
             resumed=resumed,
             info=self.server_info(),
@@ -347,19 +407,33 @@ class ChatService:
             session = self.sessions.get(
                 record.conversation_id
             ) or await self.table.load(record.conversation_id)
-            if session is None or session.run is not None:
-                continue
-            try:
-                state = RunState.from_json(record.state)
-            except ValidationError as exc:
-                log.error("run %s: unreadable checkpoint: %s", record.id, exc)
-                self._unreadable(session, record)
-                continue
-            if record.status == "running" or state.strategy not in self.strategies:
-                self._interrupt(session, state)
-            else:
-                self._launch(session, state)
-            await self.flush(session)
+            if session is not None:
+                await self._continue(session, record)
+
+    async def recover_session(self, session: Session) -> None:
+        """`_recover` for one conversation just taken over by this instance
+        (its owner died or shut down)."""
+        if self.store is None:
+            return
+        for record in await self.store.live_runs(session.id):
+            await self._continue(session, record)
+
+    async def _continue(self, session: Session, record: RunRecord) -> None:
+        if session.run is not None:
+            return
+        try:
+            state = RunState.from_json(record.state)
+        except ValidationError as exc:
+            log.error("run %s: unreadable checkpoint: %s", record.id, exc)
+            self._unreadable(session, record)
+            return
+        if record.status == "running" or state.strategy not in self.strategies:
+            self._interrupt(session, state)
+        else:
+            if record.status == "waiting":  # a crash, not a shutdown: frames
+                session.notify.skip(CRASH_SEQ_GAP)  # sent meanwhile are lost
+            self._launch(session, state)
+        await self.flush(session)
 
     def _interrupt(self, session: Session, state: RunState) -> None:
         strategy = self.strategies.get(state.strategy) or next(iter(self.strategies))
@@ -388,13 +462,79 @@ class ChatService:
 
     # ------------------------------------------------------------ messages
 
-    async def handle(self, session: Session, message: ClientMessage) -> None:
-        """Act on one client message; protocol errors become `error` frames."""
+    async def handle(self, session: Target, message: ClientMessage) -> None:
+        """Act on one client message; protocol errors become `error` frames.
+        A mirror's message goes to the instance that owns the session."""
         session.touch()
+        if isinstance(session, Mirror):
+            body = {"message": _wire(message)}
+            reply = await self.cluster.forward(session, "handle", body)
+            if reply.status != "ok":
+                session.notice(reply.message or "not delivered", "unavailable")
+            return
         try:
             await self.dispatch(session, message)
         except ProtocolError as exc:
             session.notify.error(str(exc), exc.error_type)  # type: ignore[arg-type]
+
+    async def report(
+        self, session: Target, message: str, error_type: ErrorType
+    ) -> None:
+        """An `error` frame about the client's own input (a frame refused,
+        too many frames), in the session's sequence."""
+        if isinstance(session, Session):
+            session.notify.error(message, error_type)
+            return
+        body = {"message": message, "error_type": error_type}
+        reply = await self.cluster.forward(session, "report", body)
+        if reply.status != "ok":
+            session.notice(message, error_type)
+
+    async def dispatch_here(
+        self, session: Session, message: ClientMessage
+    ) -> dict[str, Any]:
+        """`dispatch`, and what an HTTP client is told: a new run's id and
+        where its request sits in the history; the budget after a grant."""
+        await self.dispatch(session, message)
+        run = session.run
+        if isinstance(message, ChatMessage) and run is not None:
+            return {"run_id": run.run_id, "request_at": run.state.request_at}
+        if isinstance(message, AgentControlMessage) and run is not None:
+            return {"max_steps": run.state.max_steps}
+        return {}
+
+    async def dispatch_to(
+        self, session: Target, message: ClientMessage
+    ) -> dict[str, Any]:
+        """`dispatch_here` on the session, or on the instance owning the
+        mirrored one; a refusal raises its `ProtocolError` either way."""
+        if isinstance(session, Session):
+            return await self.dispatch_here(session, message)
+        body = {"message": _wire(message)}
+        reply = await self.cluster.forward(session, "dispatch", body)
+        _raise_for(reply)
+        return reply.body
+
+    async def control(
+        self, conversation_id: str, user: str, message: ClientMessage
+    ) -> dict[str, Any]:
+        """A control message sent over HTTP (answer, stop, steps, approval)
+        to the conversation, on whichever instance holds it. Raises
+        `NoSuchConversation` when none of `user`'s is in memory anywhere."""
+        session = self.table.by_id.get(conversation_id)
+        if session is not None:
+            if session.owner != user:
+                raise NoSuchConversation(conversation_id)
+            session.touch()
+            return await self.dispatch_here(session, message)
+        if not self.bus.clustered:
+            raise NoSuchConversation(conversation_id)
+        body = {"message": _wire(message)}
+        reply = await self.cluster.request(conversation_id, user, "dispatch", body)
+        if reply.status in ("not_here", "forbidden"):
+            raise NoSuchConversation(conversation_id)
+        _raise_for(reply)
+        return reply.body
 
     async def dispatch(self, session: Session, message: ClientMessage) -> None:
         """Act on one client message; a `ProtocolError` says why it cannot be
@@ -415,6 +555,65 @@ class ChatService:
                 session.resolve_approval(call_id, ok, why)
             case ResetSessionMessage():
                 self._reset(session)
+
+    # ------------------------------------------------------------ run outcomes
+
+    def outcome(
+        self, session: Session, run_id: str, answer: str | None
+    ) -> dict[str, Any]:
+        """What an HTTP client is told of a run at its end: where its
+        messages sit in the history (their ids, when saved), its trace and
+        usage. Empty when the run is neither active nor the last one."""
+        run = next(
+            (r for r in (session.run, session.last_run) if r and r.run_id == run_id),
+            None,
+        )
+        if run is None:
+            return {}
+        state = run.state
+        saved = state.request.save_chat
+        assistant = None
+        if saved and answer is not None:
+            for position in range(len(run.history) - 1, -1, -1):
+                message = run.history[position]
+                if message.role == "assistant" and message.content == answer:
+                    assistant = position
+                    break
+        return {
+            "user_message_id": state.request_at if saved else None,
+            "assistant_message_id": assistant,
+            "request": state.request.content,
+            "trace": [dataclasses.asdict(step) for step in state.trace],
+            "usage": state.usage.model_dump(mode="json"),
+        }
+
+    async def outcome_of(
+        self, session: Target, run_id: str | None, answer: str | None
+    ) -> dict[str, Any]:
+        """`outcome`, from the instance that owns the session."""
+        if run_id is None:
+            return {}
+        if isinstance(session, Session):
+            return self.outcome(session, run_id, answer)
+        body = {"run_id": run_id, "answer": answer}
+        reply = await self.cluster.forward(session, "outcome", body)
+        return reply.body if reply.status == "ok" else {}
+
+    def stop_soon(self, session: Target, run_id: str | None) -> None:
+        """Stop the run `run_id` if it is still the session's (an HTTP client
+        that asked for it went away); safe to call while being cancelled."""
+        if run_id is None:
+            return
+        if isinstance(session, Session):
+            self.stop_run(session, run_id)
+        elif self._tasks is not None:
+            body = {"run_id": run_id}
+            self._tasks.create_task(self.cluster.forward(session, "stop_run", body))
+
+    def stop_run(self, session: Session, run_id: str) -> None:
+        run = session.run
+        if run is not None and run.run_id == run_id:
+            run.control.stop("immediate")
 
     def _control(self, session: Session, message: AgentControlMessage) -> None:
         run = session.active_run()
@@ -680,6 +879,7 @@ class ChatService:
         self._keep(session, run.state, status)
 
     def _close(self, session: Session, run: ActiveRun) -> None:
+        session.last_run = run
         session.notify.response_complete()
         if session.journal is not None:
             session.journal.run_ended(run.run_id)
@@ -712,6 +912,22 @@ class ChatService:
                 duration_ms=(self._clock() - state.started_at) * 1000,
                 strategy=state.strategy,
             )
+
+
+def _wire(message: ClientMessage) -> dict[str, Any]:
+    """A client message as the JSON a client would have sent (for the owner)."""
+    return {"type": message.type, **message.model_dump(mode="json", exclude_unset=True)}
+
+
+def _raise_for(reply: Reply) -> None:
+    """An owner's refusal, raised here as the `ProtocolError` it was there."""
+    if reply.status == "ok":
+        return
+    if reply.status in ("not_here", "forbidden"):
+        raise NoSuchConversation("no such conversation")
+    error = ProtocolError(reply.message or "refused")
+    error.error_type = reply.error_type or "invalid_message"
+    raise error
 
 
 def _cut_short(state: RunState, result: AgentResult) -> str:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from backend.agent.run_control import RunControl, UserAnswer
@@ -100,6 +101,10 @@ class Outbox:
         while self._bytes > self.max_bytes and len(self._log) > 1:
             self._bytes -= self._log.popleft()[2]
 
+    def after(self, seq: int) -> list[tuple[int, str]]:
+        """The frames held after `seq` (seq and text), oldest first."""
+        return [(s, text) for s, text, _size in self._log if s > seq]
+
     @property
     def oldest_seq(self) -> int:
         """The oldest frame still held for replay (0: none)."""
@@ -123,6 +128,12 @@ class Outbox:
     def unsubscribe(self, subscription: Subscription) -> None:
         if subscription in self._subscribers:
             self._subscribers.remove(subscription)
+
+    def notice(self, text: str) -> None:
+        """Send a frame outside the session's sequence (seq 0) to every
+        subscriber, without holding it for replay."""
+        for subscriber in self._subscribers:
+            subscriber.push(text)
 
     def close_all(self, code: int = SERVICE_RESTART, reason: str = "") -> None:
         for subscription in self._subscribers:
@@ -175,18 +186,36 @@ class Session:
         self.journal = journal
         self.notify = Notifications(session_id, self, last_seq=last_seq)
         self.run: ActiveRun | None = None
+        self.last_run: ActiveRun | None = None
+        """The run that ended last (what an HTTP client asks about at its end)."""
         self.last_active = time.monotonic()
         self.flushing = asyncio.Lock()
+        self.watchers: dict[str, float] = {}
+        """Other instances showing this session to their clients (by instance
+        id), until when (monotonic) each is known to watch."""
+        self.relay: Callable[[str, int, int, str], None] | None = None
+        """Publishes a frame to the watchers (the cluster's bus)."""
+        self._prev_seq = last_seq
 
     def deliver(self, frame: Frame) -> None:
         self.outbox.deliver(frame)
         if self.journal is not None:
             self.journal.frame(frame)
+        if self.watchers and self.relay is not None:
+            self.relay(self.id, self._prev_seq, frame.seq, frame.text)
+        self._prev_seq = frame.seq
 
     @property
     def idle(self) -> bool:
-        """No socket and no run: the session may leave memory."""
-        return self.run is None and self.outbox.subscriber_count == 0
+        """No socket, no watching instance and no run: the session may leave
+        memory."""
+        return (
+            self.run is None and self.outbox.subscriber_count == 0 and not self.watchers
+        )
+
+    def frames_after(self, seq: int) -> list[tuple[int, str]]:
+        """The frames held for replay after `seq`, oldest first."""
+        return self.outbox.after(seq)
 
     def touch(self) -> None:
         self.last_active = time.monotonic()

@@ -55,11 +55,12 @@ class SessionTable:
             if session is not None and session.owner == owner:
                 session.touch()
                 return session, True
-        self._make_room()
-        session = self._new(uuid.uuid4().hex, owner)
-        return session, False
+        return self.new(uuid.uuid4().hex, owner), False
 
-    def _new(self, session_id: str, owner: str) -> Session:
+    def new(self, session_id: str, owner: str) -> Session:
+        """A new conversation of `owner` in memory (stored with its first
+        message)."""
+        self._make_room()
         now = self._clock()
         record = ConversationRecord(
             id=session_id, owner=owner, created_at=now, updated_at=now
@@ -153,6 +154,12 @@ class SessionTable:
         self.by_id.pop(session.id, None)
         self._dirty.discard(session)
         self._forget_session(session.id)
+
+    def drop(self, session: Session) -> None:
+        """Let a session go without saving it (its lease was lost: what it
+        holds unsaved may be another instance's to write now)."""
+        if self.by_id.get(session.id) is session:
+            self._evict(session)
 
     def evict_idle(self) -> int:
         """Drop sessions idle past the grace period; return how many."""

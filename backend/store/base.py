@@ -182,8 +182,13 @@ class Store(Protocol):
 
     async def runs(self, conversation_id: str) -> list[RunRecord]: ...
 
-    async def live_runs(self) -> list[RunRecord]:
-        """Runs in a `LIVE_STATUSES` state, oldest first."""
+    async def live_runs(self, conversation_id: str | None = None) -> list[RunRecord]:
+        """Runs in a `LIVE_STATUSES` state (of one conversation, or all),
+        oldest first."""
+        ...
+
+    async def live_conversations(self) -> list[str]:
+        """The conversations with a run in a `LIVE_STATUSES` state."""
         ...
 
     async def frames(self, conversation_id: str, *, max_bytes: int) -> list[Frame]:

@@ -26,6 +26,7 @@ from sqlalchemy import (
     insert,
     or_,
     select,
+    text,
     update,
 )
 from sqlalchemy.dialects import postgresql, sqlite
@@ -171,6 +172,10 @@ class _Writes:
         )
 
 
+MIGRATION_LOCK = 0x6C6F6F70  # "loop"
+"""The PostgreSQL advisory lock held while the schema is migrated."""
+
+
 class SqlStore:
     def __init__(self, url: str) -> None:
         self.url = url
@@ -200,8 +205,16 @@ class SqlStore:
             yield await stack.enter_async_context(self._engine.connect())
 
     async def open(self) -> None:
+        """Bring the schema up to date. On PostgreSQL, instances starting
+        together take turns (a transaction-scoped advisory lock): the first
+        migrates, the others find nothing left to do."""
         try:
             async with self._begin() as conn:
+                if self._dialect == "postgresql":
+                    await conn.execute(
+                        text("SELECT pg_advisory_xact_lock(:key)"),
+                        {"key": MIGRATION_LOCK},
+                    )
                 await conn.run_sync(migrate.upgrade)
         except (SQLAlchemyError, OSError) as exc:
             raise StoreError(f"cannot open the database: {exc}") from exc
@@ -283,15 +296,23 @@ class SqlStore:
             rows = (await conn.execute(query)).all()
         return [_run(row) for row in rows]
 
-    async def live_runs(self) -> list[RunRecord]:
-        query = (
-            select(runs)
-            .where(runs.c.status.in_(LIVE_STATUSES))
-            .order_by(runs.c.started_at, runs.c.id)
-        )
+    async def live_runs(self, conversation_id: str | None = None) -> list[RunRecord]:
+        query = select(runs).where(runs.c.status.in_(LIVE_STATUSES))
+        if conversation_id is not None:
+            query = query.where(runs.c.conversation_id == conversation_id)
+        query = query.order_by(runs.c.started_at, runs.c.id)
         async with self._connect() as conn:
             rows = (await conn.execute(query)).all()
         return [_run(row) for row in rows]
+
+    async def live_conversations(self) -> list[str]:
+        query = (
+            select(runs.c.conversation_id)
+            .where(runs.c.status.in_(LIVE_STATUSES))
+            .distinct()
+        )
+        async with self._connect() as conn:
+            return [str(row[0]) for row in (await conn.execute(query)).all()]
 
     async def frames(self, conversation_id: str, *, max_bytes: int) -> list[Frame]:
         f = frames.c

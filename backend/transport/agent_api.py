@@ -28,7 +28,6 @@ the conversation is busy or has nothing to answer.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import AsyncIterator
 from typing import Annotated, Any, Literal
@@ -39,11 +38,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from backend.agent.state import RunState
 from backend.aio import race
+from backend.chat.cluster import Target
+from backend.chat.mirror import Mirror
 from backend.chat.service import ChatService
-from backend.chat.session import CLOSING, OVERFLOW, ActiveRun, Session, Subscription
-from backend.errors import ProtocolError
+from backend.chat.session import CLOSING, OVERFLOW, Subscription
+from backend.errors import NoSuchConversation, ProtocolError
 from backend.protocol import (
     STEPS_LIMIT,
     SYSTEM_PROMPT_LIMIT,
@@ -68,6 +68,7 @@ STATUS = {
     "no_pending_approval": 409,
     "no_active_run": 409,
     "store_error": 503,
+    "unavailable": 503,
 }
 
 
@@ -164,6 +165,16 @@ class _Follow:
         elif kind == "response_complete":
             self.ended = True
 
+    def done(self, outcome: dict[str, Any]) -> dict[str, Any]:
+        """The `done` event's fields (`outcome`: the owner's account)."""
+        return {
+            "run_id": self.run_id,
+            "steps": self.steps,
+            "reason": self.reason,
+            "tools_used": self.tools,
+            "message_id": outcome.get("assistant_message_id"),
+        }
+
 
 class AgentAPI:
     def routes(self) -> list[Route]:
@@ -201,18 +212,19 @@ class AgentAPI:
         session = opened
         subscription = session.outbox.subscribe(None)
         try:
-            await service.dispatch(session, body.message())
+            started = await service.dispatch_to(session, body.message())
         except ProtocolError as exc:
             session.outbox.unsubscribe(subscription)
             return error(STATUS.get(exc.error_type, 400), exc.error_type, str(exc))
-        run = session.run
-        assert run is not None
-        follow = _Follow(run.run_id)
-        ids = _Positions(session, run, run.state.request_at, saved=body.save_chat)
+        except NoSuchConversation:
+            session.outbox.unsubscribe(subscription)
+            return error(404, "not_found", f"no conversation {session.id!r}")
+        follow = _Follow(started["run_id"])
+        user_at = started["request_at"] if body.save_chat else None
         if not body.stream:
-            return await self._collect(request, session, subscription, run, follow, ids)
+            return await self._collect(request, session, subscription, follow, user_at)
         return EventSourceResponse(
-            self._stream(session, subscription, follow, ids, detach=body.detach),
+            self._stream(request, session, subscription, follow, detach=body.detach),
             ping=PING_S,
         )
 
@@ -234,17 +246,15 @@ class AgentAPI:
             return opened
         session = opened
         subscription = session.outbox.subscribe(int(last_event_id))
-        run = session.run
-        follow = _Follow(run.run_id if run is not None else None)
-        ids = _Positions(session, run, None, saved=True)
+        follow = _Follow(_run_in_progress(session))
         return EventSourceResponse(
-            self._stream(session, subscription, follow, ids, detach=True),
+            self._stream(request, session, subscription, follow, detach=True),
             ping=PING_S,
         )
 
     async def _open(
         self, request: Request, conversation_id: str | None
-    ) -> Session | Response:
+    ) -> Target | Response:
         """The caller's conversation (a new one for None), or the error."""
         service: ChatService = request.app.state.chat
         if service.draining:
@@ -265,15 +275,16 @@ class AgentAPI:
 
     async def _stream(
         self,
-        session: Session,
+        request: Request,
+        session: Target,
         subscription: Subscription,
         follow: _Follow,
-        ids: _Positions,
         *,
         detach: bool,
     ) -> AsyncIterator[ServerSentEvent]:
         """The conversation's frames as events until the run ends, then
         `done`. Leaving early stops the run unless `detach`."""
+        service: ChatService = request.app.state.chat
         try:
             while not follow.ended:
                 if follow.run_id is None and subscription.queue.empty():
@@ -286,27 +297,26 @@ class AgentAPI:
                 yield ServerSentEvent(
                     data=text, event=frame["type"], id=str(frame["seq"])
                 )
-            done = {"conversation_id": session.id, **ids.done(follow)}
+            outcome = await service.outcome_of(session, follow.run_id, follow.answer)
+            done = {"conversation_id": session.id, **follow.done(outcome)}
             yield ServerSentEvent(data=json.dumps(done), event="done")
         finally:
             session.outbox.unsubscribe(subscription)
             session.touch()
-            run = session.run
-            left_early = not follow.ended and not detach
-            if left_early and run is not None and run.run_id == follow.run_id:
-                run.control.stop("immediate")
+            if not follow.ended and not detach:
+                service.stop_soon(session, follow.run_id)
 
     async def _collect(
         self,
         request: Request,
-        session: Session,
+        session: Target,
         subscription: Subscription,
-        run: ActiveRun,
         follow: _Follow,
-        ids: _Positions,
+        user_at: int | None,
     ) -> Response:
         """Wait for the run's end; one JSON document. A client that goes away
         meanwhile stops the run."""
+        service: ChatService = request.app.state.chat
 
         async def until_the_end() -> None:
             while not follow.ended:
@@ -320,11 +330,12 @@ class AgentAPI:
         finally:
             session.outbox.unsubscribe(subscription)
             session.touch()
-            if not follow.ended and session.run is run:
-                run.control.stop("immediate")
+            if not follow.ended:
+                service.stop_soon(session, follow.run_id)
         if not follow.ended:
             return error(503, "server_restarting", "the server is restarting")
-        return JSONResponse(_document(session, run.state, follow, ids))
+        outcome = await service.outcome_of(session, follow.run_id, follow.answer)
+        return JSONResponse(_document(session.id, follow, outcome, user_at))
 
     # ------------------------------------------------------------ controls
 
@@ -378,50 +389,24 @@ class AgentAPI:
         self, request: Request, message: ClientMessage, answer: dict[str, Any] | None
     ) -> Response:
         """`message` dispatched to the caller's conversation, as if it came
-        over its WebSocket."""
+        over its WebSocket, on whichever instance holds it."""
         service: ChatService = request.app.state.chat
         conversation_id = request.path_params["conversation_id"]
-        session = service.sessions.get(conversation_id)
-        if session is None or session.owner != user_of(request):
-            return error(404, "not_found", f"no active run in {conversation_id!r}")
         try:
-            await service.dispatch(session, message)
+            done = await service.control(conversation_id, user_of(request), message)
+        except NoSuchConversation:
+            return error(404, "not_found", f"no active run in {conversation_id!r}")
         except ProtocolError as exc:
             return error(STATUS.get(exc.error_type, 400), exc.error_type, str(exc))
-        if answer is None and session.run is not None:  # steps granted
-            state = session.run.state
-            answer = {"status": "granted", "max_steps": state.max_steps}
+        if answer is None and "max_steps" in done:  # steps granted
+            answer = {"status": "granted", "max_steps": done["max_steps"]}
         return JSONResponse(answer or {"status": "done"})
 
 
-class _Positions:
-    """Where the run's user and assistant messages sit in the conversation
-    (their ids), when it is saved."""
-
-    def __init__(
-        self, session: Session, run: ActiveRun | None, user: int | None, *, saved: bool
-    ) -> None:
-        self.user = user if saved else None
-        self.saved = saved
-        self.history = run.history if run is not None else session.history
-
-    def assistant(self, follow: _Follow) -> int | None:
-        if not self.saved or follow.answer is None:
-            return None
-        for position in range(len(self.history) - 1, -1, -1):
-            message = self.history[position]
-            if message.role == "assistant" and message.content == follow.answer:
-                return position
-        return None
-
-    def done(self, follow: _Follow) -> dict[str, Any]:
-        return {
-            "run_id": follow.run_id,
-            "steps": follow.steps,
-            "reason": follow.reason,
-            "tools_used": follow.tools,
-            "message_id": self.assistant(follow),
-        }
+def _run_in_progress(session: Target) -> str | None:
+    if isinstance(session, Mirror):
+        return session.run_id
+    return session.run.run_id if session.run is not None else None
 
 
 async def _gone(request: Request) -> None:
@@ -431,19 +416,21 @@ async def _gone(request: Request) -> None:
 
 
 def _document(
-    session: Session, state: RunState, follow: _Follow, ids: _Positions
+    conversation_id: str,
+    follow: _Follow,
+    outcome: dict[str, Any],
+    user_at: int | None,
 ) -> dict[str, Any]:
-    usage = state.usage
     return {
-        "conversation_id": session.id,
-        "run_id": state.run_id,
+        "conversation_id": conversation_id,
+        "run_id": follow.run_id,
         "user_message": {
-            "id": ids.user,
+            "id": user_at,
             "role": "user",
-            "content": state.request.content,
+            "content": outcome.get("request", ""),
         },
         "assistant_message": {
-            "id": ids.assistant(follow),
+            "id": outcome.get("assistant_message_id"),
             "role": "assistant",
             "content": follow.answer,
         },
@@ -451,8 +438,8 @@ def _document(
             "steps": follow.steps,
             "reason": follow.reason,
             "tools_used": follow.tools,
-            "execution_trace": [dataclasses.asdict(t) for t in state.trace],
-            "usage": usage.model_dump(mode="json"),
+            "execution_trace": outcome.get("trace", []),
+            "usage": outcome.get("usage", {}),
             "errors": follow.errors,
         },
     }

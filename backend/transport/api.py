@@ -18,7 +18,8 @@ from starlette.routing import Route
 
 from backend.bounded_json import load_json
 from backend.chat.service import ChatService
-from backend.errors import InvalidMessage, ProtocolError
+from backend.errors import InvalidMessage, NoSuchConversation, ProtocolError
+from backend.protocol import ToolApprovalResponseMessage
 from backend.transport.auth import user_of
 
 MAX_BODY_BYTES = 16 * 1024
@@ -113,12 +114,19 @@ async def resolve_approval(request: Request) -> Response:
     body = await read_model(request, ApprovalBody, "approval")
     if isinstance(body, JSONResponse):
         return body
-    session = service.sessions.get(request.path_params["session_id"])
-    if session is None or session.owner != user_of(request):
-        return error(404, "not_found", "no such session")
     tool_call_id = request.path_params["tool_call_id"]
+    message = ToolApprovalResponseMessage(
+        type="tool_approval_response",
+        tool_call_id=tool_call_id,
+        approved=body.approved,
+        reason=body.reason,
+    )
     try:
-        session.resolve_approval(tool_call_id, body.approved, body.reason)
+        await service.control(
+            request.path_params["session_id"], user_of(request), message
+        )
+    except NoSuchConversation:
+        return error(404, "not_found", "no such session")
     except ProtocolError as exc:
         return error(409, exc.error_type, str(exc))
     status = "approved" if body.approved else "rejected"

@@ -15,6 +15,7 @@ A session id is a conversation id: reconnecting with it continues it.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -25,6 +26,7 @@ from starlette.routing import Route
 from backend.agent.state import RunState
 from backend.chat.data_sources import RETRIEVE
 from backend.chat.service import PLAIN, ChatService
+from backend.errors import NoSuchConversation, ProtocolError
 from backend.store.base import ConversationRecord, RunRecord, Store
 from backend.transport.api import error, read_model
 from backend.transport.auth import user_of
@@ -130,7 +132,9 @@ async def get_conversation(request: Request) -> Response:
     if isinstance(found, JSONResponse):
         return found
     service, store, record = found
-    await service.flush_session(record.id)
+    with contextlib.suppress(ProtocolError, NoSuchConversation):
+        # the owner could not be asked: the store has it up to its last save
+        await service.flush_session(record.id, record.owner)
     messages = await store.messages(record.id)
     runs = await store.runs(record.id)
     return JSONResponse(
@@ -163,7 +167,11 @@ async def delete_conversation(request: Request) -> Response:
     if isinstance(found, JSONResponse):
         return found
     service, store, record = found
-    if not service.forget(record.id):
+    try:
+        forgotten = await service.forget_anywhere(record.id, record.owner)
+    except (ProtocolError, NoSuchConversation) as exc:
+        return error(503, "unavailable", str(exc))
+    if not forgotten:
         return error(409, "busy", "a run is active in this conversation; stop it first")
     await store.delete_conversation(record.id)
     return Response(status_code=204)

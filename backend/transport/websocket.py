@@ -22,9 +22,10 @@ from pydantic import ValidationError
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
 from backend.bounded_json import load_json
+from backend.chat.cluster import Target
 from backend.chat.service import RESTARTING, ChatService
-from backend.chat.session import CLOSING, OVERFLOW, Session, Subscription
-from backend.errors import Busy, InvalidMessage, incident
+from backend.chat.session import CLOSING, OVERFLOW, Subscription
+from backend.errors import Busy, InvalidMessage, Unavailable, incident
 from backend.notifications import outside_session
 from backend.protocol import (
     CLIENT_MESSAGE_TYPES,
@@ -36,6 +37,7 @@ from backend.protocol import (
 from backend.settings import Settings
 from backend.store.base import StoreError
 from backend.transport.auth import user_of
+from backend.transport.instance import HEADER
 from backend.transport.limits import TokenBucket, UserLimits
 from backend.transport.refusal import handshake_refusal
 
@@ -82,7 +84,7 @@ async def websocket_endpoint(websocket: WebSocket) -> None:
 async def _connect(
     websocket: WebSocket, service: ChatService, user: str, shared: TokenBucket | None
 ) -> None:
-    await websocket.accept()
+    await websocket.accept(headers=[(HEADER, instance_id(service))])
     if service.draining:
         await _refuse(websocket, CLOSE_SERVICE_RESTART, RESTARTING, "server_restarting")
         return
@@ -96,6 +98,9 @@ async def _connect(
         session, resumed = await service.open_session(session_id, owner=user)
     except Busy as exc:
         await _refuse(websocket, CLOSE_TRY_AGAIN_LATER, str(exc), "busy")
+        return
+    except Unavailable as exc:
+        await _refuse(websocket, CLOSE_TRY_AGAIN_LATER, str(exc), "unavailable")
         return
     except StoreError as exc:
         log.error("cannot open session %s: %s", session_id, exc)
@@ -115,7 +120,7 @@ async def _connect(
 async def _serve(
     websocket: WebSocket,
     service: ChatService,
-    session: Session,
+    session: Target,
     subscription: Subscription,
     shared: TokenBucket | None,
 ) -> None:
@@ -150,7 +155,7 @@ async def _write(websocket: WebSocket, subscription: Subscription) -> None:
 async def _read(
     websocket: WebSocket,
     service: ChatService,
-    session: Session,
+    session: Target,
     shared: TokenBucket | None = None,
 ) -> tuple[int, str] | None:
     """Receive until the client leaves (None) or must be closed: then the
@@ -177,13 +182,13 @@ async def _read(
             if not excess.take():  # a burst's worth past the rate: flooding
                 return CLOSE_POLICY_VIOLATION, FLOODING
             if refused == 1:  # one error per burst, not one per frame
-                session.notify.error(_too_many(settings), "rate_limited")
+                await service.report(session, _too_many(settings), "rate_limited")
             continue
         refused = 0
         try:
             message = decode(event, limit)
         except InvalidMessage as exc:
-            session.notify.error(str(exc), "invalid_message")
+            await service.report(session, str(exc), "invalid_message")
             await asyncio.sleep(0)  # one read can hold thousands of bad frames
             continue
         try:
@@ -198,6 +203,11 @@ async def _read(
             )
             return CLOSE_INTERNAL_ERROR, f"internal error (incident {case})"
         await asyncio.sleep(0)  # a busy socket lets the others have a turn
+
+
+def instance_id(service: ChatService) -> bytes:
+    """The `X-Loopwire-Instance` header's value: which instance answered."""
+    return service.bus.instance_id.encode()
 
 
 def _too_many(settings: Settings) -> str:

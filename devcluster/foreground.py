@@ -1,0 +1,78 @@
+"""`Foreground`: a server process run in the foreground, ready when its own
+output says so (no polling of its port), stopped with SIGTERM."""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Self
+
+START_LIMIT_S = 30.0
+STOP_LIMIT_S = 30.0
+
+
+class Foreground:
+    name = "server"
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self._process: subprocess.Popen[str] | None = None
+        self._reader_done = threading.Event()
+
+    def spawn(self, command: Sequence[str], ready: str, cwd: Path) -> None:
+        """Run `command`; return once a line of its output contains `ready`."""
+        self._process = subprocess.Popen(
+            list(command),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            cwd=cwd,
+        )
+        started = threading.Event()
+        reader = threading.Thread(target=self._read, args=(ready, started), daemon=True)
+        reader.start()
+        if not started.wait(START_LIMIT_S) or self._process.poll() is not None:
+            self.stop()
+            raise RuntimeError(
+                f"{self.name} did not start:\n" + "\n".join(self.lines[-30:])
+            )
+
+    def _read(self, ready: str, started: threading.Event) -> None:
+        assert self._process is not None and self._process.stdout is not None
+        for line in self._process.stdout:
+            self.lines.append(line.rstrip())
+            if ready in line:
+                started.set()
+        started.set()  # it exited: `spawn` sees that
+        self._reader_done.set()
+
+    def stop(self) -> None:
+        """SIGTERM (SIGKILL if that does not end it), then the pipe closed."""
+        process, self._process = self._process, None
+        if process is None:
+            return
+        if process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout=STOP_LIMIT_S)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        if process.stdout is not None:
+            self._reader_done.wait(STOP_LIMIT_S)
+            process.stdout.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
