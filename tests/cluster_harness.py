@@ -130,3 +130,7 @@ async def running_cluster(
         yield await cluster.start()
     finally:
         await cluster.stop()
+
+
+LEASE_S = 2.0
+"""The lease in cluster tests: an instance's death is noticed within it."""

@@ -9,7 +9,7 @@ import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import AsyncExitStack
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from websockets.asyncio.client import connect
@@ -24,6 +24,9 @@ from tests.databases import database_url, pg_database_url  # noqa: F401  (fixtur
 from tests.fake_openai import FakeOpenAIServer, running_fake_openai
 from tests.live_server import LiveServer, serving
 from tests.ws_client import Client
+
+if TYPE_CHECKING:
+    from tests.cluster_harness import ClusterHarness
 
 
 @pytest.fixture
@@ -125,3 +128,15 @@ def redis_url() -> Iterator[str]:
         pytest.skip(reason)
     with redis_server.RedisServer() as server:
         yield server.url
+
+
+@pytest.fixture
+async def offline_cluster(
+    request: pytest.FixtureRequest, redis_url: str
+) -> AsyncIterator[ClusterHarness]:
+    """Three instances on the offline model behind nginx (tests/cluster_harness.py)."""
+    from tests.cluster_harness import LEASE_S, running_cluster
+
+    database: str = request.getfixturevalue("pg_database_url")
+    async with running_cluster(database, redis_url, lease_ttl_s=LEASE_S) as cluster:
+        yield cluster

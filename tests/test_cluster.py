@@ -16,13 +16,15 @@ from contextlib import AsyncExitStack
 import pytest
 
 from backend.store.sql import SqlStore
-from tests.cluster_harness import ClusterHarness, running_cluster
+from tests.cluster_harness import (
+    LEASE_S,
+    ClusterHarness,
+    running_cluster,
+)
 from tests.fake_openai import FakeOpenAIServer, HangReply
 from tests.ws_client import Client, Frame, label, labels
 
 pytestmark = pytest.mark.timeout(180)
-
-LEASE_S = 2.0
 
 
 def calls_of(frames: list[Frame], tool: str) -> int:
@@ -45,6 +47,23 @@ async def elsewhere(
     ready = await client.recv()
     assert (ready["type"], ready["resumed"]) == ("session_ready", True)
     return client, instance, ready
+
+
+async def paused(
+    cluster: ClusterHarness, stack: AsyncExitStack, content: str, until: str
+) -> tuple[Client, str, str, Frame]:
+    """A client through the balancer whose agent run, asked `content`,
+    reached the frame labelled `until`: the client, its instance, the
+    session and that frame."""
+    a, owner = await cluster.connect(stack)
+    session = (await a.recv())["session_id"]
+    await a.send(type="chat", content=content, agent_mode=True)
+    reached = (await a.until_label(until))[-1]
+    return a, owner, session, reached
+
+
+QUESTION = ("3*7 and convert 10 miles", "agent_request_input")
+APPROVAL = ("save a note: buy milk", "tool_approval_request:save_note")
 
 
 async def hung_run(
@@ -102,16 +121,11 @@ async def test_a_stop_sent_through_another_instance_stops_the_run(
 
 
 async def test_a_question_raised_on_one_instance_is_answered_through_another(
-    pg_database_url: str, redis_url: str
+    offline_cluster: ClusterHarness,
 ) -> None:
-    async with (
-        running_cluster(pg_database_url, redis_url, lease_ttl_s=LEASE_S) as cluster,
-        AsyncExitStack() as stack,
-    ):
-        a, owner = await cluster.connect(stack)
-        session = (await a.recv())["session_id"]
-        await a.send(type="chat", content="3*7 and convert 10 miles", agent_mode=True)
-        question = (await a.until_label("agent_request_input"))[-1]
+    cluster = offline_cluster
+    async with AsyncExitStack() as stack:
+        a, owner, session, question = await paused(cluster, stack, *QUESTION)
 
         b, _, ready = await elsewhere(cluster, stack, session, owner)
         assert ready["last_seq"] == question["seq"]
@@ -130,16 +144,11 @@ async def test_a_question_raised_on_one_instance_is_answered_through_another(
 
 
 async def test_an_approval_over_http_through_a_third_instance_reaches_the_run(
-    pg_database_url: str, redis_url: str
+    offline_cluster: ClusterHarness, pg_database_url: str
 ) -> None:
-    async with (
-        running_cluster(pg_database_url, redis_url, lease_ttl_s=LEASE_S) as cluster,
-        AsyncExitStack() as stack,
-    ):
-        a, owner = await cluster.connect(stack)
-        session = (await a.recv())["session_id"]
-        await a.send(type="chat", content="save a note: buy milk", agent_mode=True)
-        request = (await a.until_label("tool_approval_request:save_note"))[-1]
+    cluster = offline_cluster
+    async with AsyncExitStack() as stack:
+        a, owner, session, request = await paused(cluster, stack, *APPROVAL)
         b, watcher, _ = await elsewhere(cluster, stack, session, owner)
         third = next(i for i in cluster.others(owner) if i != watcher)
         await cluster.before(third)
@@ -176,12 +185,10 @@ async def test_an_approval_over_http_through_a_third_instance_reaches_the_run(
 
 
 async def test_a_watcher_sees_each_frame_once_and_a_reconnect_elsewhere_replays_the_rest(
-    pg_database_url: str, redis_url: str
+    offline_cluster: ClusterHarness,
 ) -> None:
-    async with (
-        running_cluster(pg_database_url, redis_url, lease_ttl_s=LEASE_S) as cluster,
-        AsyncExitStack() as stack,
-    ):
+    cluster = offline_cluster
+    async with AsyncExitStack() as stack:
         a, owner = await cluster.connect(stack)
         session = (await a.recv())["session_id"]
         b_stack = await stack.enter_async_context(AsyncExitStack())
@@ -212,16 +219,11 @@ async def test_a_watcher_sees_each_frame_once_and_a_reconnect_elsewhere_replays_
 
 
 async def test_a_paused_run_is_taken_over_when_its_instance_is_killed(
-    pg_database_url: str, redis_url: str
+    offline_cluster: ClusterHarness, pg_database_url: str
 ) -> None:
-    async with (
-        running_cluster(pg_database_url, redis_url, lease_ttl_s=LEASE_S) as cluster,
-        AsyncExitStack() as stack,
-    ):
-        a, owner = await cluster.connect(stack)
-        session = (await a.recv())["session_id"]
-        await a.send(type="chat", content="3*7 and convert 10 miles", agent_mode=True)
-        question = (await a.until_label("agent_request_input"))[-1]
+    cluster = offline_cluster
+    async with AsyncExitStack() as stack:
+        a, owner, session, question = await paused(cluster, stack, *QUESTION)
         b, _, _ = await elsewhere(cluster, stack, session, owner)
         before = [await b.recv() for _ in a.seen[1:]]
 

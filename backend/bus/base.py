@@ -45,6 +45,10 @@ class BusError(LoopwireError):
     """The bus could not carry a message (Redis down, the instance gone)."""
 
 
+class InstanceGone(BusError):
+    """The instance asked is not running (its leases expire in their time)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Command:
     """A request to the instance that owns `session_id`, on behalf of `user`."""
@@ -137,6 +141,11 @@ class Bus(Protocol):
     async def owner_of(self, session_id: str) -> str | None: ...
 
     async def owners(self, session_ids: Sequence[str]) -> list[str | None]: ...
+
+    async def lease_left(self, session_id: str) -> float:
+        """Seconds until the lease on `session_id` expires unless renewed
+        (0: nobody holds it)."""
+        ...
 
     def holds(self, session_id: str) -> bool: ...
 

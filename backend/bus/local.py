@@ -50,6 +50,9 @@ class LocalBus:
     async def owners(self, session_ids: Sequence[str]) -> list[str | None]:
         return [self.instance_id if s in self._held else None for s in session_ids]
 
+    async def lease_left(self, session_id: str) -> float:
+        return self.lease_ttl_s if session_id in self._held else 0.0
+
     def holds(self, session_id: str) -> bool:
         return session_id in self._held
 

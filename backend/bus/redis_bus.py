@@ -39,6 +39,7 @@ from backend.bus.base import (
     Command,
     CommandHandler,
     FrameHandler,
+    InstanceGone,
     LostHandler,
     Reply,
     encode,
@@ -106,6 +107,7 @@ class RedisBus:
         self._out: asyncio.Queue[tuple[str, str, str]] = asyncio.Queue()
         self._tasks: asyncio.TaskGroup | None = None
         self._loops: list[asyncio.Task[None]] = []
+        self._answering: set[asyncio.Task[None]] = set()
         self._renewed_at = time.monotonic()
 
     @property
@@ -147,7 +149,7 @@ class RedisBus:
         tasks, self._tasks = self._tasks, None
         if tasks is not None:
             await self._drain_queue()
-        for task in self._loops:
+        for task in [*self._loops, *self._answering]:
             task.cancel()
         try:
             if tasks is not None:
@@ -198,6 +200,15 @@ class RedisBus:
         except (RedisError, OSError) as exc:
             raise BusError(f"cannot read leases: {exc}") from exc
         return [value if isinstance(value, str) else None for value in values]
+
+    async def lease_left(self, session_id: str) -> float:
+        try:
+            left_ms = await self._redis.pttl(self._lease(session_id))
+        except (RedisError, OSError) as exc:
+            raise BusError(f"cannot read the lease on {session_id}: {exc}") from exc
+        if left_ms == -1:  # no expiry: not one of ours; treat as a fresh lease
+            return self.lease_ttl_s
+        return max(int(left_ms), 0) / 1000
 
     def holds(self, session_id: str) -> bool:
         return session_id in self._held
@@ -277,7 +288,7 @@ class RedisBus:
                 self._inbox(instance_id), "C" + payload
             )
             if not receivers:
-                raise BusError(f"instance {instance_id} is not running")
+                raise InstanceGone(f"instance {instance_id} is not running")
             async with asyncio.timeout(timeout_s or self.timeout_s):
                 return await future
         except TimeoutError as exc:
@@ -354,7 +365,11 @@ class RedisBus:
                 future.set_result(Reply.from_json(body["reply"]))
         elif kind == "C" and self._tasks is not None:
             command = Command.from_json(body)
-            self._tasks.create_task(self._answer(body["id"], body["reply_to"], command))
+            task = self._tasks.create_task(
+                self._answer(body["id"], body["reply_to"], command)
+            )
+            self._answering.add(task)
+            task.add_done_callback(self._answering.discard)
 
     async def _write(self) -> None:
         while True:

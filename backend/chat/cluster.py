@@ -45,11 +45,12 @@ from backend.bus.base import (
     BusError,
     Command,
     CommandKind,
+    InstanceGone,
     Reply,
 )
 from backend.chat.mirror import Mirror
 from backend.chat.session import Session
-from backend.errors import ProtocolError, Unavailable
+from backend.errors import Busy, ProtocolError, Unavailable
 from backend.protocol import ClientMessage, client_message_adapter
 from backend.store.base import FileRecord, StoreError
 
@@ -196,6 +197,7 @@ class Cluster:
             existing = self.mirrors.get(session_id)
             if existing is not None and existing.synced:
                 return existing if existing.owner == user else FORBIDDEN
+            self._make_room()
             mirror = Mirror(
                 session_id,
                 owner=user,
@@ -207,6 +209,10 @@ class Cluster:
                 reply = await self.bus.request(
                     holder, Command("attach", session_id, user, {"after": 0})
                 )
+            except InstanceGone as exc:
+                log.warning("session %s: %s; its lease runs out first", session_id, exc)
+                await self._outlive(session_id)
+                reply = NOT_HERE
             except BusError as exc:
                 log.warning("cannot attach to %s on %s: %s", session_id, holder, exc)
                 reply = NOT_HERE
@@ -215,6 +221,22 @@ class Cluster:
                 return reply
             mirror.sync(holder, reply.body)
             return mirror
+
+    def _make_room(self) -> None:
+        """Mirrors count towards `max_sessions` with the sessions: each may
+        hold a replay window. Idle ones go first; if none is idle, refuse."""
+        limit = self.service.settings.max_sessions
+        if len(self.mirrors) + len(self.service.table.by_id) < limit:
+            return
+        idle = sorted(
+            (m for m in self.mirrors.values() if m.idle), key=lambda m: m.last_active
+        )
+        if not idle:
+            raise Busy(
+                f"the server shows {len(self.mirrors)} conversations held by "
+                "other instances and holds the rest of its limit; try again later"
+            )
+        self._drop_mirror(idle[0])
 
     def _drop_mirror(self, mirror: Mirror) -> None:
         if self.mirrors.get(mirror.id) is mirror:
@@ -255,6 +277,12 @@ class Cluster:
         finally:
             self._resyncing.discard(mirror.id)
 
+    async def _outlive(self, session_id: str) -> None:
+        """Wait out the lease of an instance that is gone (at most one TTL):
+        then the conversation is free to take."""
+        left = await self.bus.lease_left(session_id)
+        await asyncio.sleep(min(left, self.bus.lease_ttl_s) + 0.01)
+
     # ------------------------------------------------------------ forwarding
 
     async def forward(
@@ -277,6 +305,8 @@ class Cluster:
             except BusError as exc:
                 log.warning("session %s: %s", mirror.id, exc)
                 mirror.holder = None
+                if isinstance(exc, InstanceGone):
+                    await self._outlive(mirror.id)
                 continue
             if reply.status == "not_here":
                 mirror.holder = None
@@ -302,6 +332,8 @@ class Cluster:
                 )
             except BusError as exc:
                 log.warning("session %s: %s", session_id, exc)
+                if isinstance(exc, InstanceGone):
+                    await self._outlive(session_id)
                 continue
             if reply.status != "not_here":
                 return reply

@@ -229,6 +229,9 @@ class ChatService:
             if session.outbox.subscriber_count:
                 session.notify.error(RESTARTING, "server_restarting")
             session.outbox.close_all(reason=RESTARTING)
+        for mirror in self.cluster.mirrors.values():  # shown here, owned elsewhere
+            mirror.notice(RESTARTING, "server_restarting")
+            mirror.outbox.close_all(reason=RESTARTING)
         await self.flush_all()
 
     # ------------------------------------------------------------ sessions
@@ -531,6 +534,10 @@ class ChatService:
             raise NoSuchConversation(conversation_id)
         body = {"message": _wire(message)}
         reply = await self.cluster.request(conversation_id, user, "dispatch", body)
+        if reply.status == "not_here":  # nobody owns it (its owner died): here
+            taken = await self.cluster.take(conversation_id)
+            if isinstance(taken, Session) and taken.owner == user:
+                return await self.dispatch_here(taken, message)
         if reply.status in ("not_here", "forbidden"):
             raise NoSuchConversation(conversation_id)
         _raise_for(reply)

@@ -1,0 +1,210 @@
+"""The HTTP API and shutdowns across three instances behind nginx.
+
+A conversation owned by one instance is run, followed, read, given files and
+deleted through the others; an instance shut down with SIGTERM hands its
+paused runs over; a client that reconnects right after its instance was
+killed waits out the lease and carries on.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from contextlib import AsyncExitStack
+
+import pytest
+
+from tests.cluster_harness import (
+    HEADER,
+    ClusterHarness,
+)
+from tests.test_cluster import (
+    APPROVAL,
+    QUESTION,
+    calls_of,
+    elsewhere,
+    paused,
+)
+from tests.test_restart import closed_with
+from tests.ws_client import label, labels
+
+pytestmark = pytest.mark.timeout(180)
+
+
+def sse_events(text: str) -> list[tuple[str, str]]:
+    """(event, data) of each event in a text/event-stream body."""
+    events = []
+    for block in text.split("\r\n\r\n"):
+        fields = dict(
+            line.split(": ", 1) for line in block.splitlines() if ": " in line
+        )
+        if "event" in fields:
+            events.append((fields["event"], fields.get("data", "")))
+    return events
+
+
+async def test_the_http_api_reaches_a_conversation_owned_elsewhere(
+    offline_cluster: ClusterHarness,
+) -> None:
+    cluster = offline_cluster
+    async with AsyncExitStack() as stack:
+        a, owner = await cluster.connect(stack)
+        session = (await a.recv())["session_id"]
+        await a.chat("what is 3*7?", agent_mode=True)
+
+        # a whole run, asked of another instance: one JSON document
+        await cluster.after(owner)
+        response = await cluster.request(
+            "POST",
+            "/api/agent",
+            json={
+                "query": "and 2+2?",
+                "conversation_id": session,
+                "stream": False,
+            },
+        )
+        assert response.status_code == 200, response.text
+        assert response.headers[HEADER] != owner
+        document = response.json()
+        assert document["conversation_id"] == session
+        user, assistant = document["user_message"], document["assistant_message"]
+        assert (user["role"], user["content"]) == ("user", "and 2+2?")
+        assert "4" in assistant["content"]
+        assert document["agent_metadata"]["reason"] == "finished"
+        assert document["agent_metadata"]["execution_trace"]
+        run = await a.run()  # the owner's client saw it all
+        assert run[-3]["message"] == document["assistant_message"]["content"]
+
+        # streamed through a third instance: the same frames as events
+        await cluster.after(response.headers[HEADER])
+        streamed = await cluster.request(
+            "POST",
+            "/api/agent",
+            json={"query": "and 5*5?", "conversation_id": session},
+        )
+        assert streamed.status_code == 200
+        events = sse_events(streamed.text)
+        frames = [json.loads(data) for event, data in events if event != "done"]
+        assert frames == await a.run()
+        done = json.loads(events[-1][1])
+        assert (done["conversation_id"], done["reason"]) == (session, "finished")
+        ids = [user["id"], assistant["id"], done["message_id"]]
+
+        # replay of the conversation's frames from anywhere
+        replay = await cluster.request(
+            "GET",
+            f"/api/conversations/{session}/events",
+            headers={"Last-Event-ID": str(frames[0]["seq"] - 1)},
+        )
+        replayed = [json.loads(d) for e, d in sse_events(replay.text) if e != "done"]
+        assert replayed == frames
+
+        # read through any instance: what the owner holds, saved first; the
+        # ids the owner gave are positions in it
+        for _ in range(3):
+            read = await cluster.request("GET", f"/api/conversations/{session}")
+            assert read.status_code == 200
+            messages = read.json()["messages"]
+            users = [m["content"] for m in messages if m["role"] == "user"]
+            assert users == ["what is 3*7?", "and 2+2?", "and 5*5?"]
+            assert [messages[i]["content"] for i in ids] == [
+                "and 2+2?",
+                assistant["content"],
+                frames[-3]["message"],
+            ]
+
+
+async def test_files_and_deletion_through_other_instances(
+    offline_cluster: ClusterHarness,
+) -> None:
+    cluster = offline_cluster
+    async with AsyncExitStack() as stack:
+        a, owner, session, _ = await paused(cluster, stack, *QUESTION)
+
+        await cluster.after(owner)
+        uploaded = await cluster.request(
+            "POST",
+            f"/api/conversations/{session}/files",
+            files={"file": ("cities.csv", b"city,pop\nOslo,709000\n", "text/csv")},
+        )
+        assert uploaded.status_code == 201, uploaded.text
+        assert uploaded.headers[HEADER] != owner
+        update = await a.recv()  # the owner's session hears of it
+        assert (update["type"], update["added"]) == (
+            "files_update",
+            [uploaded.json()["id"]],
+        )
+
+        await cluster.after(owner)
+        busy = await cluster.request("DELETE", f"/api/conversations/{session}")
+        assert busy.status_code == 409  # its run is waiting for an answer
+        await a.send(type="agent_control", action="stop")
+        await a.run()
+
+        await cluster.after(owner)
+        deleted = await cluster.request("DELETE", f"/api/conversations/{session}")
+        assert deleted.status_code == 204
+        gone = await cluster.request("GET", f"/api/conversations/{session}")
+        assert gone.status_code == 404
+
+
+async def test_a_sigterm_hands_a_paused_run_to_another_instance(
+    offline_cluster: ClusterHarness,
+) -> None:
+    cluster = offline_cluster
+    async with AsyncExitStack() as stack:
+        a, owner, session, request = await paused(cluster, stack, *APPROVAL)
+        b, _, _ = await elsewhere(cluster, stack, session, owner)
+        [await b.recv() for _ in a.seen[1:]]
+
+        stopping = time.perf_counter()
+        await cluster.process(owner).terminate()
+        goodbye, code = await closed_with(a)
+        assert (labels(goodbye), code) == (["error:server_restarting"], 1012)
+        heir = await cluster.took_over(session)
+        print(f"{heir} took over {time.perf_counter() - stopping:.2f} s after SIGTERM")
+
+        await b.send(
+            type="tool_approval_response",
+            tool_call_id=request["tool_call_id"],
+            approved=True,
+        )
+        after = await b.run()
+        # every client of the session sees the same frames: the owner's
+        # goodbye too, then the run going on from where it waited
+        assert labels(after)[:2] == [
+            "error:server_restarting",
+            "tool_complete:save_note",
+        ]
+        assert after[0] == goodbye[0]
+        assert calls_of([*a.seen, *after], "save_note") == 1
+
+
+async def test_a_client_back_right_after_a_kill_waits_out_the_lease(
+    offline_cluster: ClusterHarness,
+) -> None:
+    cluster = offline_cluster
+    async with AsyncExitStack() as stack:
+        first = await stack.enter_async_context(AsyncExitStack())
+        a, owner, session, question = await paused(cluster, first, *QUESTION)
+        await cluster.kill(owner)
+        await closed_with(a)
+
+        back = time.perf_counter()
+        again, instance = await cluster.connect(
+            stack, f"session_id={session}&last_seq={question['seq']}"
+        )
+        ready = await again.recv()
+        waited = time.perf_counter() - back
+        assert instance != owner
+        assert (ready["type"], ready["resumed"]) == ("session_ready", True)
+        await again.send(
+            type="agent_user_input", content="km", question_id=question["question_id"]
+        )
+        after = await again.run()
+        assert (
+            "16.0934"
+            in next(f for f in after if label(f) == "chat_response")["message"]
+        )
+        assert calls_of([*a.seen, *after], "calculator") == 1
+        print(f"reconnected through {instance} after {waited:.2f} s")
