@@ -6,7 +6,7 @@ PIP    := $(VENV)/bin/pip
 PYTEST_FLAGS ?= -q
 PYTEST_WORKERS ?= -n 2
 
-.PHONY: run test check format lint typecheck bench schema screenshots browser services clean
+.PHONY: run test check format lint typecheck bench schema screenshots browser services cluster clean
 
 # ---- environments ---------------------------------------------------------
 $(VENV)/.base: pyproject.toml
@@ -48,9 +48,16 @@ typecheck: $(VENV)/.dev
 
 check: lint typecheck test
 
-# docs/benchmarks.md (its generated section) and docs/benchmarks.png: ~5 minutes.
-bench: $(VENV)/.bench
+# docs/benchmarks.md (its generated section) and docs/benchmarks.png: ~6 minutes;
+# then docs/scaling.md's figures: 1, 2 and 3 instances (~2 minutes).
+bench: $(VENV)/.bench services
 	$(PY) -m benchmarks
+	$(PY) -m benchmarks.cluster
+
+# Several instances on one machine: PostgreSQL, Redis and nginx from Debian's
+# packages, three loopwire instances, the URL printed (docs/scaling.md).
+cluster: $(VENV)/.base services
+	$(PY) -m devcluster
 
 schema: $(VENV)/.base
 	$(PY) -m backend schema --write

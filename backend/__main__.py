@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import sys
 from collections.abc import Sequence
@@ -12,6 +13,7 @@ from typing import TYPE_CHECKING
 from backend.protocol import json_schema
 
 if TYPE_CHECKING:
+    from backend.settings import Settings
     from backend.tools.base import AnyTool
 
 SCHEMA_PATH = Path("docs/protocol.schema.json")
@@ -138,11 +140,40 @@ def _serve(args: argparse.Namespace, *, extra_tools: Sequence[AnyTool] = ()) -> 
     if problem is not None:
         print(f"loopwire: {problem}", file=sys.stderr)
         return 2
+    problem = asyncio.run(_unreachable(settings))
+    if problem is not None:
+        print(f"loopwire: cannot start: {problem}", file=sys.stderr)
+        return 2
     print(f"loopwire: open http://{host}:{port}/ (model: {app.state.chat.llm.model})")
     config = uvicorn_config(app, settings, host=host, port=port)
     redact_request_logs(settings)
-    Server(config, app.state.chat).run()
-    return 0
+    server = Server(config, app.state.chat)
+    server.run()
+    return 0 if server.started else 1
+
+
+async def _unreachable(settings: Settings) -> str | None:
+    """What the server could not reach at start (the database, migrated on
+    the way; Redis), said in one line; None when both answer."""
+    from backend.bus.base import BusError
+    from backend.store.base import StoreError
+    from backend.store.sql import SqlStore
+
+    store = SqlStore(settings.database_url)
+    try:
+        await store.open()
+    except StoreError as exc:
+        return str(exc)
+    finally:
+        await store.close()
+    if settings.redis_url:
+        from backend.bus.redis_bus import check_reachable
+
+        try:
+            await check_reachable(settings.redis_url)
+        except BusError as exc:
+            return str(exc)
+    return None
 
 
 def _schema(args: argparse.Namespace) -> int:

@@ -35,7 +35,7 @@ WARM_UP_SESSIONS = 200
 """At most this many sessions warm a fresh server up (one quick run each)."""
 
 
-def _chat(steps: int, latency_ms: float) -> Frame:
+def agent_chat(steps: int, latency_ms: float) -> Frame:
     return {
         "type": "chat",
         "content": f"Add the numbers. steps={steps} latency_ms={latency_ms:g}",
@@ -57,7 +57,7 @@ async def measure_at(harness: Harness, count: int) -> RunScale:
     cpu_ms: list[float] = []
     fake_ms: list[float] = []
     client_ms: list[float] = []
-    chat = _chat(steps, latency)
+    chat = agent_chat(steps, latency)
     async with harness.loopwire(f"runs-{count}") as server:
         url = server.ws_url
         sessions = await open_many(count, lambda: Session.open(url))
@@ -106,7 +106,7 @@ async def measure_at(harness: Harness, count: int) -> RunScale:
 
 async def _warm_up(sessions: list[Session]) -> None:
     """One quick run each: the server's connections and caches made."""
-    runs = await asyncio.gather(*(s.run(_chat(1, 0)) for s in sessions))
+    runs = await asyncio.gather(*(s.run(agent_chat(1, 0)) for s in sessions))
     for run in runs:
         check_agent_run(run.frames, 1)
     await reset_all(sessions)

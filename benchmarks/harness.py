@@ -333,22 +333,33 @@ class Harness:
             self._shared[key] = await self._start_loopwire(label, wait_tool, env)
         return self._shared[key]
 
+    async def instance(
+        self, label: str, database_url: str, env: Mapping[str, str]
+    ) -> Loopwire:
+        """A loopwire on `database_url` (one of several on it: the cluster
+        bench); the caller stops it (`service.stop()`)."""
+        return await self._start_loopwire(label, False, env, database_url)
+
     async def _start_loopwire(
-        self, label: str, wait_tool: bool, extra: Mapping[str, str]
+        self,
+        label: str,
+        wait_tool: bool,
+        extra: Mapping[str, str],
+        database_url: str | None = None,
     ) -> Loopwire:
         """A loopwire on a free port, with the bench's settings, then `extra`
         (which cannot move it off its port, database or the fake LLM)."""
         self._count += 1
         port = free_port()
         name = f"{label}-{self._count}" if self.sizes.fresh_servers else label
-        database = self.workdir / f"{name}.db"
+        database = database_url or f"sqlite:///{self.workdir / f'{name}.db'}"
         own = {
             "LOOPWIRE_HOST": "127.0.0.1",
             "LOOPWIRE_PORT": str(port),
             "LOOPWIRE_LLM_BASE_URL": f"http://127.0.0.1:{self.fake.port}/v1",
             "LOOPWIRE_LLM_API_KEY": "x",
             "LOOPWIRE_LLM_MODEL": self._model,
-            "LOOPWIRE_DATABASE_URL": f"sqlite:///{database}",
+            "LOOPWIRE_DATABASE_URL": database,
         }
         env = {**LIMITS_RAISED, **extra, **own}
         if wait_tool:

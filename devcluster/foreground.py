@@ -5,27 +5,45 @@ from __future__ import annotations
 
 import subprocess
 import threading
-from collections.abc import Sequence
+from collections import deque
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Self
 
 START_LIMIT_S = 30.0
 STOP_LIMIT_S = 30.0
+KEPT_LINES = 500
 
 
 class Foreground:
     name = "server"
+    echo: str | None = None
+    """Print each line of output with this prefix (None: keep quiet)."""
 
     def __init__(self) -> None:
-        self.lines: list[str] = []
+        self.lines: deque[str] = deque(maxlen=KEPT_LINES)
         self._process: subprocess.Popen[str] | None = None
         self._reader_done = threading.Event()
 
-    def spawn(self, command: Sequence[str], ready: str, cwd: Path) -> None:
+    @property
+    def pid(self) -> int:
+        assert self._process is not None, f"{self.name} is not started"
+        return self._process.pid
+
+    def spawn(
+        self,
+        command: Sequence[str],
+        ready: str,
+        cwd: Path,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
         """Run `command`; return once a line of its output contains `ready`."""
+        if self._process is not None:
+            raise RuntimeError(f"{self.name} is started already")
         self._process = subprocess.Popen(
             list(command),
+            env=dict(env) if env is not None else None,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
@@ -38,13 +56,15 @@ class Foreground:
         if not started.wait(START_LIMIT_S) or self._process.poll() is not None:
             self.stop()
             raise RuntimeError(
-                f"{self.name} did not start:\n" + "\n".join(self.lines[-30:])
+                f"{self.name} did not start:\n" + "\n".join(list(self.lines)[-30:])
             )
 
     def _read(self, ready: str, started: threading.Event) -> None:
         assert self._process is not None and self._process.stdout is not None
         for line in self._process.stdout:
             self.lines.append(line.rstrip())
+            if self.echo is not None:
+                print(f"{self.echo}{line.rstrip()}", flush=True)
             if ready in line:
                 started.set()
         started.set()  # it exited: `spawn` sees that

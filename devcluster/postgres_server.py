@@ -91,6 +91,12 @@ class PostgresServer:
         lines = log.read_text(errors="replace").splitlines()
         return "server log:\n" + "\n".join(lines[-20:])
 
+    @property
+    def pid(self) -> int:
+        """The postmaster's pid (its backends are its children)."""
+        assert self._dir is not None, "the server is not started"
+        return int((self._dir / "data" / "postmaster.pid").read_text().split()[0])
+
     # ------------------------------------------------------------ lifecycle
 
     def start(self) -> PostgresServer:

@@ -11,6 +11,8 @@ frames arrive in the order they were published, each naming the one before.
 from __future__ import annotations
 
 import asyncio
+import os
+import sys
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 
@@ -23,6 +25,7 @@ from backend.bus.redis_bus import PREFIX, RedisBus
 from backend.errors import ConfigError
 from tests.conftest import StartServer
 from tests.fakes import Hang, ScriptedLLM
+from tests.server_process import ROOT, free_port
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -178,3 +181,28 @@ async def test_a_lost_lease_lets_the_conversation_go_unsaved(
         await hang.cancelled.wait()  # the run was cancelled
         assert session not in server.service.sessions
         assert await raw.get(f"{PREFIX}lease:{session}") == "another-instance"
+
+
+async def test_serve_refuses_to_start_without_its_redis(pg_database_url: str) -> None:
+    env = {
+        **os.environ,
+        "LOOPWIRE_DATABASE_URL": pg_database_url,
+        "LOOPWIRE_REDIS_URL": "redis://:secret-pw@127.0.0.1:1/0",
+        "LOOPWIRE_PORT": str(free_port()),
+    }
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "backend",
+        "serve",
+        cwd=ROOT,
+        env=env,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    output, _ = await process.communicate()
+    text = output.decode()
+    assert process.returncode == 2, text
+    assert "loopwire: cannot start: cannot reach Redis at redis://127.0.0.1:1/0" in text
+    assert "secret-pw" not in text and "Traceback" not in text

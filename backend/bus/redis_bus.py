@@ -74,6 +74,17 @@ return 0
 """
 
 
+async def check_reachable(url: str) -> None:
+    """Raise `BusError` (the URL without its password) unless Redis answers."""
+    client: aioredis.Redis = aioredis.Redis.from_url(url)
+    try:
+        await client.ping()
+    except (RedisError, OSError) as exc:
+        raise BusError(f"cannot reach Redis at {bare_urls(url)}: {exc}") from exc
+    finally:
+        await client.aclose()
+
+
 async def _no_command(_command: Command) -> Reply:
     return NOT_HERE
 

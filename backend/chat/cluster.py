@@ -416,9 +416,11 @@ class Cluster:
         )
 
     def _watching(self, command: Command) -> Reply:
-        """A watcher's report: the sessions it shows; those not here now are
-        named in the reply (it re-attaches to their new owner)."""
+        """A watcher's report: the sessions it shows. The reply names those
+        not here now (it re-attaches to their new owner) and the last seq of
+        the others (a frame lost on the way shows as a shortfall)."""
         gone = []
+        last: dict[str, int] = {}
         deadline = self._watch_deadline()
         for session_id in command.body.get("sessions", []):
             session = self.service.table.by_id.get(session_id)
@@ -426,9 +428,10 @@ class Cluster:
                 gone.append(session_id)
             elif command.sender in session.watchers:
                 session.watchers[command.sender] = deadline
+                last[session_id] = session.notify.last_seq
             else:
                 gone.append(session_id)  # forgotten here: attach again
-        return Reply("ok", body={"gone": gone})
+        return Reply("ok", body={"gone": gone, "last": last})
 
     def _watch_deadline(self) -> float:
         return time.monotonic() + self.period_s * WATCH_FACTOR + 1.0
@@ -503,7 +506,12 @@ class Cluster:
                     pass
                 else:
                     gone = set(reply.body.get("gone", []))
-                    lost = [m for m in mirrors if m.id in gone]
+                    last = reply.body.get("last", {})
+                    lost = [
+                        m
+                        for m in mirrors
+                        if m.id in gone or m.last_seq < int(last.get(m.id, 0))
+                    ]
             for mirror in lost:
                 mirror.holder = None
                 self._resync_soon(mirror)
