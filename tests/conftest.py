@@ -132,11 +132,13 @@ def redis_url() -> Iterator[str]:
 
 @pytest.fixture
 async def offline_cluster(
-    request: pytest.FixtureRequest, redis_url: str
+    pg_database_url: str,  # noqa: F811  (the fixture imported above)
+    redis_url: str,
 ) -> AsyncIterator[ClusterHarness]:
     """Three instances on the offline model behind nginx (tests/cluster_harness.py)."""
     from tests.cluster_harness import LEASE_S, running_cluster
 
-    database: str = request.getfixturevalue("pg_database_url")
-    async with running_cluster(database, redis_url, lease_ttl_s=LEASE_S) as cluster:
+    async with running_cluster(
+        pg_database_url, redis_url, lease_ttl_s=LEASE_S
+    ) as cluster:
         yield cluster

@@ -140,12 +140,20 @@ async def test_files_and_deletion_through_other_instances(
         assert busy.status_code == 409  # its run is waiting for an answer
         await a.send(type="agent_control", action="stop")
         await a.run()
+        b, _, _ = await elsewhere(cluster, stack, session, owner)
+        [await b.recv() for _ in a.seen[1:]]
 
         await cluster.after(owner)
         deleted = await cluster.request("DELETE", f"/api/conversations/{session}")
         assert deleted.status_code == 204
         gone = await cluster.request("GET", f"/api/conversations/{session}")
         assert gone.status_code == 404
+
+        # a client still showing it elsewhere is told, not left waiting
+        await b.send(type="chat", content="hello again")
+        told = await b.recv()
+        assert (told["seq"], label(told)) == (0, "error:invalid_message")
+        assert "no longer exists" in told["message"]
 
 
 async def test_a_sigterm_hands_a_paused_run_to_another_instance(

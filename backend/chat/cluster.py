@@ -63,6 +63,7 @@ UNREACHABLE = (
     "the server instance that holds this conversation cannot be reached; "
     "try again in a few seconds"
 )
+GONE = "this conversation no longer exists (it was deleted); start a new one"
 ATTEMPTS = 3
 """Tries to find a conversation's owner (it may move while we ask)."""
 WATCH_FACTOR = 3.0
@@ -295,7 +296,12 @@ class Cluster:
             try:
                 holder = mirror.holder or await self.bus.owner_of(mirror.id)
                 if holder is None:
-                    if not isinstance(await self.take(mirror.id), Session):
+                    taken = await self.take(mirror.id)
+                    if taken is MISSING:
+                        return Reply(
+                            "error", error_type="invalid_message", message=GONE
+                        )
+                    if not isinstance(taken, Session):
                         continue
                     holder = self.me
                     self._resync_soon(mirror)  # watch the session taken here

@@ -30,7 +30,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
-from typing import Any
+from typing import Any, cast, get_args
 
 from pydantic import ValidationError
 
@@ -473,7 +473,7 @@ class ChatService:
             body = {"message": _wire(message)}
             reply = await self.cluster.forward(session, "handle", body)
             if reply.status != "ok":
-                session.notice(reply.message or "not delivered", "unavailable")
+                session.notice(reply.message or "not delivered", _error_type(reply))
             return
         try:
             await self.dispatch(session, message)
@@ -924,6 +924,13 @@ class ChatService:
 def _wire(message: ClientMessage) -> dict[str, Any]:
     """A client message as the JSON a client would have sent (for the owner)."""
     return {"type": message.type, **message.model_dump(mode="json", exclude_unset=True)}
+
+
+def _error_type(reply: Reply) -> ErrorType:
+    """The wire error type of a refusal another instance sent back."""
+    known: tuple[str, ...] = get_args(ErrorType)
+    kind = reply.error_type if reply.error_type in known else "unavailable"
+    return cast(ErrorType, kind)
 
 
 def _raise_for(reply: Reply) -> None:
