@@ -23,6 +23,7 @@ from websockets.exceptions import ConnectionClosed
 from backend.bus.base import BusError, Command, InstanceGone, Reply
 from backend.bus.redis_bus import PREFIX, RedisBus
 from backend.errors import ConfigError
+from devcluster.redis_server import RedisServer
 from tests.conftest import StartServer
 from tests.fakes import Hang, ScriptedLLM
 from tests.server_process import ROOT, free_port
@@ -84,6 +85,30 @@ async def test_a_lease_taken_from_under_an_instance_is_reported_lost(
             assert 0.3 < await a.lease_left("kept") <= 0.6  # renewed meanwhile
         finally:
             await raw.aclose()
+
+
+async def test_an_instance_cut_off_from_redis_lets_its_conversations_go() -> None:
+    """Renewals fail; before a try would come after the leases expire,
+    every one is let go (another instance may take them then)."""
+    with RedisServer() as own:
+        bus = RedisBus(own.url, lease_ttl_s=0.6, timeout_s=0.5)
+        await bus.start()
+        lost: list[list[str]] = []
+        reported = asyncio.Event()
+
+        def on_lost(ids: Sequence[str]) -> None:
+            lost.append(sorted(ids))
+            reported.set()
+
+        bus.on_lost = on_lost
+        try:
+            assert await bus.claim("one") and await bus.claim("two")
+            await asyncio.to_thread(own.stop)  # Redis goes away
+            await reported.wait()
+            assert lost == [["one", "two"]]
+            assert not bus.holds("one") and not bus.holds("two")
+        finally:
+            await bus.close()
 
 
 async def test_a_command_reaches_the_instance_it_names(redis_url: str) -> None:

@@ -242,28 +242,36 @@ class RedisBus:
         )
 
     async def _keep_leases(self) -> None:
-        """Renew every lease a third of the TTL; report those lost."""
+        """Renew every lease a third of the TTL; report those lost.
+
+        A renewal that fails (or takes longer than a third of the TTL) is
+        tried again at the next tick, as long as that tick still comes before
+        the leases would expire; past that, every lease is let go, so this
+        instance stops before another may take its conversations over."""
         every = self.lease_ttl_s / 3
         while True:
             await asyncio.sleep(every)
             held = list(self._held)
+            sent = time.monotonic()
             try:
-                lost = await self._renew_all(held)
-                await self._alive_now()
-            except (RedisError, OSError) as exc:
-                if time.monotonic() - self._renewed_at <= self.lease_ttl_s:
+                async with asyncio.timeout(every):
+                    lost = await self._renew_all(held)
+                    await self._alive_now()
+            except (RedisError, OSError, TimeoutError) as exc:
+                silent = time.monotonic() - self._renewed_at
+                if silent + every < self.lease_ttl_s:
                     log.warning("bus: cannot renew leases (will retry): %s", exc)
                     continue
                 log.error(
-                    "bus: Redis unreachable for %.1f s, longer than a lease; "
-                    "letting %d conversations go: %s",
-                    time.monotonic() - self._renewed_at,
+                    "bus: no lease renewed for %.1f s, and the next try would "
+                    "come after they expire; letting %d conversations go: %s",
+                    silent,
                     len(self._held),
-                    exc,
+                    exc or "timed out",
                 )
                 lost = list(self._held)
             else:
-                self._renewed_at = time.monotonic()
+                self._renewed_at = sent  # they expire a TTL after it was sent
             lost = [s for s in lost if s in self._held]
             if lost:
                 self._held.difference_update(lost)
