@@ -33,7 +33,7 @@ import time
 import uuid
 from collections import defaultdict
 from collections.abc import AsyncIterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast, get_args
 
 from pydantic import ValidationError
 
@@ -49,9 +49,10 @@ from backend.bus.base import (
     Reply,
 )
 from backend.chat.mirror import Mirror
+from backend.chat.outcome import run_outcome
 from backend.chat.session import Session
-from backend.errors import Busy, ProtocolError, Unavailable
-from backend.protocol import ClientMessage, client_message_adapter
+from backend.errors import Busy, NoSuchConversation, ProtocolError, Unavailable
+from backend.protocol import ClientMessage, ErrorType, client_message_adapter
 from backend.store.base import FileRecord, StoreError
 
 if TYPE_CHECKING:
@@ -383,7 +384,7 @@ class Cluster:
             case "outcome":
                 return Reply(
                     "ok",
-                    body=self.service.outcome(
+                    body=run_outcome(
                         session, str(command.body["run_id"]), command.body.get("answer")
                     ),
                 )
@@ -535,3 +536,26 @@ def _message(command: Command) -> ClientMessage:
         return client_message_adapter.validate_python(command.body["message"])
     except (KeyError, ValidationError) as exc:
         raise ProtocolError(f"a forwarded message is not valid: {exc}") from exc
+
+
+def wire(message: ClientMessage) -> dict[str, Any]:
+    """A client message as the JSON a client would have sent (for the owner)."""
+    return {"type": message.type, **message.model_dump(mode="json", exclude_unset=True)}
+
+
+def error_type_of(reply: Reply) -> ErrorType:
+    """The wire error type of a refusal another instance sent back."""
+    known: tuple[str, ...] = get_args(ErrorType)
+    kind = reply.error_type if reply.error_type in known else "unavailable"
+    return cast(ErrorType, kind)
+
+
+def raise_for(reply: Reply) -> None:
+    """An owner's refusal, raised here as the `ProtocolError` it was there."""
+    if reply.status == "ok":
+        return
+    if reply.status in ("not_here", "forbidden"):
+        raise NoSuchConversation("no such conversation")
+    error = ProtocolError(reply.message or "refused")
+    error.error_type = reply.error_type or "invalid_message"
+    raise error

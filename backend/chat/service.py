@@ -24,36 +24,29 @@ a dying process cut off mid-phase as interrupted (`Lifecycle` below).
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import time
-import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
-from typing import Any, cast, get_args
+from typing import Any
 
 from pydantic import ValidationError
 
 from backend.agent.cutoffs import CANCELLED_NOTE
 from backend.agent.driver import RunDriver, RunSuspended
-from backend.agent.loop import AgentContext, AgentLoop, AgentResult
+from backend.agent.loop import AgentContext, AgentResult
 from backend.agent.registry import StrategyRegistry
 from backend.agent.run_control import RunControl
-from backend.agent.state import RunRequest, RunState
+from backend.agent.state import RunState
 from backend.agent.summary import summarize_outcomes
 from backend.agent.time_limit import TimeLimit
-from backend.bus.base import Bus, Reply
+from backend.bus.base import Bus
 from backend.bus.local import LocalBus
-from backend.chat.cluster import Cluster, Target
-from backend.chat.data_sources import (
-    RETRIEVE,
-    SEARCH_TOOL,
-    chosen_sources,
-    wants_retrieval,
-    with_search,
-)
+from backend.chat.cluster import Cluster, Target, error_type_of, raise_for, wire
 from backend.chat.mirror import Mirror
+from backend.chat.outcome import run_outcome
 from backend.chat.replacement import conversation_runs, plan_replacement
+from backend.chat.run_requests import PLAIN, TOOL_MODE, RunRequests
 from backend.chat.session import ActiveRun, Session
 from backend.chat.sessions import SessionTable
 from backend.errors import (
@@ -63,13 +56,11 @@ from backend.errors import (
     NoSuchConversation,
     ProtocolError,
     StoreUnavailable,
-    client_names,
     incident,
 )
 from backend.files.shelf import info
 from backend.history import History
 from backend.llm.base import LLMClient, Message
-from backend.llm.offline import PROVIDER as OFFLINE
 from backend.protocol import (
     AgentControlMessage,
     AgentError,
@@ -98,10 +89,6 @@ from backend.users import LOCAL_USER
 
 log = logging.getLogger(__name__)
 
-PLAIN = "llm_only"
-"""The strategy of a plain chat (no agent mode, no tools): one streamed reply."""
-TOOL_MODE = "act"
-"""The strategy of a chat with tools selected but no agent mode."""
 RESTARTING = "the server is restarting; reconnect with your session_id to continue"
 CRASH_SEQ_GAP = 1_000_000
 """Seqs left unused after a crash: a run's frames are stored at its durable
@@ -144,6 +131,13 @@ class ChatService:
         self.settings = settings
         self.store = store
         self.data_sources = tuple(data_sources)
+        self.requests = RunRequests(
+            llm=llm,
+            registry=registry,
+            strategies=strategies,
+            settings=settings,
+            data_sources=data_sources,
+        )
         self.time_limit = TimeLimit(
             active_s=settings.run_timeout_s,
             final_answer_s=settings.run_final_answer_timeout_s,
@@ -255,7 +249,7 @@ class ChatService:
         if session_id in self.table.by_id or not self.bus.clustered:
             await self.table.flush_session(session_id)
             return
-        _raise_for(await self.cluster.request(session_id, owner, "flush", {}))
+        raise_for(await self.cluster.request(session_id, owner, "flush", {}))
 
     async def flush_all(self) -> None:
         await self.table.flush_all()
@@ -270,7 +264,7 @@ class ChatService:
         reply = await self.cluster.request(session_id, owner, "forget", {})
         if reply.status == "not_here":
             return True
-        _raise_for(reply)
+        raise_for(reply)
         return bool(reply.body.get("forgotten"))
 
     async def ensure_stored(self, session_id: str, owner: str) -> bool:
@@ -314,15 +308,8 @@ class ChatService:
 
     @property
     def models(self) -> tuple[str, ...]:
-        """What a client may name as `model`: the model in use, then
-        `LOOPWIRE_LLM_MODELS`. The built-in offline model is the only one it
-        can answer as; `LOOPWIRE_LLM_MODEL` names a model only of the LLM it
-        configures (not of the offline one, nor of one given to `create_app`)."""
-        if self.llm.provider == OFFLINE:
-            return (self.llm.model,)
-        configured = self.llm.model == self.settings.llm_model
-        listed = self.settings.models if configured else self.settings.listed_models
-        return tuple(dict.fromkeys([self.llm.model, *listed]))
+        """What a client may name as `model` (`RunRequests.models`)."""
+        return self.requests.models
 
     def server_info(self) -> ServerInfo:
         settings = self.settings
@@ -337,16 +324,9 @@ class ChatService:
             models=list(self.models),
             provider=self.llm.provider,
             tools=[_tool_info(tool) for tool in self.registry],
-            strategies=self._strategy_names(),
+            strategies=self.requests.strategy_names(),
             data_sources=list(self.data_sources),
         )
-
-    def _strategy_names(self) -> list[str]:
-        """The strategies, the default agent strategy first (clients show it
-        as the default and leave `loop_strategy` out when it is chosen)."""
-        default = self.settings.agent_loop_strategy
-        loops = [s.name for s in self.strategies if s.loop and s.name != default]
-        return [default, *loops]
 
     def ready_frame(self, session: Target, *, resumed: bool) -> str:
         """The `session_ready` frame's JSON text for a connection."""
@@ -470,10 +450,10 @@ class ChatService:
         A mirror's message goes to the instance that owns the session."""
         session.touch()
         if isinstance(session, Mirror):
-            body = {"message": _wire(message)}
+            body = {"message": wire(message)}
             reply = await self.cluster.forward(session, "handle", body)
             if reply.status != "ok":
-                session.notice(reply.message or "not delivered", _error_type(reply))
+                session.notice(reply.message or "not delivered", error_type_of(reply))
             return
         try:
             await self.dispatch(session, message)
@@ -513,9 +493,9 @@ class ChatService:
         mirrored one; a refusal raises its `ProtocolError` either way."""
         if isinstance(session, Session):
             return await self.dispatch_here(session, message)
-        body = {"message": _wire(message)}
+        body = {"message": wire(message)}
         reply = await self.cluster.forward(session, "dispatch", body)
-        _raise_for(reply)
+        raise_for(reply)
         return reply.body
 
     async def control(
@@ -532,7 +512,7 @@ class ChatService:
             return await self.dispatch_here(session, message)
         if not self.bus.clustered:
             raise NoSuchConversation(conversation_id)
-        body = {"message": _wire(message)}
+        body = {"message": wire(message)}
         reply = await self.cluster.request(conversation_id, user, "dispatch", body)
         if reply.status == "not_here":  # nobody owns it (its owner died): here
             taken = await self.cluster.take(conversation_id)
@@ -540,7 +520,7 @@ class ChatService:
                 return await self.dispatch_here(taken, message)
         if reply.status in ("not_here", "forbidden"):
             raise NoSuchConversation(conversation_id)
-        _raise_for(reply)
+        raise_for(reply)
         return reply.body
 
     async def dispatch(self, session: Session, message: ClientMessage) -> None:
@@ -565,35 +545,6 @@ class ChatService:
 
     # ------------------------------------------------------------ run outcomes
 
-    def outcome(
-        self, session: Session, run_id: str, answer: str | None
-    ) -> dict[str, Any]:
-        """What an HTTP client is told of a run at its end: where its
-        messages sit in the history (their ids, when saved), its trace and
-        usage. Empty when the run is neither active nor the last one."""
-        run = next(
-            (r for r in (session.run, session.last_run) if r and r.run_id == run_id),
-            None,
-        )
-        if run is None:
-            return {}
-        state = run.state
-        saved = state.request.save_chat
-        assistant = None
-        if saved and answer is not None:
-            for position in range(len(run.history) - 1, -1, -1):
-                message = run.history[position]
-                if message.role == "assistant" and message.content == answer:
-                    assistant = position
-                    break
-        return {
-            "user_message_id": state.request_at if saved else None,
-            "assistant_message_id": assistant,
-            "request": state.request.content,
-            "trace": [dataclasses.asdict(step) for step in state.trace],
-            "usage": state.usage.model_dump(mode="json"),
-        }
-
     async def outcome_of(
         self, session: Target, run_id: str | None, answer: str | None
     ) -> dict[str, Any]:
@@ -601,7 +552,7 @@ class ChatService:
         if run_id is None:
             return {}
         if isinstance(session, Session):
-            return self.outcome(session, run_id, answer)
+            return run_outcome(session, run_id, answer)
         body = {"run_id": run_id, "answer": answer}
         reply = await self.cluster.forward(session, "outcome", body)
         return reply.body if reply.status == "ok" else {}
@@ -654,7 +605,7 @@ class ChatService:
 
     def _start_run(self, session: Session, message: ChatMessage) -> None:
         self._check_free(session)
-        self._start(session, message, self._new_state(session, message))
+        self._start(session, message, self.requests.state_for(session, message))
 
     def _check_free(self, session: Session) -> None:
         """A new run may start: refuse while draining or while one is active."""
@@ -687,7 +638,7 @@ class ChatService:
                 "replace_from needs save_chat: true (an edit replaces runs of "
                 "the saved conversation)"
             )
-        state = self._new_state(session, message)
+        state = self.requests.state_for(session, message)
         journal = session.journal
         if self.store is None or journal is None:
             raise InvalidMessage("this server keeps no runs, so none can be replaced")
@@ -741,77 +692,6 @@ class ChatService:
         run = ActiveRun(state, history=history or session.history)
         session.run = run
         run.task = self._tasks.create_task(self._drive(session, run))
-
-    def _new_state(self, session: Session, message: ChatMessage) -> RunState:
-        strategy = self._strategy_for(message)
-        unknown = [n for n in message.selected_tools or () if n not in self.registry]
-        if unknown:
-            known = ", ".join(self.registry.names) or "none"
-            raise InvalidMessage(
-                f"unknown tool(s) in selected_tools: {client_names(unknown)}; "
-                f"available: {known}"
-            )
-        if (
-            message.system_prompt is not None
-            and not self.settings.client_system_prompts
-        ):
-            raise InvalidMessage(
-                "this server does not take a system_prompt from clients "
-                "(LOOPWIRE_CLIENT_SYSTEM_PROMPTS=false); send the message without it"
-            )
-        if message.model is not None and message.model not in self.models:
-            raise InvalidMessage(
-                f"model {message.model!r} is not offered here; "
-                f"choose one of: {', '.join(self.models)}"
-            )
-        agent = message.agent_mode or message.loop_strategy is not None
-        sources = chosen_sources(message, self.data_sources)
-        selected = message.selected_tools
-        if strategy.name == RETRIEVE:
-            selected = [SEARCH_TOOL]
-        elif sources is not None and selected is not None:
-            selected = with_search(selected)
-        return RunState(
-            run_id=uuid.uuid4().hex,
-            session_id=session.id,
-            owner=session.owner,
-            strategy=strategy.name,
-            request=RunRequest(
-                content=message.content,
-                agent=agent,
-                selected_tools=tuple(selected) if selected is not None else None,
-                read_only=message.read_only,
-                model=message.model,
-                temperature=message.temperature,
-                save_chat=message.save_chat,
-                include_history=message.include_history,
-                system_prompt=message.system_prompt,
-                data_sources=sources,
-            ),
-            max_steps=self._budget(message, strategy.name, agent),
-            max_steps_cap=self.settings.agent_max_steps_cap,
-        )
-
-    def _strategy_for(self, message: ChatMessage) -> AgentLoop:
-        """`loop_strategy` if named, else by mode (see the module docstring)."""
-        name = message.loop_strategy
-        if name is None:
-            if message.agent_mode:
-                name = self.settings.agent_loop_strategy
-            elif wants_retrieval(message):
-                name = RETRIEVE
-            else:
-                name = TOOL_MODE if message.selected_tools else PLAIN
-        strategy = self.strategies.get(name)
-        if strategy is None or (message.loop_strategy and not strategy.loop):
-            known = ", ".join(self._strategy_names())
-            raise InvalidMessage(f"unknown loop_strategy {name!r}; available: {known}")
-        return strategy
-
-    def _budget(self, message: ChatMessage, strategy: str, agent: bool) -> int:
-        if agent:
-            return self.settings.clamp_steps(message.agent_max_steps)
-        return self.settings.tool_mode_max_rounds if strategy == TOOL_MODE else 0
 
     # ------------------------------------------------------------ runs
 
@@ -919,29 +799,6 @@ class ChatService:
                 duration_ms=(self._clock() - state.started_at) * 1000,
                 strategy=state.strategy,
             )
-
-
-def _wire(message: ClientMessage) -> dict[str, Any]:
-    """A client message as the JSON a client would have sent (for the owner)."""
-    return {"type": message.type, **message.model_dump(mode="json", exclude_unset=True)}
-
-
-def _error_type(reply: Reply) -> ErrorType:
-    """The wire error type of a refusal another instance sent back."""
-    known: tuple[str, ...] = get_args(ErrorType)
-    kind = reply.error_type if reply.error_type in known else "unavailable"
-    return cast(ErrorType, kind)
-
-
-def _raise_for(reply: Reply) -> None:
-    """An owner's refusal, raised here as the `ProtocolError` it was there."""
-    if reply.status == "ok":
-        return
-    if reply.status in ("not_here", "forbidden"):
-        raise NoSuchConversation("no such conversation")
-    error = ProtocolError(reply.message or "refused")
-    error.error_type = reply.error_type or "invalid_message"
-    raise error
 
 
 def _cut_short(state: RunState, result: AgentResult) -> str:

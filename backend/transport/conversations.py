@@ -25,7 +25,8 @@ from starlette.routing import Route
 
 from backend.agent.state import RunState
 from backend.chat.data_sources import RETRIEVE
-from backend.chat.service import PLAIN, ChatService
+from backend.chat.run_requests import PLAIN
+from backend.chat.service import ChatService
 from backend.errors import NoSuchConversation, ProtocolError
 from backend.store.base import ConversationRecord, RunRecord, Store
 from backend.transport.api import error, read_model

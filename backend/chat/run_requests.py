@@ -1,0 +1,155 @@
+"""`RunRequests`: a `chat` message, checked and made a `RunState`.
+
+Which strategy serves it (`loop_strategy` if named, else by mode: plain →
+`llm_only`, tools selected → `act`, `agent_mode` → the configured default,
+data sources named and nothing else → `retrieve`), which tools, model and
+instructions it may use, and its step budget. A request that cannot be
+served is refused with an `InvalidMessage` naming what is allowed; nothing
+is started.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from typing import Protocol
+
+from backend.agent.loop import AgentLoop
+from backend.agent.registry import StrategyRegistry
+from backend.agent.state import RunRequest, RunState
+from backend.chat.data_sources import (
+    RETRIEVE,
+    SEARCH_TOOL,
+    chosen_sources,
+    wants_retrieval,
+    with_search,
+)
+from backend.errors import InvalidMessage, client_names
+from backend.llm.base import LLMClient
+from backend.llm.offline import PROVIDER as OFFLINE
+from backend.protocol import ChatMessage
+from backend.settings import Settings
+from backend.tools.base import ToolRegistry
+
+PLAIN = "llm_only"
+"""The strategy of a plain chat (no agent mode, no tools): one streamed reply."""
+TOOL_MODE = "act"
+"""The strategy of a chat with tools selected but no agent mode."""
+
+
+class Conversation(Protocol):
+    """Whose run it is: the session's id and owner."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def owner(self) -> str: ...
+
+
+class RunRequests:
+    def __init__(
+        self,
+        *,
+        llm: LLMClient,
+        registry: ToolRegistry,
+        strategies: StrategyRegistry,
+        settings: Settings,
+        data_sources: Sequence[str],
+    ) -> None:
+        self.llm = llm
+        self.registry = registry
+        self.strategies = strategies
+        self.settings = settings
+        self.data_sources = tuple(data_sources)
+
+    @property
+    def models(self) -> tuple[str, ...]:
+        """What a client may name as `model`: the model in use, then
+        `LOOPWIRE_LLM_MODELS`. The built-in offline model is the only one it
+        can answer as; `LOOPWIRE_LLM_MODEL` names a model only of the LLM it
+        configures (not of the offline one, nor of one given to `create_app`)."""
+        if self.llm.provider == OFFLINE:
+            return (self.llm.model,)
+        configured = self.llm.model == self.settings.llm_model
+        listed = self.settings.models if configured else self.settings.listed_models
+        return tuple(dict.fromkeys([self.llm.model, *listed]))
+
+    def strategy_names(self) -> list[str]:
+        """The strategies, the default agent strategy first (clients show it
+        as the default and leave `loop_strategy` out when it is chosen)."""
+        default = self.settings.agent_loop_strategy
+        loops = [s.name for s in self.strategies if s.loop and s.name != default]
+        return [default, *loops]
+
+    def state_for(self, session: Conversation, message: ChatMessage) -> RunState:
+        """The run `message` asks for in `session`, or why it cannot be."""
+        strategy = self._strategy_for(message)
+        unknown = [n for n in message.selected_tools or () if n not in self.registry]
+        if unknown:
+            known = ", ".join(self.registry.names) or "none"
+            raise InvalidMessage(
+                f"unknown tool(s) in selected_tools: {client_names(unknown)}; "
+                f"available: {known}"
+            )
+        if (
+            message.system_prompt is not None
+            and not self.settings.client_system_prompts
+        ):
+            raise InvalidMessage(
+                "this server does not take a system_prompt from clients "
+                "(LOOPWIRE_CLIENT_SYSTEM_PROMPTS=false); send the message without it"
+            )
+        if message.model is not None and message.model not in self.models:
+            raise InvalidMessage(
+                f"model {message.model!r} is not offered here; "
+                f"choose one of: {', '.join(self.models)}"
+            )
+        agent = message.agent_mode or message.loop_strategy is not None
+        sources = chosen_sources(message, self.data_sources)
+        selected = message.selected_tools
+        if strategy.name == RETRIEVE:
+            selected = [SEARCH_TOOL]
+        elif sources is not None and selected is not None:
+            selected = with_search(selected)
+        return RunState(
+            run_id=uuid.uuid4().hex,
+            session_id=session.id,
+            owner=session.owner,
+            strategy=strategy.name,
+            request=RunRequest(
+                content=message.content,
+                agent=agent,
+                selected_tools=tuple(selected) if selected is not None else None,
+                read_only=message.read_only,
+                model=message.model,
+                temperature=message.temperature,
+                save_chat=message.save_chat,
+                include_history=message.include_history,
+                system_prompt=message.system_prompt,
+                data_sources=sources,
+            ),
+            max_steps=self._budget(message, strategy.name, agent),
+            max_steps_cap=self.settings.agent_max_steps_cap,
+        )
+
+    def _strategy_for(self, message: ChatMessage) -> AgentLoop:
+        """`loop_strategy` if named, else by mode (see the module docstring)."""
+        name = message.loop_strategy
+        if name is None:
+            if message.agent_mode:
+                name = self.settings.agent_loop_strategy
+            elif wants_retrieval(message):
+                name = RETRIEVE
+            else:
+                name = TOOL_MODE if message.selected_tools else PLAIN
+        strategy = self.strategies.get(name)
+        if strategy is None or (message.loop_strategy and not strategy.loop):
+            known = ", ".join(self.strategy_names())
+            raise InvalidMessage(f"unknown loop_strategy {name!r}; available: {known}")
+        return strategy
+
+    def _budget(self, message: ChatMessage, strategy: str, agent: bool) -> int:
+        if agent:
+            return self.settings.clamp_steps(message.agent_max_steps)
+        return self.settings.tool_mode_max_rounds if strategy == TOOL_MODE else 0

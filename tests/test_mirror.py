@@ -1,0 +1,95 @@
+"""`Mirror`: another instance's frames, each once and in order.
+
+The owner's replay window comes with the attach reply; published frames
+after it name the frame before them. What the mirror's clients get must be
+exactly the owner's sequence: nothing twice, nothing missed without the
+mirror noticing (then it attaches again from its last seq).
+"""
+
+from __future__ import annotations
+
+import json
+
+from backend.chat.mirror import Mirror
+from backend.chat.session import Subscription
+from backend.notifications import stamp
+from backend.protocol import AgentStart, ResponseComplete
+
+
+def text(seq: int, run_id: str | None = "r1", *, end: bool = False) -> str:
+    payload = ResponseComplete() if end else AgentStart(max_steps=3, strategy="react")
+    return stamp(payload, seq=seq, session_id="s" * 32, run_id=run_id, ts=1.0)
+
+
+def drained(subscription: Subscription) -> list[int]:
+    seqs = []
+    while not subscription.queue.empty():
+        seqs.append(json.loads(subscription.queue.get_nowait())["seq"])
+    return seqs
+
+
+def attached(frames: range, last_seq: int, run_id: str | None = "r1") -> Mirror:
+    mirror = Mirror("s" * 32, owner="alice", max_frame_bytes=1 << 20)
+    body = {
+        "frames": [[s, text(s)] for s in frames],
+        "last_seq": last_seq,
+        "run_id": run_id,
+    }
+    mirror.sync("instance-a", body)
+    return mirror
+
+
+def test_frames_after_the_window_come_once_each_in_order() -> None:
+    mirror = attached(range(1, 4), 3)
+    client = mirror.outbox.subscribe(0)
+    assert mirror.receive(3, 4, text(4))
+    assert mirror.receive(3, 4, text(4))  # published twice: taken once
+    assert mirror.receive(2, 3, text(3))  # held already
+    assert mirror.receive(4, 5, text(5))
+    assert drained(client) == [1, 2, 3, 4, 5]
+    assert (mirror.last_seq, mirror.holder) == (5, "instance-a")
+
+
+def test_a_missed_frame_is_noticed_not_skipped() -> None:
+    mirror = attached(range(1, 3), 2)
+    client = mirror.outbox.subscribe(2)
+    assert mirror.receive(3, 4, text(4)) is False  # 3 never came
+    assert drained(client) == [] and mirror.last_seq == 2
+    mirror.sync("instance-a", {"frames": [[3, text(3)], [4, text(4)]], "last_seq": 4})
+    assert drained(client) == [3, 4]
+
+
+def test_a_new_owner_after_a_crash_goes_on_past_the_gap_it_leaves() -> None:
+    mirror = attached(range(1, 11), 10)
+    client = mirror.outbox.subscribe(10)
+    # the new owner stored frames up to 8 only, and skips a million seqs
+    assert mirror.receive(8, 1_000_009, text(1_000_009))
+    assert drained(client) == [1_000_009]
+
+
+def test_frames_published_before_the_attach_reply_wait_for_it() -> None:
+    mirror = Mirror("s" * 32, owner="alice", max_frame_bytes=1 << 20)
+    assert mirror.receive(3, 4, text(4))  # before the reply: held back
+    assert mirror.receive(4, 5, text(5))
+    client = mirror.outbox.subscribe(0)
+    mirror.sync("b", {"frames": [[s, text(s)] for s in (1, 2, 3, 4)], "last_seq": 4})
+    assert drained(client) == [1, 2, 3, 4, 5]
+
+
+def test_the_run_in_progress_follows_the_frames() -> None:
+    mirror = attached(range(1, 2), 1, run_id=None)
+    assert mirror.run_id is None
+    mirror.receive(1, 2, text(2, "r7"))
+    assert mirror.run_id == "r7"
+    mirror.receive(2, 3, text(3, "r7", end=True))
+    assert mirror.run_id is None
+
+
+def test_a_notice_reaches_the_clients_but_is_not_replayed() -> None:
+    mirror = attached(range(1, 3), 2)
+    client = mirror.outbox.subscribe(2)
+    mirror.notice("cannot reach the owner", "unavailable")
+    notice = json.loads(client.queue.get_nowait())
+    assert (notice["seq"], notice["error_type"]) == (0, "unavailable")
+    later = mirror.outbox.subscribe(0)
+    assert drained(later) == [1, 2]
