@@ -4,8 +4,9 @@ Each pathological input below once took seconds and gigabytes (its patterns
 were quadratic in the text's length). Now the model reads a bounded prefix
 with patterns whose work per position is bounded, so each input costs a few
 milliseconds of CPU and little memory. The bounds asserted are generous
-(5x the worst measured) and count this thread's CPU time and the Python heap
-peak, not wall-clock time or RSS, so a loaded machine does not fail them.
+(5x the worst measured) and count this thread's CPU time (the least of three
+runs) and the Python heap peak, not wall-clock time or RSS, so a loaded
+machine does not fail them.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from backend.errors import LLMError
 from backend.llm import offline
 from backend.llm.base import LLMRequest, Message, Purpose
 from backend.llm.offline import OfflineLLM, respond
+from backend.tools.base import ToolRegistry
 
 PATHOLOGICAL = {
     "time in in in": "time " + "in " * 21_000,  # 64 KB
@@ -36,6 +38,15 @@ PATHOLOGICAL = {
 PURPOSES: tuple[Purpose, ...] = ("reason", "act", "chat", "plan", "observe")
 CPU_LIMIT_S = 0.1
 HEAP_LIMIT = 10 << 20
+REPEATS = 3
+"""The CPU figure is the least of this many runs: a busy machine (the suite's
+other worker, its servers) slows a run down, never speeds one up."""
+
+
+def _cpu_of(request: LLMRequest, registry: ToolRegistry) -> float:
+    started = time.thread_time()
+    respond(request, registry)
+    return time.thread_time() - started
 
 
 @pytest.mark.parametrize("name", PATHOLOGICAL)
@@ -48,13 +59,12 @@ def test_a_pathological_request_costs_milliseconds(name: str) -> None:
             messages=(Message.user(text),), tools=tools, purpose=purpose
         )
         tracemalloc.start()
-        started = time.thread_time()
         try:
             completion = respond(request, registry)
-            cpu_s = time.thread_time() - started
             _, heap_peak = tracemalloc.get_traced_memory()
         finally:
             tracemalloc.stop()
+        cpu_s = min(_cpu_of(request, registry) for _ in range(REPEATS))
         assert completion.content or completion.tool_calls
         assert cpu_s < CPU_LIMIT_S, f"{purpose}: {cpu_s * 1000:.0f} ms of CPU"
         assert heap_peak < HEAP_LIMIT, f"{purpose}: {heap_peak >> 20} MiB peak"
