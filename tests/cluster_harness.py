@@ -66,12 +66,17 @@ class ClusterHarness:
         return [i for i in self.ids if i != instance_id]
 
     async def connect(
-        self, stack: AsyncExitStack, query: str = ""
+        self,
+        stack: AsyncExitStack,
+        query: str = "",
+        headers: dict[str, str] | None = None,
     ) -> tuple[Client, str]:
         """A WebSocket through the balancer, and the instance it reached."""
         assert self.balancer is not None
         url = self.balancer.ws_url + (f"?{query}" if query else "")
-        connection = await stack.enter_async_context(connect(url, max_size=1 << 22))
+        connection = await stack.enter_async_context(
+            connect(url, max_size=1 << 22, additional_headers=headers)
+        )
         assert connection.response is not None
         return Client(connection), connection.response.headers[HEADER]
 

@@ -11,13 +11,11 @@ from __future__ import annotations
 import json
 import time
 from contextlib import AsyncExitStack
+from pathlib import Path
 
 import pytest
 
-from tests.cluster_harness import (
-    HEADER,
-    ClusterHarness,
-)
+from tests.cluster_harness import HEADER, LEASE_S, ClusterHarness, running_cluster
 from tests.test_cluster import (
     APPROVAL,
     QUESTION,
@@ -25,6 +23,7 @@ from tests.test_cluster import (
     elsewhere,
     paused,
 )
+from tests.test_files import AS_ALICE, AS_BOB, users
 from tests.test_restart import closed_with
 from tests.ws_client import label, labels
 
@@ -216,3 +215,46 @@ async def test_a_client_back_right_after_a_kill_waits_out_the_lease(
         )
         assert calls_of([*a.seen, *after], "calculator") == 1
         print(f"reconnected through {instance} after {waited:.2f} s")
+
+
+async def test_another_users_conversation_is_theirs_on_no_instance(
+    pg_database_url: str, redis_url: str, tmp_path: Path
+) -> None:
+    tokens = users(tmp_path)
+    async with (
+        running_cluster(
+            pg_database_url, redis_url, lease_ttl_s=LEASE_S, auth_tokens_file=tokens
+        ) as cluster,
+        AsyncExitStack() as stack,
+    ):
+        a, owner = await cluster.connect(stack, headers=AS_ALICE)
+        session = (await a.recv())["session_id"]
+        await a.send(type="chat", content="3*7 and convert 10 miles", agent_mode=True)
+        question = (await a.until_label("agent_request_input"))[-1]
+
+        # Bob names Alice's conversation through another instance: he gets a
+        # new one of his own, as an unknown id would give him
+        await cluster.after(owner)
+        b, where = await cluster.connect(
+            stack, f"session_id={session}&last_seq=0", headers=AS_BOB
+        )
+        ready = await b.recv()
+        assert where != owner
+        assert (ready["resumed"], ready["session_id"] != session) == (False, True)
+        for path, body in (("stop", {}), ("input", {"content": "km"})):
+            await cluster.after(owner)
+            refused = await cluster.request(
+                "POST",
+                f"/api/conversations/{session}/{path}",
+                json=body,
+                headers=AS_BOB,
+            )
+            assert refused.headers[HEADER] != owner
+            assert refused.status_code == 404
+        # nothing reached her run: it still waits for her answer
+        await a.send(
+            type="agent_user_input", content="km", question_id=question["question_id"]
+        )
+        after = await a.run()
+        assert labels(after)[0] == "agent_observe"
+        assert "agent_stopped" not in labels(after)

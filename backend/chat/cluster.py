@@ -88,7 +88,7 @@ class Cluster:
         self.service = service
         self.bus = bus
         self.mirrors: dict[str, Mirror] = {}
-        self._locks: dict[str, asyncio.Lock] = {}
+        self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
         self._resyncing: set[str] = set()
         self._tasks: asyncio.TaskGroup | None = None
         bus.on_command = self.command
@@ -113,13 +113,19 @@ class Cluster:
 
     @contextlib.asynccontextmanager
     async def _lock(self, session_id: str) -> AsyncIterator[None]:
-        lock = self._locks.setdefault(session_id, asyncio.Lock())
+        """One taker or attacher per conversation at a time (the lock is
+        dropped when nobody holds or waits for it)."""
+        lock, users = self._locks.get(session_id, (asyncio.Lock(), 0))
+        self._locks[session_id] = (lock, users + 1)
         try:
             async with lock:
                 yield
         finally:
-            if not lock.locked() and self._locks.get(session_id) is lock:
+            lock, users = self._locks[session_id]
+            if users == 1:
                 del self._locks[session_id]
+            else:
+                self._locks[session_id] = (lock, users - 1)
 
     # ------------------------------------------------------------ opening
 
@@ -158,7 +164,7 @@ class Cluster:
             reply = await self._attach(session_id, user, holder)
             if isinstance(reply, Mirror):
                 return reply
-            if reply is FORBIDDEN:
+            if reply.status == "forbidden":  # another user's: a new one
                 return None
         raise Unavailable(UNREACHABLE)
 
@@ -244,7 +250,13 @@ class Cluster:
         if self.mirrors.get(mirror.id) is mirror:
             del self.mirrors[mirror.id]
             if self._tasks is not None:
-                self._tasks.create_task(self.bus.unwatch(mirror.id))
+                self._tasks.create_task(self._unwatch(mirror.id))
+
+    async def _unwatch(self, session_id: str) -> None:
+        """Stop listening for its frames, unless a mirror of it was made
+        again meanwhile (its subscription is the same one)."""
+        if session_id not in self.mirrors:
+            await self.bus.unwatch(session_id)
 
     def frame(self, session_id: str, prev: int, seq: int, text: str) -> None:
         """A frame an owner published (the bus's `on_frame`)."""
