@@ -51,7 +51,9 @@ CLOSE_POLICY_VIOLATION = 1008
 STALE_CONTROL = frozenset({"no_active_run", "no_pending_input", "no_pending_approval"})
 """Errors that only say a control came too late (the run had ended, the
 question had timed out, the call was already decided)."""
-RETRY_ERROR_TYPES = frozenset({"server_restarting", "busy", "store_error"})
+RETRY_ERROR_TYPES = frozenset(
+    {"server_restarting", "busy", "store_error", "unavailable"}
+)
 """`error` frames instead of `session_ready` that say "try again later"."""
 
 

@@ -26,7 +26,7 @@ from loopwire import (
     SyncAgentClient,
     events,
 )
-from loopwire.connection import envelope
+from loopwire.connection import _retryable, envelope
 from tests.conftest import Harness, StartServer
 from tests.fakes import (
     Hang,
@@ -427,3 +427,20 @@ def run_id_of(result: RunResult) -> str:
     run_id = envelope(result.events[-1]).run_id
     assert run_id is not None
     return run_id
+
+
+@pytest.mark.parametrize(
+    ("error_type", "retried"),
+    [
+        ("server_restarting", True),
+        ("busy", True),
+        ("store_error", True),
+        ("unavailable", True),  # several instances: the owner not reachable yet
+        ("invalid_message", False),
+        ("unauthorized", False),
+    ],
+)
+def test_which_refusals_at_connect_are_tried_again(
+    error_type: str, retried: bool
+) -> None:
+    assert _retryable(AgentError(error_type, "refused")) is retried
