@@ -59,6 +59,12 @@ class ClusterHarness:
             *(p.stop_quietly() for p in self.processes), return_exceptions=True
         )
 
+    def print_logs(self, lines: int = 40) -> None:
+        """The end of each instance's log (pytest shows it with a failure)."""
+        for instance, process in self.ids.items() or enumerate(self.processes):
+            print(f"--- instance {instance} (port {process.port}) ---")
+            print("\n".join(list(process.lines)[-lines:]))
+
     def process(self, instance_id: str) -> ServerProcess:
         return self.ids[instance_id]
 
@@ -133,6 +139,9 @@ async def running_cluster(
     )
     try:
         yield await cluster.start()
+    except BaseException:
+        cluster.print_logs()  # shown with the failure
+        raise
     finally:
         await cluster.stop()
 

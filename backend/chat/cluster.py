@@ -364,8 +364,12 @@ class Cluster:
         """A command from an instance (the bus's `on_command`)."""
         if command.kind == "watching":
             return self._watching(command)
-        session = self.service.table.by_id.get(command.session_id)
-        if session is None or not self.bus.holds(command.session_id):
+        session_id = command.session_id
+        if session_id in self._locks and self.bus.holds(session_id):
+            async with self._lock(session_id):  # being taken here: wait for it
+                pass
+        session = self.service.table.by_id.get(session_id)
+        if session is None or not self.bus.holds(session_id):
             return NOT_HERE
         if command.kind == "files_added":
             self.service.files_added(FileRecord.model_validate(command.body))
