@@ -49,6 +49,20 @@ async def elsewhere(
     return client, instance, ready
 
 
+async def watching(
+    cluster: ClusterHarness,
+    stack: AsyncExitStack,
+    a: Client,
+    session: str,
+    owner: str,
+) -> Client:
+    """A second client of `a`'s session on another instance, caught up: it
+    replayed exactly what `a` has seen (its `session_ready` aside)."""
+    b, _, _ = await elsewhere(cluster, stack, session, owner)
+    assert [await b.recv() for _ in a.seen[1:]] == a.seen[1:]
+    return b
+
+
 async def paused(
     cluster: ClusterHarness, stack: AsyncExitStack, content: str, until: str
 ) -> tuple[Client, str, str, Frame]:
@@ -224,8 +238,8 @@ async def test_a_paused_run_is_taken_over_when_its_instance_is_killed(
     cluster = offline_cluster
     async with AsyncExitStack() as stack:
         a, owner, session, question = await paused(cluster, stack, *QUESTION)
-        b, _, _ = await elsewhere(cluster, stack, session, owner)
-        before = [await b.recv() for _ in a.seen[1:]]
+        b = await watching(cluster, stack, a, session, owner)
+        before = a.seen[1:]
 
         killed = time.perf_counter()
         assert await cluster.kill(owner) == -9
@@ -264,8 +278,7 @@ async def test_a_run_cut_off_mid_phase_by_a_kill_is_reported_interrupted(
         AsyncExitStack() as stack,
     ):
         a, owner, session = await hung_run(cluster, stack, fake_openai)
-        b, _, _ = await elsewhere(cluster, stack, session, owner)
-        [await b.recv() for _ in a.seen[1:]]
+        b = await watching(cluster, stack, a, session, owner)
 
         assert await cluster.kill(owner) == -9
         await cluster.took_over(session)

@@ -20,8 +20,8 @@ from tests.test_cluster import (
     APPROVAL,
     QUESTION,
     calls_of,
-    elsewhere,
     paused,
+    watching,
 )
 from tests.test_files import AS_ALICE, AS_BOB, users
 from tests.test_restart import closed_with
@@ -139,8 +139,7 @@ async def test_files_and_deletion_through_other_instances(
         assert busy.status_code == 409  # its run is waiting for an answer
         await a.send(type="agent_control", action="stop")
         await a.run()
-        b, _, _ = await elsewhere(cluster, stack, session, owner)
-        [await b.recv() for _ in a.seen[1:]]
+        b = await watching(cluster, stack, a, session, owner)
 
         await cluster.after(owner)
         deleted = await cluster.request("DELETE", f"/api/conversations/{session}")
@@ -161,8 +160,7 @@ async def test_a_sigterm_hands_a_paused_run_to_another_instance(
     cluster = offline_cluster
     async with AsyncExitStack() as stack:
         a, owner, session, request = await paused(cluster, stack, *APPROVAL)
-        b, _, _ = await elsewhere(cluster, stack, session, owner)
-        [await b.recv() for _ in a.seen[1:]]
+        b = await watching(cluster, stack, a, session, owner)
 
         stopping = time.perf_counter()
         await cluster.process(owner).terminate()

@@ -171,11 +171,9 @@ class ChatService:
             self._tasks.create_task(self.table.write_behind()),
             *self.cluster.start(self._tasks),
         ]
-        if self.store is None:
-            pass
-        elif self.bus.clustered:
+        if self.store is not None and self.bus.clustered:
             await self.cluster.adopt_orphans()
-        else:
+        elif self.store is not None:
             await self._recover()
         return self
 
@@ -243,10 +241,15 @@ class ChatService:
     async def flush(self, session: Session) -> None:
         await self.table.flush(session)
 
+    def _in_reach(self, session_id: str) -> bool:
+        """Whether this instance acts on the conversation itself: it has it
+        in memory, or there is no other instance that could."""
+        return session_id in self.table.by_id or not self.bus.clustered
+
     async def flush_session(self, session_id: str, owner: str = LOCAL_USER) -> None:
         """Save what the conversation has pending, wherever it is in memory
         (before reading it from the store)."""
-        if session_id in self.table.by_id or not self.bus.clustered:
+        if self._in_reach(session_id):
             await self.table.flush_session(session_id)
             return
         raise_for(await self.cluster.request(session_id, owner, "flush", {}))
@@ -259,7 +262,7 @@ class ChatService:
 
     async def forget_anywhere(self, session_id: str, owner: str) -> bool:
         """`forget`, on whichever instance has the conversation in memory."""
-        if session_id in self.table.by_id or not self.bus.clustered:
+        if self._in_reach(session_id):
             return self.forget(session_id)
         reply = await self.cluster.request(session_id, owner, "forget", {})
         if reply.status == "not_here":
@@ -271,7 +274,7 @@ class ChatService:
         """Create the conversation of a live session of `owner` in the store
         if it is not there yet (a file may come before the first message);
         False when there is no such session."""
-        if session_id not in self.table.by_id and self.bus.clustered:
+        if not self._in_reach(session_id):
             reply = await self.cluster.request(
                 session_id, owner, "flush", {"store": True}
             )
