@@ -147,6 +147,7 @@ def make_bus(settings: Settings) -> Bus:
             settings.redis_url,
             lease_ttl_s=settings.lease_ttl_s,
             timeout_s=settings.bus_timeout_s,
+            redis_timeout_s=settings.redis_timeout_s,
         )
     return LocalBus(lease_ttl_s=settings.lease_ttl_s)
 

@@ -6,6 +6,12 @@ reported lost (and the service lets the conversation go: its clients are
 closed with 1012, its run cancelled, nothing more saved from there);
 commands reach the instance they name, or fail at once when it is gone;
 frames arrive in the order they were published, each naming the one before.
+
+Redis faults (on a Redis of the test's own, paused with `CLIENT PAUSE` or
+stopped): a pause shorter than a lease loses nothing; a longer one loses the
+leases, which the instance then releases rather than leaves to expire; a
+cut-off instance says so on `/healthz`. Frames queued past the bound are
+dropped, replies never; commands past the bound are refused `unavailable`.
 """
 
 from __future__ import annotations
@@ -13,22 +19,117 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
+from types import SimpleNamespace, TracebackType
+from typing import Any
 
+import httpx
 import pytest
 import redis.asyncio as aioredis
+from starlette.applications import Starlette
+from starlette.routing import Route
 from websockets.exceptions import ConnectionClosed
 
-from backend.bus.base import BusError, Command, InstanceGone, Reply
+from backend.bus.base import Bus, BusError, Command, InstanceGone, Reply
+from backend.bus.local import LocalBus
 from backend.bus.redis_bus import PREFIX, RedisBus
 from backend.errors import ConfigError
+from backend.transport.http import health
+from devcluster import redis_server
 from devcluster.redis_server import RedisServer
 from tests.conftest import StartServer
 from tests.fakes import Hang, ScriptedLLM
 from tests.server_process import ROOT, free_port
 
 pytestmark = pytest.mark.timeout(60)
+
+
+@pytest.fixture
+def own_redis() -> Iterator[RedisServer]:
+    """A Redis for one test, to pause or stop without disturbing the others."""
+    reason = redis_server.unavailable_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    with RedisServer() as server:
+        yield server
+
+
+class LeaseEvents:
+    """Redis's keyspace notifications for the lease keys, in order: what
+    Redis did to them (`expire`: renewed, `del`: released, `expired`)."""
+
+    def __init__(self, url: str) -> None:
+        self.raw = aioredis.Redis.from_url(
+            url, decode_responses=True, socket_timeout=30
+        )
+        self._pubsub = self.raw.pubsub()
+
+    async def __aenter__(self) -> LeaseEvents:
+        await self.raw.config_set("notify-keyspace-events", "Kgx")
+        await self._pubsub.psubscribe(f"__keyspace@0__:{PREFIX}lease:*")
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self._pubsub.aclose()  # type: ignore[no-untyped-call]
+        await self.raw.aclose()
+
+    async def until(
+        self, sessions: Sequence[str], events: set[str]
+    ) -> list[tuple[str, str]]:
+        """Every event up to one of `events` for each of `sessions`."""
+        prefix = f"__keyspace@0__:{PREFIX}lease:"
+        seen: list[tuple[str, str]] = []
+        waiting = set(sessions)
+        while waiting:
+            message = await self._pubsub.get_message(
+                ignore_subscribe_messages=True, timeout=1.0
+            )
+            if message is None or message["type"] != "pmessage":
+                continue
+            session, event = message["channel"].removeprefix(prefix), message["data"]
+            seen.append((session, event))
+            if event in events:
+                waiting.discard(session)
+        return seen
+
+    async def pause(self, ms: int) -> float:
+        """Pause every client of Redis for `ms`; the loop time it began."""
+        await self.raw.execute_command("CLIENT", "PAUSE", str(ms), "ALL")
+        return asyncio.get_running_loop().time()
+
+
+class LostLeases:
+    """An `on_lost` that keeps what it is told and says when it was."""
+
+    def __init__(self) -> None:
+        self.calls: list[list[str]] = []
+        self.reported = asyncio.Event()
+        self.at = 0.0
+
+    def __call__(self, ids: Sequence[str]) -> None:
+        self.calls.append(sorted(ids))
+        self.at = asyncio.get_running_loop().time()
+        self.reported.set()
+
+    @property
+    def ids(self) -> list[str]:
+        return sorted(s for call in self.calls for s in call)
+
+
+async def health_of(bus: Bus) -> tuple[int, Any]:
+    """`/healthz` of an app whose service has this bus."""
+    app = Starlette(routes=[Route("/healthz", health)])
+    app.state.chat = SimpleNamespace(bus=bus)
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://t") as http:
+        response = await http.get("/healthz")
+    return response.status_code, response.json()
 
 
 @asynccontextmanager
@@ -87,28 +188,208 @@ async def test_a_lease_taken_from_under_an_instance_is_reported_lost(
             await raw.aclose()
 
 
-async def test_an_instance_cut_off_from_redis_lets_its_conversations_go() -> None:
-    """Renewals fail; before a try would come after the leases expire,
-    every one is let go (another instance may take them then)."""
-    with RedisServer() as own:
-        bus = RedisBus(own.url, lease_ttl_s=0.6, timeout_s=0.5)
-        await bus.start()
-        lost: list[list[str]] = []
-        reported = asyncio.Event()
+async def test_an_instance_cut_off_from_redis_lets_its_conversations_go(
+    own_redis: RedisServer,
+) -> None:
+    """Renewals fail; they are tried again while the leases last, then every
+    one is let go (another instance may take them then), and `/healthz`
+    says why the instance is of no use meanwhile."""
+    bus = RedisBus(own_redis.url, lease_ttl_s=0.6, timeout_s=0.5)
+    await bus.start()
+    lost = LostLeases()
+    bus.on_lost = lost
+    try:
+        assert (bus.trouble, await health_of(bus)) == (None, (200, {"status": "ok"}))
+        assert await bus.claim("one") and await bus.claim("two")
+        await asyncio.to_thread(own_redis.stop)  # Redis goes away
+        await lost.reported.wait()
+        assert lost.calls == [["one", "two"]]
+        assert not bus.holds("one") and not bus.holds("two")
+        reason = f"cannot reach Redis at {own_redis.url}: "
+        assert bus.trouble is not None and bus.trouble.startswith(reason)
+        status, body = await health_of(bus)
+        assert (status, body["status"]) == (503, "unavailable")
+        assert body["reason"].startswith(reason)
+    finally:
+        await bus.close()
 
-        def on_lost(ids: Sequence[str]) -> None:
-            lost.append(sorted(ids))
-            reported.set()
 
-        bus.on_lost = on_lost
-        try:
-            assert await bus.claim("one") and await bus.claim("two")
-            await asyncio.to_thread(own.stop)  # Redis goes away
-            await reported.wait()
-            assert lost == [["one", "two"]]
-            assert not bus.holds("one") and not bus.holds("two")
-        finally:
-            await bus.close()
+async def test_a_single_process_is_always_healthy() -> None:
+    assert await health_of(LocalBus()) == (200, {"status": "ok"})
+
+
+async def test_a_pause_shorter_than_a_lease_loses_no_lease(
+    own_redis: RedisServer,
+) -> None:
+    """Redis stops answering for longer than a renewal period (a third of
+    the lease) but less than the lease: the renewal sent meanwhile waits,
+    lands in time, and every lease is kept."""
+    sessions = ["a", "b", "c"]
+    async with buses(own_redis.url, 1, lease_ttl_s=1.5) as (bus,):
+        lost = LostLeases()
+        bus.on_lost = lost
+        for session in sessions:
+            assert await bus.claim(session)
+        async with LeaseEvents(own_redis.url) as events:
+            await events.until(sessions, {"expire"})  # renewed just now
+            paused_at = await events.pause(1000)
+            await events.until(sessions, {"expire"})  # the next renewal
+            assert asyncio.get_running_loop().time() - paused_at >= 0.9
+            await events.until(sessions, {"expire"})  # and the one after
+        assert lost.calls == []
+        assert all(bus.holds(s) for s in sessions)
+        assert await bus.owners(sessions) == [bus.instance_id] * 3
+
+
+async def test_a_pause_longer_than_a_lease_loses_the_leases_unextended(
+    own_redis: RedisServer,
+) -> None:
+    """Redis stops answering for longer than a lease: the leases are let go
+    before they could expire, and once Redis answers they are gone (nothing
+    renewed them late); then the instance is healthy again."""
+    sessions = ["a", "b", "c"]
+    async with buses(own_redis.url, 1, lease_ttl_s=1.5) as (bus,):
+        lost = LostLeases()
+        bus.on_lost = lost
+        for session in sessions:
+            assert await bus.claim(session)
+        async with LeaseEvents(own_redis.url) as events:
+            await events.until(sessions, {"expire"})  # renewed just now
+            paused_at = await events.pause(2000)
+            await lost.reported.wait()
+            assert lost.at - paused_at < 1.5  # before the leases expire
+            assert lost.ids == sessions
+            assert not any(bus.holds(s) for s in sessions)
+            assert bus.trouble is not None
+            assert bus.trouble.startswith(f"cannot reach Redis at {own_redis.url}")
+
+            await events.raw.ping()  # Redis answers again
+            after = await events.until(sessions, {"del", "expired"})
+            assert "expire" not in {event for _, event in after}, after
+            assert (
+                await events.raw.exists(*(f"{PREFIX}lease:{s}" for s in sessions)) == 0
+            )
+
+            assert await bus.claim("d")  # and all is well again:
+            await events.until(["d"], {"expire"})  # its claim,
+            await events.until(["d"], {"expire"})  # a renewal round,
+            await events.until(["d"], {"expire"})  # and the next
+            assert bus.trouble is None
+            assert await health_of(bus) == (200, {"status": "ok"})
+
+
+async def test_leases_let_go_for_a_slow_redis_are_released(
+    own_redis: RedisServer,
+) -> None:
+    """A renewal that cannot land before the leases' safe expiry (the TTL
+    less a tenth) is given up, and the leases are released at once when
+    Redis answers: they do not linger until their TTL."""
+    sessions = ["a", "b"]
+    async with buses(own_redis.url, 1, lease_ttl_s=4.0) as (bus,):
+        lost = LostLeases()
+        bus.on_lost = lost
+        for session in sessions:
+            assert await bus.claim(session)
+        async with LeaseEvents(own_redis.url) as events:
+            await events.until(sessions, {"expire"})  # renewed just now
+            paused_at = await events.pause(3750)  # past 3.6 s, short of 4 s
+            await lost.reported.wait()
+            assert lost.at - paused_at < 3.75 and lost.ids == sessions
+            after = await events.until(sessions, {"del", "expired"})
+            assert sorted(after) == [("a", "del"), ("b", "del")]
+
+
+async def test_frames_past_the_queue_bound_are_dropped_never_replies(
+    redis_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with buses(redis_url, 2, max_queued=50) as (owner, other):
+        got: list[tuple[str, int, int, str]] = []
+        all_in = asyncio.Event()
+
+        def on_frame(sid: str, prev: int, seq: int, text: str) -> None:
+            got.append((sid, prev, seq, text))
+            if len(got) == 51:
+                all_in.set()
+
+        other.on_frame = on_frame
+        await other.watch("s1")
+        sending, go = asyncio.Event(), asyncio.Event()
+        send = owner._send
+
+        async def blocked_send(batch: list[tuple[str, str, str]]) -> None:
+            sending.set()
+            await go.wait()  # Redis hangs
+            await send(batch)
+
+        owner._send = blocked_send  # type: ignore[method-assign]
+        owner.publish("s1", 0, 1, "f1")
+        await sending.wait()  # the writer holds frame 1; 50 more may wait
+        for seq in range(2, 72):
+            owner.publish("s1", seq - 1, seq, f"f{seq}")
+        assert owner.frames_dropped == 20
+
+        asked = asyncio.Event()
+
+        async def answer(command: Command) -> Reply:
+            asked.set()
+            return Reply("ok", body={"n": 1})
+
+        owner.on_command = answer
+        asking = asyncio.create_task(
+            other.request(owner.instance_id, Command("handle", "s1"))
+        )
+        await asked.wait()  # its reply is queued behind the 50 frames
+        go.set()
+        assert await asking == Reply("ok", body={"n": 1})
+        await all_in.wait()
+        assert got == [("s1", s - 1, s, f"f{s}") for s in range(1, 52)]
+        assert owner.frames_dropped == 20
+        warned = [r.getMessage() for r in caplog.records if "dropped" in r.msg]
+        assert warned == [  # once a second at most
+            "bus: 50 messages wait for Redis; frames dropped: 1"
+        ]
+
+
+async def test_commands_past_the_bound_are_refused_unavailable(
+    redis_url: str,
+) -> None:
+    async with buses(redis_url, 2, max_commands=3) as (busy, asker):
+        started: list[Command] = []
+        all_busy, go = asyncio.Event(), asyncio.Event()
+
+        async def answer(command: Command) -> Reply:
+            started.append(command)
+            if len(started) == 3:
+                all_busy.set()
+            await go.wait()
+            return Reply("ok")
+
+        busy.on_command = answer
+        first = [
+            asyncio.create_task(
+                asker.request(busy.instance_id, Command("handle", f"s{n}"))
+            )
+            for n in range(3)
+        ]
+        await all_busy.wait()
+        refused = await asker.request(busy.instance_id, Command("handle", "s3"))
+        assert (refused.status, refused.error_type) == ("error", "unavailable")
+        assert busy.instance_id in refused.message and len(started) == 3
+        go.set()
+        assert await asyncio.gather(*first) == [Reply("ok")] * 3
+        again = await asker.request(busy.instance_id, Command("handle", "s4"))
+        assert again == Reply("ok") and len(started) == 4
+
+
+async def test_a_quiet_connection_is_no_trouble(redis_url: str) -> None:
+    """Nothing arrives for several Redis timeouts: the listener's waits are
+    not failures, and a command still gets through."""
+    async with buses(redis_url, 2, lease_ttl_s=0.9, redis_timeout_s=0.3) as (a, b):
+        await asyncio.sleep(1.2)  # the quiet itself is what is tested
+        assert (a.trouble, b.trouble) == (None, None)
+        assert await b.request(a.instance_id, Command("handle", "s1")) == Reply(
+            "not_here"
+        )
 
 
 async def test_a_command_reaches_the_instance_it_names(redis_url: str) -> None:
@@ -231,3 +512,26 @@ async def test_serve_refuses_to_start_without_its_redis(pg_database_url: str) ->
     assert process.returncode == 2, text
     assert "loopwire: cannot start: cannot reach Redis at redis://127.0.0.1:1/0" in text
     assert "secret-pw" not in text and "Traceback" not in text
+
+
+async def test_a_listener_that_hears_nothing_back_connects_again(
+    own_redis: RedisServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Its PING unanswered within the Redis timeout (as over a half-open
+    connection), the listener drops its connection, says so in `trouble`,
+    and connects again, subscribed to the same channels."""
+    options: dict[str, float] = {"lease_ttl_s": 0.9, "redis_timeout_s": 0.3}
+    async with buses(own_redis.url, 2, **options) as (a, b):
+        async with LeaseEvents(own_redis.url) as events:
+            await events.pause(1500)
+            await events.raw.ping()  # Redis answers again
+        assert "bus: listening failed (reconnecting): no answer to a PING within " in (
+            caplog.text
+        )
+        loop = asyncio.get_running_loop()
+        until = loop.time() + 10
+        while a.trouble is not None:  # no event says it: look, briefly
+            assert loop.time() < until, a.trouble
+            await asyncio.sleep(0.02)
+        reply = await b.request(a.instance_id, Command("handle", "s1"))
+        assert reply == Reply("not_here")

@@ -128,6 +128,12 @@ class Bus(Protocol):
     on_frame: FrameHandler
     on_lost: LostHandler
 
+    @property
+    def trouble(self) -> str | None:
+        """Why this instance cannot coordinate with the others now (Redis
+        unreachable: `/healthz` says so); None when it can."""
+        ...
+
     async def start(self) -> None: ...
 
     async def close(self) -> None:

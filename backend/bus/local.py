@@ -34,6 +34,11 @@ class LocalBus:
         self.on_lost: LostHandler = lambda _ids: None
         self._held: set[str] = set()
 
+    @property
+    def trouble(self) -> str | None:
+        """Never any: there is nobody to reach."""
+        return None
+
     async def start(self) -> None:
         pass
 

@@ -4,9 +4,9 @@ Keys and channels (under `PREFIX`):
 
 - `lease:<session>` = the owning instance's id, with a TTL of
   `lease_ttl_s`; taken with `SET NX`, renewed every third of the TTL by one
-  script for all the instance's leases (a lease that no longer names the
-  instance is reported lost), given up by a script that deletes it only if
-  it is still ours;
+  script per chunk of leases (a lease that no longer names the instance is
+  reported lost), given up by a script that deletes it only if it is still
+  ours;
 - `instance:<id>`: the instance is alive (same TTL, renewed with the leases);
 - channel `inbox:<id>`: commands to the instance (`C` + JSON) and replies
   to its requests (`R` + JSON);
@@ -14,9 +14,23 @@ Keys and channels (under `PREFIX`):
 
 One connection listens (pub/sub) and one task writes: frames and replies are
 queued and sent in pipelines, in order, so a watcher gets an `attach` reply
-before the frames published after it. Commands run in the bus's TaskGroup.
-If Redis cannot be reached for longer than a lease's TTL, every lease is
-reported lost (others may own those conversations by then).
+before the frames published after it. The queue is bounded for frames (past
+`max_queued`, a frame is dropped: its watchers see the gap and attach again);
+replies and releases always go. At most `max_commands` commands run at once
+in the bus's TaskGroup; one more is refused with `unavailable`.
+
+**Lease deadlines.** Each lease is *safe* until a lease's TTL after the last
+renewal (or claim) known to have reached Redis was *sent*, less `SAFETY` of
+the TTL for clocks and for the service to let go: Redis counts the TTL from
+when it ran the command, later than when it was sent. A renewal waits for
+its answer, and is tried again when it fails, for as long as it can still
+land before the earliest safe expiry of its chunk; a lease past its safe
+expiry is reported lost (`on_lost`) and released with the compare-and-delete
+script, best effort (a renewal abandoned in flight may still have run). A
+lease the renewal script finds not ours is reported lost, not released.
+
+`trouble` says why the instance cannot coordinate (a renewal or the listener
+failing), for `/healthz`; it clears when they succeed again.
 """
 
 from __future__ import annotations
@@ -25,12 +39,17 @@ import asyncio
 import contextlib
 import json
 import logging
+import math
 import time
 import uuid
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from typing import Any
 
 import redis.asyncio as aioredis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 
 from backend.bus.base import (
@@ -53,6 +72,16 @@ BATCH = 512
 """Most queued messages sent in one pipeline."""
 RENEW_CHUNK = 1000
 """Most leases renewed by one script call."""
+MAX_QUEUED = 10_000
+"""Most messages queued for Redis before frames are dropped."""
+MAX_COMMANDS = 256
+"""Most commands from other instances handled at once."""
+SAFETY = 0.1
+"""The part of a lease's TTL not counted on (clock drift, letting go)."""
+DEFAULT_REDIS_TIMEOUT_S = 2.0
+RETRY_MIN_S = 0.05
+"""The first pause before trying Redis again (it doubles); also how close to
+its safe expiry a lease is given up rather than renewed once more."""
 RECONNECT_MAX_S = 2.0
 
 RENEW = """
@@ -74,9 +103,25 @@ return 0
 """
 
 
-async def check_reachable(url: str) -> None:
+def _client(url: str, timeout_s: float, **options: Any) -> aioredis.Redis:
+    """A client whose commands give up after `timeout_s` (connecting, reading,
+    writing), tried once more on a new connection, no more: the callers have
+    their own deadlines and retries."""
+    return aioredis.Redis.from_url(
+        url,
+        decode_responses=True,
+        socket_connect_timeout=timeout_s,
+        socket_timeout=timeout_s,
+        retry=Retry(NoBackoff(), 1),
+        **options,
+    )
+
+
+async def check_reachable(
+    url: str, *, timeout_s: float = DEFAULT_REDIS_TIMEOUT_S
+) -> None:
     """Raise `BusError` (the URL without its password) unless Redis answers."""
-    client: aioredis.Redis = aioredis.Redis.from_url(url)
+    client = _client(url, timeout_s)
     try:
         await client.ping()
     except (RedisError, OSError) as exc:
@@ -89,6 +134,12 @@ async def _no_command(_command: Command) -> Reply:
     return NOT_HERE
 
 
+@dataclass(slots=True)
+class _Lease:
+    safe_until: float
+    """Loop time until which the lease surely still names this instance."""
+
+
 class RedisBus:
     clustered = True
 
@@ -98,32 +149,61 @@ class RedisBus:
         *,
         lease_ttl_s: float = 10.0,
         timeout_s: float = 5.0,
+        redis_timeout_s: float = DEFAULT_REDIS_TIMEOUT_S,
         instance_id: str | None = None,
+        max_queued: int = MAX_QUEUED,
+        max_commands: int = MAX_COMMANDS,
     ) -> None:
         self.instance_id = instance_id or uuid.uuid4().hex[:12]
         self.lease_ttl_s = lease_ttl_s
         self.timeout_s = timeout_s
+        self.redis_timeout_s = redis_timeout_s
         self.url = url
+        self.max_queued = max_queued
+        self.max_commands = max_commands
         self.on_command: CommandHandler = _no_command
         self.on_frame: FrameHandler = lambda _sid, _prev, _seq, _text: None
         self.on_lost: LostHandler = lambda _ids: None
-        self._redis: aioredis.Redis = aioredis.Redis.from_url(
-            url, decode_responses=True
-        )
+        self.frames_dropped = 0
+        """Frames not sent because the queue was full (since the start)."""
+        self._redis = _client(url, redis_timeout_s)
         self._renew = self._redis.register_script(RENEW)
         self._release = self._redis.register_script(RELEASE)
-        self._pubsub = self._redis.pubsub()
-        self._held: set[str] = set()
+        # the listener has its own pool, with redis-py's health checks: its
+        # waits for a message are bounded by itself (a quiet connection is
+        # no error), and one that stops answering is found by PINGs (see
+        # `_next_message`)
+        self._heartbeat_s = lease_ttl_s / 3
+        self._listener = _client(
+            url, redis_timeout_s, health_check_interval=self._heartbeat_s
+        )
+        self._pubsub = self._listener.pubsub()
+        self._heard_at = 0.0
+        self._pinged_at: float | None = None
+        self._held: dict[str, _Lease] = {}
         self._pending: dict[str, asyncio.Future[Reply]] = {}
         self._out: asyncio.Queue[tuple[str, str, str]] = asyncio.Queue()
         self._tasks: asyncio.TaskGroup | None = None
         self._loops: list[asyncio.Task[None]] = []
         self._answering: set[asyncio.Task[None]] = set()
-        self._renewed_at = time.monotonic()
+        self._renew_trouble: str | None = None
+        self._listen_trouble: str | None = None
+        self._warned_at: dict[str, float] = {}
+        self._unwarned: dict[str, int] = {}
+
+    @property
+    def trouble(self) -> str | None:
+        """Why this instance cannot coordinate through Redis now (None: it can)."""
+        return self._renew_trouble or self._listen_trouble
 
     @property
     def _ttl_ms(self) -> int:
         return max(int(self.lease_ttl_s * 1000), 1)
+
+    @property
+    def _safe_s(self) -> float:
+        """How long after a renewal is sent the lease is surely still ours."""
+        return self.lease_ttl_s * (1 - SAFETY)
 
     def _lease(self, session_id: str) -> str:
         return f"{PREFIX}lease:{session_id}"
@@ -134,6 +214,19 @@ class RedisBus:
     def _frames(self, session_id: str) -> str:
         return f"{PREFIX}frames:{session_id}"
 
+    def _unreachable(self, exc: BaseException, waited_s: float = 0.0) -> str:
+        detail = str(exc) or f"no answer within {waited_s:.1f} s"
+        return f"cannot reach Redis at {bare_urls(self.url)}: {detail}"
+
+    def _warn(self, what: str, message: str, *args: object) -> None:
+        """Log `message` at most once a second per `what`, with how many
+        times it happened since (the last argument)."""
+        self._unwarned[what] = self._unwarned.get(what, 0) + 1
+        now = time.monotonic()
+        if now - self._warned_at.get(what, -math.inf) >= 1.0:
+            log.warning(message, *args, self._unwarned.pop(what))
+            self._warned_at[what] = now
+
     # ------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
@@ -143,10 +236,9 @@ class RedisBus:
             await self._alive_now()
         except (RedisError, OSError) as exc:
             await self._redis.aclose()
-            raise BusError(
-                f"cannot reach Redis at {bare_urls(self.url)}: {exc}"
-            ) from exc
-        self._renewed_at = time.monotonic()
+            await self._listener.aclose()
+            raise BusError(self._unreachable(exc)) from exc
+        self._heard_at = asyncio.get_running_loop().time()
         self._tasks = asyncio.TaskGroup()
         await self._tasks.__aenter__()
         self._loops = [
@@ -166,7 +258,7 @@ class RedisBus:
             if tasks is not None:
                 await tasks.__aexit__(None, None, None)
         finally:
-            held, self._held = list(self._held), set()
+            held, self._held = list(self._held), {}
             with contextlib.suppress(RedisError, OSError):
                 async with self._redis.pipeline(transaction=False) as pipe:
                     for session_id in held:
@@ -179,6 +271,7 @@ class RedisBus:
                     await pipe.execute()
             with contextlib.suppress(RedisError, OSError):
                 await self._pubsub.aclose()  # type: ignore[no-untyped-call]
+            await self._listener.aclose()
             await self._redis.aclose()
 
     async def _drain_queue(self) -> None:
@@ -190,6 +283,7 @@ class RedisBus:
     # ------------------------------------------------------------ leases
 
     async def claim(self, session_id: str) -> bool:
+        sent = asyncio.get_running_loop().time()
         try:
             taken = await self._redis.set(
                 self._lease(session_id), self.instance_id, nx=True, px=self._ttl_ms
@@ -197,7 +291,7 @@ class RedisBus:
         except (RedisError, OSError) as exc:
             raise BusError(f"cannot take the lease on {session_id}: {exc}") from exc
         if taken:
-            self._held.add(session_id)
+            self._held[session_id] = _Lease(sent + self._safe_s)
         return bool(taken)
 
     async def owner_of(self, session_id: str) -> str | None:
@@ -225,8 +319,7 @@ class RedisBus:
         return session_id in self._held
 
     def release(self, session_id: str) -> None:
-        if session_id in self._held:
-            self._held.discard(session_id)
+        if self._held.pop(session_id, None) is not None:
             self._out.put_nowait(("release", self._lease(session_id), ""))
 
     async def alive(self) -> set[str]:
@@ -242,51 +335,111 @@ class RedisBus:
         )
 
     async def _keep_leases(self) -> None:
-        """Renew every lease a third of the TTL; report those lost.
-
-        A renewal that fails (or takes longer than a third of the TTL) is
-        tried again at the next tick, as long as that tick still comes before
-        the leases would expire; past that, every lease is let go, so this
-        instance stops before another may take its conversations over."""
+        """Renew every lease each third of the TTL (a round that overruns is
+        followed by the next at once)."""
+        loop = asyncio.get_running_loop()
         every = self.lease_ttl_s / 3
+        next_at = loop.time() + every
         while True:
-            await asyncio.sleep(every)
-            held = list(self._held)
-            sent = time.monotonic()
-            try:
-                async with asyncio.timeout(every):
-                    lost = await self._renew_all(held)
-                    await self._alive_now()
-            except (RedisError, OSError, TimeoutError) as exc:
-                silent = time.monotonic() - self._renewed_at
-                if silent + every < self.lease_ttl_s:
-                    log.warning("bus: cannot renew leases (will retry): %s", exc)
-                    continue
-                log.error(
-                    "bus: no lease renewed for %.1f s, and the next try would "
-                    "come after they expire; letting %d conversations go: %s",
-                    silent,
-                    len(self._held),
-                    exc or "timed out",
-                )
-                lost = list(self._held)
-            else:
-                self._renewed_at = sent  # they expire a TTL after it was sent
-            lost = [s for s in lost if s in self._held]
-            if lost:
-                self._held.difference_update(lost)
-                self.on_lost(lost)
+            await asyncio.sleep(max(next_at - loop.time(), 0))
+            next_at = loop.time() + every
+            await self._renew_round(every)
 
-    async def _renew_all(self, held: list[str]) -> list[str]:
-        lost: list[str] = []
-        for start in range(0, len(held), RENEW_CHUNK):
-            chunk = held[start : start + RENEW_CHUNK]
-            indices = await self._renew(
-                keys=[self._lease(s) for s in chunk],
-                args=[self.instance_id, self._ttl_ms],
+    async def _renew_round(self, every: float) -> None:
+        held = list(self._held.items())
+        chunks = [held[i : i + RENEW_CHUNK] for i in range(0, len(held), RENEW_CHUNK)]
+        renewed = await asyncio.gather(
+            self._keep_alive(every), *(self._renew_chunk(chunk) for chunk in chunks)
+        )
+        if all(renewed):
+            self._renew_trouble = None
+
+    async def _keep_alive(self, every: float) -> bool:
+        try:
+            async with asyncio.timeout(every):
+                await self._alive_now()
+        except (RedisError, OSError) as exc:  # TimeoutError is an OSError
+            self._renew_trouble = self._unreachable(exc, every)
+            log.warning(
+                "bus: cannot renew this instance's key: %s",
+                str(exc) or "no answer in time",
             )
-            lost += [chunk[int(i) - 1] for i in indices]
-        return lost
+            return False
+        return True
+
+    async def _renew_chunk(self, chunk: list[tuple[str, _Lease]]) -> bool:
+        """Renew `chunk`, trying again while its leases last; True once done."""
+        loop = asyncio.get_running_loop()
+        pause = RETRY_MIN_S
+        while chunk := self._let_expired_go(chunk):
+            deadline = min(lease.safe_until for _, lease in chunk)
+            sent = loop.time()
+            try:
+                async with asyncio.timeout_at(deadline):
+                    lost = await self._renew(
+                        keys=[self._lease(s) for s, _ in chunk],
+                        args=[self.instance_id, self._ttl_ms],
+                    )
+            except (RedisError, OSError) as exc:  # TimeoutError is an OSError
+                self._renew_trouble = self._unreachable(exc, loop.time() - sent)
+                log.warning(
+                    "bus: cannot renew %d leases (trying again while they last): %s",
+                    len(chunk),
+                    str(exc) or "no answer in time",
+                )
+                await asyncio.sleep(max(min(pause, deadline - loop.time()), 0))
+                pause = min(pause * 2, RECONNECT_MAX_S)
+                continue
+            self._renewed(chunk, [int(i) - 1 for i in lost], sent)
+            return True
+        return False
+
+    def _let_expired_go(
+        self, chunk: list[tuple[str, _Lease]]
+    ) -> list[tuple[str, _Lease]]:
+        """Report lost and release the leases of `chunk` past their safe
+        expiry (or too close to it for another try); return the others that
+        are still held."""
+        horizon = asyncio.get_running_loop().time() + RETRY_MIN_S
+        kept: list[tuple[str, _Lease]] = []
+        expired: list[str] = []
+        for session_id, lease in chunk:
+            if self._held.get(session_id) is not lease:
+                continue  # released (or released and claimed again) meanwhile
+            if lease.safe_until > horizon:
+                kept.append((session_id, lease))
+                continue
+            expired.append(session_id)
+            del self._held[session_id]
+            # a renewal abandoned in flight may have run: give the lease up
+            self._out.put_nowait(("release", self._lease(session_id), ""))
+        if expired:
+            log.error(
+                "bus: %d leases could not be renewed before they expire (Redis "
+                "did not answer in time); letting their conversations go",
+                len(expired),
+            )
+            self.on_lost(expired)
+        return kept
+
+    def _renewed(
+        self, chunk: list[tuple[str, _Lease]], lost: list[int], sent: float
+    ) -> None:
+        """The renewal sent at `sent` ran: the leases it found ours are safe
+        for longer, the others are lost (taken by another instance)."""
+        gone = set(lost)
+        taken: list[str] = []
+        for index, (session_id, lease) in enumerate(chunk):
+            if self._held.get(session_id) is not lease:
+                continue
+            if index in gone:
+                del self._held[session_id]
+                taken.append(session_id)
+            else:
+                lease.safe_until = sent + self._safe_s
+        if taken:
+            log.warning("bus: %d leases were taken by other instances", len(taken))
+            self.on_lost(taken)
 
     # ------------------------------------------------------------ commands
 
@@ -330,12 +483,38 @@ class RedisBus:
                 error_type="internal_error",
                 message=f"internal error on instance {self.instance_id}",
             )
+        self._reply(request_id, reply_to, reply)
+
+    def _reply(self, request_id: str, reply_to: str, reply: Reply) -> None:
+        """Queue `reply` (never dropped: there is one per command)."""
         payload = encode({"id": request_id, "reply": reply.to_json()})
         self._out.put_nowait(("publish", self._inbox(reply_to), "R" + payload))
+
+    def _refuse(self, request_id: str, reply_to: str) -> None:
+        self._warn(
+            "busy",
+            "bus: %d commands in progress; commands refused: %d",
+            self.max_commands,
+        )
+        busy = Reply(
+            "error",
+            error_type="unavailable",
+            message=f"instance {self.instance_id} is too busy; try again",
+        )
+        self._reply(request_id, reply_to, busy)
 
     # ------------------------------------------------------------ frames
 
     def publish(self, session_id: str, prev_seq: int, seq: int, text: str) -> None:
+        if self._out.qsize() >= self.max_queued:
+            # the watchers see the gap at the next frame and attach again
+            self.frames_dropped += 1
+            self._warn(
+                "full",
+                "bus: %d messages wait for Redis; frames dropped: %d",
+                self._out.qsize(),
+            )
+            return
         self._out.put_nowait(
             ("publish", self._frames(session_id), f"{prev_seq}:{seq}:{text}")
         )
@@ -355,18 +534,18 @@ class RedisBus:
     async def _listen(self) -> None:
         inbox = self._inbox(self.instance_id)
         frames = f"{PREFIX}frames:"
-        pause = 0.05
+        pause = RETRY_MIN_S
         while True:
             try:
-                message = await self._pubsub.get_message(
-                    ignore_subscribe_messages=True, timeout=None
-                )
+                message = await self._next_message()
             except (RedisError, OSError) as exc:
+                self._listen_trouble = self._unreachable(exc)
                 log.warning("bus: listening failed (reconnecting): %s", exc)
                 await asyncio.sleep(pause)
                 pause = min(pause * 2, RECONNECT_MAX_S)
                 continue
-            pause = 0.05
+            pause = RETRY_MIN_S
+            self._listen_trouble = None
             if message is None or message.get("type") != "message":
                 continue
             channel, data = str(message["channel"]), str(message["data"])
@@ -376,6 +555,39 @@ class RedisBus:
                 prev, seq, text = data.split(":", 2)
                 self.on_frame(channel[len(frames) :], int(prev), int(seq), text)
 
+    async def _next_message(self) -> dict[str, Any] | None:
+        """The next message (or None after a while). A quiet connection is
+        fine; after a third of a lease of quiet it is PINGed, and one that
+        does not answer within the Redis timeout is dropped (the next read
+        connects again and subscribes to the same channels)."""
+        loop = asyncio.get_running_loop()
+        if self._pinged_at is None:
+            wait = self._heard_at + self._heartbeat_s - loop.time()
+        else:
+            wait = self._pinged_at + self.redis_timeout_s - loop.time()
+        # whatever is read shows the connection lives: a message, a
+        # subscription's confirmation, a PING's answer (whose shape differs
+        # between RESP2 and RESP3, hence not asked to be left out)
+        message: dict[str, Any] | None = await self._pubsub.get_message(
+            ignore_subscribe_messages=False, timeout=max(wait, 0)
+        )
+        now = loop.time()
+        if message is not None:
+            self._heard_at, self._pinged_at = now, None
+        elif self._pinged_at is not None and now >= (
+            self._pinged_at + self.redis_timeout_s
+        ):
+            self._heard_at, self._pinged_at = now, None
+            if self._pubsub.connection is not None:
+                await self._pubsub.connection.disconnect()
+            raise RedisConnectionError(
+                f"no answer to a PING within {self.redis_timeout_s:g} s"
+            )
+        elif self._pinged_at is None and now >= self._heard_at + self._heartbeat_s:
+            await self._pubsub.ping()
+            self._pinged_at = now
+        return message
+
     def _inbox_message(self, data: str) -> None:
         kind, body = data[:1], json.loads(data[1:])
         if kind == "R":
@@ -383,6 +595,9 @@ class RedisBus:
             if future is not None and not future.done():
                 future.set_result(Reply.from_json(body["reply"]))
         elif kind == "C" and self._tasks is not None:
+            if len(self._answering) >= self.max_commands:
+                self._refuse(body["id"], body["reply_to"])
+                return
             command = Command.from_json(body)
             task = self._tasks.create_task(
                 self._answer(body["id"], body["reply_to"], command)

@@ -75,7 +75,18 @@ async def index(request: Request) -> Response:
 
 
 async def health(request: Request) -> Response:
-    """Liveness, open to all: `{"status": "ok"}` and nothing about the setup."""
+    """Health, open to all: `{"status": "ok"}` and nothing about the setup;
+    503 `{"status": "unavailable", "reason": …}` while the instance cannot
+    reach the Redis it coordinates through (the URL without its password),
+    so that a load balancer sends its clients to the others."""
+    service: ChatService = request.app.state.chat
+    trouble = service.bus.trouble
+    if trouble is not None:
+        return JSONResponse(
+            {"status": "unavailable", "reason": trouble},
+            status_code=503,
+            headers={"Cache-Control": "no-store"},
+        )
     return JSONResponse({"status": "ok"}, headers={"Cache-Control": "no-store"})
 
 
