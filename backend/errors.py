@@ -9,9 +9,13 @@
     │   ├── NoPendingApproval  an approval nobody asked for  -> "no_pending_approval"
     │   ├── NoActiveRun        a control frame with no run        -> "no_active_run"
     │   ├── StoreUnavailable   the store failed a read a frame needs -> "store_error"
-    │   └── Unavailable        the instance owning the conversation is unreachable
-    │                                                              -> "unavailable"
+    │   ├── Unavailable        the instance owning the conversation is unreachable
+    │   │                                                          -> "unavailable"
+    │   └── Moved              a decision reached an instance that lost the
+    │                          conversation; send it again       -> "moved"
     ├── NoSuchConversation     no conversation by that id is the caller's (404)
+    ├── OwnershipLost          another instance owns the conversation now (the
+    │                          store's fence refused a write): let it go
     ├── LLMError               the model provider failed          -> "llm_error"
     └── ToolError              a tool failed (fed back to the model, never fatal)
 
@@ -101,6 +105,19 @@ class Unavailable(ProtocolError):
     """The server instance that holds the conversation cannot be reached."""
 
     error_type = "unavailable"
+
+
+class Moved(ProtocolError):
+    """A decision reached an instance that no longer owns the conversation
+    (its store refused to record it): nothing was done; send it again."""
+
+    error_type = "moved"
+
+
+class OwnershipLost(LoopwireError):
+    """This instance no longer owns the conversation (`store.base.Fenced` is
+    one): nothing more may be written or run for it here. Never turned into
+    a tool error: it ends what is under way."""
 
 
 class NoSuchConversation(LoopwireError):

@@ -426,6 +426,9 @@ class ToolApprovalRequest(_Payload):
     arguments: ToolArguments
     description: str
     step: int
+    in_doubt: bool = False
+    """The call was running when the server that ran it stopped, and nothing
+    can tell whether it took effect: approving runs it again."""
 
 
 class TokenStream(_Payload):
@@ -520,7 +523,11 @@ ErrorType = Literal[
     "server_restarting",
     "store_error",
     "unavailable",
+    "moved",
 ]
+"""`moved`: the instance a decision (an answer, an approval) reached no longer
+owns the conversation, so it was not taken; reconnect and send it again (it
+lands on the owner)."""
 
 
 class Error(_Payload):

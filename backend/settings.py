@@ -66,6 +66,11 @@ class Settings(BaseSettings):
     runs over within about this long."""
     bus_timeout_s: float = Field(default=5.0, gt=0, le=120)
     """How long an instance waits for another to answer a forwarded message."""
+    redis_timeout_s: float = Field(default=2.0, gt=0, le=60)
+    """How long connecting to Redis, or one command, may take before the
+    connection is dropped (a half-open one would hang); a lease renewal is
+    then tried again on a new connection while the leases last, so keep it
+    well below `lease_ttl_s`."""
     files_dir: Path = Path("data/files")
     """Where the conversations' files are kept, by the SHA-256 of their content."""
     max_file_bytes: int = Field(default=10 * 1024 * 1024, ge=1024)
@@ -136,6 +141,12 @@ class Settings(BaseSettings):
     """A session with no socket and no run leaves memory after this long."""
     shutdown_grace_s: float = Field(default=3.0, ge=0)
     """On SIGTERM, how long runs get to reach a phase boundary."""
+    store_retry_s: float = Field(default=10.0, ge=0, le=600)
+    """How long a run whose checkpoint cannot be written (the database
+    restarting, a connection cut) tries again before it ends `store_error`."""
+    store_max_failures: int = Field(default=5, ge=1, le=1000)
+    """Flushes of one conversation that may fail in a row before it is let
+    go (its clients closed, told why) instead of being tried forever."""
     ws_compression: bool = False
     """permessage-deflate on WebSockets: less traffic for slow links, more
     CPU per frame (off: frames are small and mostly unique)."""

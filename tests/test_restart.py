@@ -20,7 +20,7 @@ from backend.app import create_app
 from backend.store.sql import SqlStore
 from tests.conftest import make_settings
 from tests.fake_openai import FakeOpenAIServer, HangReply
-from tests.fakes import ScriptedLLM, SlowTool, calls, reason, test_registry
+from tests.fakes import ScriptedLLM, SlowTool, calls, observe, reason, test_registry
 from tests.live_server import serving
 from tests.server_process import ServerProcess, server_process
 from tests.ws_client import Client, Frame, label, labels
@@ -159,12 +159,15 @@ async def test_an_approval_survives_a_sigterm_and_the_tool_runs_once(
         assert [n.text for n in await store.notes("local")] == ["buy milk"]
 
 
-async def test_a_tool_the_shutdown_could_not_wait_for_is_reported_may_have_run(
+async def test_a_tool_the_shutdown_could_not_wait_for_is_in_doubt_after_the_restart(
     database_url: str,
 ) -> None:
-    """A run still inside a phase when the grace ran out is cut off; the next
-    start reports it interrupted, and the call it was running as one that
-    may have run. Nothing is run again."""
+    """A run still inside a tool call when the grace ran out is cut off; the
+    next start continues it with the call in doubt. `slow` cannot tell
+    whether it took effect, so the user is asked (an approval `in_doubt`,
+    stored and replayed to the reconnecting client); declined, the call is
+    reported as one that may have run, is not run again, and the run goes
+    on to its answer."""
     slow = SlowTool()
     llm = ScriptedLLM(reason(tools=["slow"]), calls(("slow", {"label": "x"})))
     app = create_app(
@@ -180,35 +183,45 @@ async def test_a_tool_the_shutdown_could_not_wait_for_is_reported_may_have_run(
         await slow.started.wait()
     assert slow.cancelled.is_set()
 
-    again = ScriptedLLM()  # an interrupted run makes no model call
+    slow.started.clear()
+    again = ScriptedLLM(observe(should_continue=False, final="Left it alone."))
     app = create_app(
-        make_settings(database_url=database_url), llm=again, registry=test_registry()
+        make_settings(database_url=database_url),
+        llm=again,
+        registry=test_registry(slow),
     )
     async with serving(app) as server:
         query = f"?session_id={session}&last_seq={before[-1]['seq']}"
         async with connect(server.url("/ws", "ws") + query) as socket:
             client = Client(socket)
             assert (await client.recv())["resumed"] is True
+            asked = await client.until_label("tool_approval_request:slow")
+            assert asked[-1]["in_doubt"] is True
+            # the shutdown stored all it sent and let go cleanly: no gap
+            assert [f["seq"] for f in asked] == [before[-1]["seq"] + 1]
+            await client.send(
+                type="tool_approval_response",
+                tool_call_id=asked[-1]["tool_call_id"],
+                approved=False,
+            )
             after = await client.run()
-    assert labels(after) == [
-        "tool_error:slow:cancelled",
-        "error:run_interrupted",
+    assert not slow.started.is_set()  # not run again
+    assert labels(after)[0] == "tool_error:slow:cancelled"
+    assert "may or may not have taken effect" in after[0]["error"]
+    assert labels(after)[-3:] == [
+        "chat_response",
         "agent_completion",
         "response_complete",
     ]
-    assert "may or may not have taken effect" in after[0]["error"]
-    assert after[2]["reason"] == "interrupted"
-    assert again.requests == []
+    assert after[-2]["reason"] == "finished"
 
     async with stored(database_url) as store:
         (record,) = await store.runs(session)
-        assert record.status == "interrupted"
+        assert record.status == "finished"
         history = await store.messages(session)
         assert [m.role for m in history] == ["user", "assistant", "tool", "assistant"]
         assert history[2].status == "cancelled"
-        assert history[3].content == (
-            "(This run was interrupted at step 1 before it answered.)"
-        )
+        assert history[3].content == "Left it alone."
 
 
 async def test_a_crash_mid_phase_is_reported_interrupted_after_the_restart(

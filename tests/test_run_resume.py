@@ -12,6 +12,7 @@ process died is reported as interrupted, never run again.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,9 +30,10 @@ from backend.protocol import (
     AgentRequestInput,
     RunEvent,
     ToolApprovalRequest,
+    ToolComplete,
     ToolError,
 )
-from backend.tools.base import Tool, ToolContext, ToolEffect, ToolRegistry
+from backend.tools.base import Reconciled, Tool, ToolContext, ToolEffect, ToolRegistry
 from tests.fakes import NoteArgs, Saver, SlowTool, test_registry
 from tests.protocol_llm import ANSWER, Ask, ProtocolLLM, Use
 from tests.run_harness import Run, make_kit
@@ -222,7 +224,12 @@ async def test_a_run_paused_on_an_approval_continues_from_its_checkpoint(
 
 
 @pytest.mark.parametrize("name", [n for n in STRATEGIES if uses_tools(n)])
-async def test_a_tool_running_when_the_process_died_is_not_run_again(name: str) -> None:
+async def test_a_tool_running_when_the_process_died_is_in_doubt_until_the_user_says(
+    name: str,
+) -> None:
+    """A call cut off by a crash may or may not have taken effect; a tool
+    that cannot tell (no `reconcile`) is not run again unasked: the user is
+    asked (an approval `in_doubt`), and a "no" reports it as may-have-run."""
     slow = SlowTool()
     registry = test_registry(slow)
     first = Run(strategy(name, registry, Use("slow", {"label": "x"})))
@@ -232,9 +239,13 @@ async def test_a_tool_running_when_the_process_died_is_not_run_again(name: str) 
     second = Run.restore(
         strategy(name, registry, Use("slow", {"label": "x"})), state_json, messages
     )
+    second.approve_with(False)
     result = await second.go()
 
     assert not slow.started.is_set()  # not run again
+    (asked,) = second.of(ToolApprovalRequest)
+    assert (asked.tool_name, asked.in_doubt) == ("slow", True)
+    assert "cannot tell whether it took effect" in asked.description
     interrupted = second.of(ToolError)
     assert [(e.tool_name, e.status) for e in interrupted] == [("slow", "cancelled")]
     assert interrupted[0].error.startswith("slow was interrupted: the server stopped")
@@ -243,6 +254,69 @@ async def test_a_tool_running_when_the_process_died_is_not_run_again(name: str) 
         ("cancelled", f"Error (cancelled): {interrupted[0].error}")
     ]
     assert result.answer == ANSWER
+
+
+async def test_a_call_in_doubt_runs_again_once_the_user_approves() -> None:
+    slow = SlowTool()
+    registry = test_registry(slow)
+    first = Run(strategy("react", registry, Use("slow", {"label": "x"})))
+    state_json, messages = await dropped_when(first, slow.started.wait)
+
+    slow.started.clear()
+    slow.release.set()
+    second = Run.restore(
+        strategy("react", registry, Use("slow", {"label": "x"})), state_json, messages
+    )
+    second.approve_with(True)
+    result = await second.go()
+    assert slow.started.is_set()
+    assert [label for label in second.names() if "slow" in label] == [
+        "ToolApprovalRequest:slow",
+        "ToolComplete:slow",
+    ]
+    assert result.answer == ANSWER
+
+
+@pytest.mark.parametrize("took_effect", [True, False])
+async def test_a_tool_that_can_reconcile_settles_a_call_in_doubt_itself(
+    took_effect: bool,
+) -> None:
+    """With `reconcile`, nobody is asked: a call that took effect keeps the
+    result it had (and is not run again); one that did not runs now."""
+    slow = SlowTool()
+    keys: list[str | None] = []
+
+    async def reconcile(ctx: ToolContext) -> Reconciled:
+        keys.append(ctx.idempotency_key)
+        if took_effect:
+            return Reconciled(took_effect=True, result={"label": "x", "status": "done"})
+        return Reconciled(took_effect=False)
+
+    def registry() -> ToolRegistry:
+        plain = test_registry(slow)
+        tools = [t for t in plain if t.name != "slow"]
+        (slow_tool,) = [t for t in plain if t.name == "slow"]
+        return ToolRegistry(
+            [*tools, dataclasses.replace(slow_tool, reconcile=reconcile)]
+        )
+
+    first = Run(strategy("react", registry(), Use("slow", {"label": "x"})))
+    state_json, messages = await dropped_when(first, slow.started.wait)
+    call_id = RunState.from_json(state_json).queue[0].id
+
+    slow.started.clear()
+    slow.release.set()
+    second = Run.restore(
+        strategy("react", registry(), Use("slow", {"label": "x"})), state_json, messages
+    )
+    await second.go()
+    assert keys == [f"r1:{call_id}"]
+    assert slow.started.is_set() is not took_effect
+    assert [label for label in second.names() if "slow" in label] == [
+        "ToolComplete:slow"
+    ]
+    (done,) = second.of(ToolComplete)
+    assert done.result == {"label": "x", "status": "done"}
 
 
 async def test_a_state_from_another_strategy_is_refused() -> None:

@@ -18,6 +18,8 @@ from backend.store import migrate
 from backend.store.base import (
     Batch,
     ConversationRecord,
+    EffectKey,
+    Fenced,
     LimitReached,
     RunRecord,
 )
@@ -67,7 +69,7 @@ async def test_open_migrates_to_the_newest_revision_and_again_changes_nothing(
     for _ in range(2):
         store = SqlStore(database_url)
         await store.open()
-        assert await store.revision() == migrate.head() == "0003"
+        assert await store.revision() == migrate.head() == "0004"
         await store.close()
 
 
@@ -106,7 +108,7 @@ async def test_a_database_at_the_first_schema_is_upgraded_in_place(
     upgraded = SqlStore(database_url)
     await upgraded.open()
     try:
-        assert await upgraded.revision() == "0003"
+        assert await upgraded.revision() == "0004"
         assert await upgraded.messages("c1") == [Message.user("hello from 0001")]
         record = await upgraded.conversation("c1")
         assert record is not None and record.title == "old"
@@ -294,17 +296,104 @@ async def test_runs_are_upserted_and_live_ones_listed_oldest_first(
     )
 
 
-async def test_a_failed_batch_writes_nothing(store: SqlStore) -> None:
+async def test_a_batch_from_a_stale_owner_writes_nothing(store: SqlStore) -> None:
+    """The fence: a take-over raises the epoch, and a batch written at the
+    epoch before it is refused whole, messages, frames and runs alike."""
     await store.create_conversation(conversation("c1"))
-    await store.write(Batch("c1", 1.0, frames=[frame(1)]))
-    from backend.store.base import StoreError
-
-    with pytest.raises(StoreError, match="cannot save conversation c1"):
-        # a duplicate seq: the whole batch is rolled back, messages included
+    await store.write(Batch("c1", 1.0, frames=[frame(1)]))  # epoch 0: ours
+    taken = await store.take("c1", max_frame_bytes=1 << 20)
+    assert taken is not None and taken.epoch == 1
+    assert [f.seq for f in taken.frames] == [1] and taken.last_seq == 1
+    with pytest.raises(Fenced) as refused:
         await store.write(
-            Batch("c1", 2.0, messages=[(0, Message.user("lost?"))], frames=[frame(1)])
+            Batch(
+                "c1",
+                2.0,
+                epoch=0,
+                messages=[(0, Message.user("lost?"))],
+                frames=[frame(2)],
+                runs=[run("r1", "c1", "running")],
+            )
         )
+    assert refused.value.conversation_ids == ("c1",)
     assert await store.messages("c1") == []
+    assert await store.last_seq("c1") == 1
+    assert await store.runs("c1") == []
+    await store.write(Batch("c1", 3.0, epoch=1, frames=[frame(2)]))  # the owner's
+    assert await store.last_seq("c1") == 2
+
+
+async def test_one_stale_batch_fails_a_write_of_several_and_names_itself(
+    store: SqlStore,
+) -> None:
+    for cid in ("c1", "c2"):
+        await store.create_conversation(conversation(cid))
+    await store.take("c2", max_frame_bytes=1000)
+    with pytest.raises(Fenced) as refused:
+        await store.write_all(
+            [Batch("c1", 1.0, frames=[frame(1)]), Batch("c2", 1.0, frames=[frame(1)])]
+        )
+    assert refused.value.conversation_ids == ("c2",)
+    assert await store.last_seq("c1") == 0  # one transaction: nothing written
+
+
+async def test_a_batch_applied_twice_ends_as_if_applied_once(store: SqlStore) -> None:
+    """What a retry does after a COMMIT whose answer was lost: the same batch
+    again, harmless by natural keys."""
+    record = conversation("c1")
+    batch = Batch(
+        "c1",
+        1.0,
+        epoch=1,
+        create=record,
+        messages=[(0, Message.user("hi")), (1, Message.assistant("hello"))],
+        frames=[frame(1), frame(2)],
+        runs=[run("r1", "c1", "finished")],
+    )
+    await store.write(batch)
+    await store.write(batch)
+    assert [m.content for m in await store.messages("c1")] == ["hi", "hello"]
+    assert [f.seq for f in await store.frames("c1", max_bytes=1000)] == [1, 2]
+    assert [r.id for r in await store.runs("c1")] == ["r1"]
+
+
+async def test_a_clean_release_is_seen_by_the_next_take(store: SqlStore) -> None:
+    await store.create_conversation(conversation("c1"))
+    first = await store.take("c1", max_frame_bytes=1000)
+    assert first is not None and first.released  # never owned before
+    crashed = await store.take("c1", max_frame_bytes=1000)
+    assert crashed is not None and not crashed.released  # epoch 1 never let go
+    await store.release([("c1", crashed.epoch)])
+    with pytest.raises(Fenced):  # let go: its owner writes nothing more
+        await store.write(Batch("c1", 1.0, epoch=crashed.epoch, frames=[frame(1)]))
+    again = await store.take("c1", max_frame_bytes=1000)
+    assert again is not None and again.released and again.epoch == crashed.epoch + 1
+    await store.release([("c1", crashed.epoch)])  # stale: changes nothing
+    await store.write(Batch("c1", 2.0, epoch=again.epoch, frames=[frame(1)]))
+    assert await store.take("nobody", max_frame_bytes=1000) is None
+
+
+async def test_a_keyed_note_is_saved_once_and_fenced(store: SqlStore) -> None:
+    await store.create_conversation(conversation("c1"))
+    taken = await store.take("c1", max_frame_bytes=1000)
+    assert taken is not None
+    key = EffectKey("run1:call1", "c1", taken.epoch, "save_note")
+    first = await store.add_note("ann", "buy milk", 1.0, limit=5, effect=key)
+    again = await store.add_note("ann", "buy milk", 2.0, limit=5, effect=key)
+    assert again == first
+    assert [n.text for n in await store.notes("ann")] == ["buy milk"]
+    assert await store.effect("run1:call1") == first.model_dump_json()
+    assert await store.effect("run1:other") is None
+
+    stale = EffectKey("run1:call2", "c1", taken.epoch - 1, "save_note")
+    with pytest.raises(Fenced):
+        await store.add_note("ann", "twice?", 3.0, limit=5, effect=stale)
+    deleting = EffectKey("run1:call3", "c1", taken.epoch, "delete_note")
+    deleted = await store.delete_note("ann", first.id, effect=deleting)
+    assert deleted == first
+    assert await store.delete_note("ann", first.id, effect=deleting) == first
+    assert await store.notes("ann") == []
+    assert await store.effect("run1:call2") is None
 
 
 # ---------------------------------------------------------------- notes

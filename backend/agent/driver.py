@@ -179,13 +179,15 @@ class RunDriver:
                 await self._save()
             case AwaitInput(question=question):
                 state.pending_question = question
-                await self._save()
-                self._announce_question()
+                with self.ctx.held():  # stored with the checkpoint, then shown
+                    self._announce_question()
+                    await self._save()
             case AwaitApproval(approval=approval):
                 state.pending_approval = approval
                 self.control.expect_approval(approval.tool_call_id)
-                await self._save()
-                self._announce_approval()
+                with self.ctx.held():
+                    self._announce_approval()
+                    await self._save()
             case Final(answer=answer, reason=reason, why=why):
                 state.ending = Ending(answer=answer, reason=reason, why=why)
                 state.phase = ENDING
@@ -219,6 +221,7 @@ class RunDriver:
                 arguments=approval.arguments,
                 description=approval.description,
                 step=approval.step,
+                in_doubt=approval.in_doubt,
             )
         )
 

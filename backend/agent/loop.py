@@ -19,7 +19,9 @@ racing the stop events, and records how the wait ended in
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -45,6 +47,13 @@ class AgentContext:
     files: Sequence[FileInfo] = ()
     """The conversation's files as they are now (the session's own list,
     which grows as files come): the manifest each reason prompt shows."""
+    held: Callable[[], AbstractContextManager[None]] = contextlib.nullcontext
+    """Frames emitted inside are shown to clients only at its end (the
+    session's `holding`): the driver wraps a question or an approval request
+    and the checkpoint that stores it, so a page reloaded anywhere finds it."""
+    epoch: int | None = None
+    """The fencing epoch its conversation is owned at here (None: no store);
+    tools that change data pass it to the store with their idempotency key."""
 
 
 # ------------------------------------------------------------------ decisions

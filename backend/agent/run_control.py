@@ -125,16 +125,21 @@ class RunControl:
         self, tool_call_id: str, approved: bool, reason: str | None
     ) -> None:
         """Deliver the user's decision; refuse anything not pending right now."""
+        decision = self.check_approval(tool_call_id)
+        outcome = Approved() if approved else Declined(reason=reason)
+        decision.set_result(outcome)
+        if self._waiting_for == tool_call_id:
+            self._wake(outcome)
+
+    def check_approval(self, tool_call_id: str) -> asyncio.Future[Approved | Declined]:
+        """The open request for `tool_call_id`; `NoPendingApproval` if none."""
         decision = self.approvals.get(tool_call_id)
         if decision is None or decision.done():
             raise NoPendingApproval(
                 f"no approval is pending for tool call {tool_call_id!r} in this "
                 "session (it may have been answered already or timed out)"
             )
-        outcome = Approved() if approved else Declined(reason=reason)
-        decision.set_result(outcome)
-        if self._waiting_for == tool_call_id:
-            self._wake(outcome)
+        return decision
 
     # ------------------------------------------------------------ the wait
 

@@ -77,6 +77,9 @@ class PendingApproval(_Value):
     description: str
     step: int
     deadline: float
+    in_doubt: bool = False
+    """The call was running when its server stopped and may have taken
+    effect: approving runs it again, declining reports it as may-have-run."""
 
 
 class Answered(_Value):

@@ -9,7 +9,10 @@ stop and checkpoints between calls:
   (`agent/request_input.py`), never a call for the executor.
 - a call made before in this run: not run again; the model is told.
 - a call that was running when the process died (the run continues from a
-  checkpoint): reported as interrupted — it may have run — and not run again.
+  checkpoint) is *in doubt*: a read-only or idempotent tool runs again; a
+  tool with `reconcile` says whether it took effect (its result is kept, or
+  it runs now); otherwise the user is asked whether to run it again (an
+  approval with `in_doubt`), and a "no" reports it as one that may have run.
 - otherwise: `tool_start`, the executor's checks, `AwaitApproval` when the
   tool asks first, the call itself, then `tool_complete` / `tool_error`.
 
@@ -23,6 +26,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from typing import Any
 
 from backend.agent import citations, request_input
 from backend.agent.cutoffs import INTERRUPTED_NOTE
@@ -35,7 +39,6 @@ from backend.agent.state import (
     Declined,
     InFlight,
     PendingApproval,
-    RunState,
     TimedOut,
     WaitOutcome,
 )
@@ -56,6 +59,11 @@ from backend.tools.policy import ApprovalDecision
 from backend.tools.results import to_json_text
 
 log = logging.getLogger(__name__)
+
+IN_DOUBT = (
+    "{name} was running when the server running it stopped, and it cannot "
+    "tell whether it took effect. Run it again?"
+)
 
 
 class ToolCalls:
@@ -134,7 +142,7 @@ class ToolCalls:
         flight = state.in_flight
         if flight is not None and flight.tool_call_id == call.id:
             if ctx.resumed:
-                return self._settle(ctx, self._interrupted(ctx, call))
+                return await self._in_doubt(ctx, call)
             return await self._run(ctx, call)
         earlier = self.rules.earlier(state, call)
         if earlier is not None:
@@ -157,10 +165,49 @@ class ToolCalls:
             case Ready():
                 return Continue(stoppable=False)
 
+    async def _in_doubt(self, ctx: AgentContext, call: ToolCall) -> Decision:
+        """The call was running when the server running it stopped."""
+        tool = self.registry.get(call.name)
+        if tool is None:
+            return self._settle(ctx, self._interrupted(ctx, call))
+        if tool.effect.read_only or tool.effect.idempotent:
+            return await self._run(ctx, call)  # safe to run again
+        if tool.reconcile is not None:
+            found = await tool.reconcile(_tool_context(ctx))
+            if found is not None and found.took_effect:
+                return self._settle(ctx, self._reconciled(ctx, call, found.result))
+            if found is not None:
+                return await self._run(ctx, call)  # it never took effect
+        state = ctx.state
+        return AwaitApproval(
+            PendingApproval(
+                tool_call_id=call.id,
+                tool_name=tool.name,
+                arguments=parse_arguments(call.arguments),
+                description=IN_DOUBT.format(name=tool.name),
+                step=state.step,
+                deadline=self._clock() + self.config.approval_timeout_s,
+                in_doubt=True,
+            )
+        )
+
+    def _reconciled(
+        self, ctx: AgentContext, call: ToolCall, result: Any
+    ) -> ToolOutcome:
+        """A call that took effect before its server stopped: its result."""
+        return ToolOutcome(
+            call=call,
+            arguments=parse_arguments(call.arguments),
+            status="ok",
+            result=result,
+            duration_ms=self._since(ctx),
+            step=ctx.state.step,
+        )
+
     def _scope(self, ctx: AgentContext) -> CallScope:
         state = ctx.state
         return CallScope(
-            ctx=_tool_context(state),
+            ctx=_tool_context(ctx),
             allowed=[spec.name for spec in self.offered(ctx)],
             read_only=state.request.read_only,
         )
@@ -181,10 +228,12 @@ class ToolCalls:
     def _approval_decided(
         self, ctx: AgentContext, call: ToolCall, resolution: WaitOutcome
     ) -> Decision:
-        ctx.state.pending_approval = None
+        pending, ctx.state.pending_approval = ctx.state.pending_approval, None
         match resolution:
             case Approved():
                 return Continue(stoppable=False)  # it runs in the next phase
+            case Declined() | TimedOut() if pending is not None and pending.in_doubt:
+                return self._settle(ctx, self._interrupted(ctx, call))
             case Declined(reason=reason):
                 decision = ApprovalDecision("rejected", reason)
             case TimedOut():
@@ -196,12 +245,11 @@ class ToolCalls:
 
     async def _run(self, ctx: AgentContext, call: ToolCall) -> Decision:
         """Run an announced call that passed its checks (and approval)."""
-        state = ctx.state
         check = self.executor.check(call, self._scope(ctx), approved=True)
         if not isinstance(check, Ready):
             assert isinstance(check, Refused)
             return self._settle(ctx, self._refused_outcome(ctx, call, check))
-        tool_ctx = _tool_context(state)
+        tool_ctx = _tool_context(ctx)
         outcome = await self.executor.execute(check, call, tool_ctx)
         duration = {"duration_ms": self._since(ctx)}
         return self._settle(ctx, outcome.model_copy(update=duration))
@@ -310,12 +358,16 @@ def _report(outcome: ToolOutcome) -> ToolComplete | ToolError:
     )
 
 
-def _tool_context(state: RunState) -> ToolContext:
-    """What a call of this run may know about it."""
+def _tool_context(ctx: AgentContext) -> ToolContext:
+    """What a call of this run may know about it (the head of the queue)."""
+    state = ctx.state
+    call_id = state.queue[0].id if state.queue else None
     return ToolContext(
         state.session_id,
         state.run_id,
         state.step,
         state.owner,
         data_sources=state.request.data_sources,
+        idempotency_key=f"{state.run_id}:{call_id}" if call_id else None,
+        epoch=ctx.epoch,
     )

@@ -188,7 +188,10 @@ class Cluster:
                 session = await table.load(session_id)
                 if session is not None:
                     await self.service.recover_session(session)
-            except BaseException:
+            except BaseException:  # not half taken: neither served nor leased
+                loaded = table.by_id.get(session_id)
+                if loaded is not None:
+                    table.let_go(loaded)
                 self.bus.release(session_id)
                 raise
             if session is None:
@@ -469,14 +472,7 @@ class Cluster:
             if session is None:
                 continue
             log.error("session %s: lease lost; letting it go unsaved", session_id)
-            session.journal = None
-            session.watchers.clear()
-            if session.run is not None and session.run.task is not None:
-                session.run.task.cancel()
-            session.outbox.close_all(
-                reason="this conversation moved to another server; reconnect"
-            )
-            self.service.table.drop(session)
+            self.service.table.let_go(session)
 
     # ------------------------------------------------------------ the loop
 

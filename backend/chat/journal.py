@@ -36,10 +36,16 @@ class Journal:
         conversation: ConversationRecord,
         *,
         stored: bool,
+        epoch: int = 1,
         saved_messages: int = 0,
         on_change: Callable[[], None] = lambda: None,
     ) -> None:
         self.conversation = conversation
+        self.epoch = epoch
+        """The epoch this instance owns the conversation at (the fence every
+        batch carries): 1 for a conversation it created."""
+        self.failures = 0
+        """Flushes that failed in a row (reset by one that succeeds)."""
         self.stored = stored
         """The conversation exists in the store."""
         self.saved_messages = saved_messages
@@ -127,6 +133,7 @@ class Journal:
         batch = Batch(
             conversation_id=self.conversation.id,
             updated_at=now,
+            epoch=self.epoch,
             truncate_history_at=self.truncate_at,
             messages=new,
             frames=self.frames,
@@ -144,6 +151,7 @@ class Journal:
 
     def written(self, batch: Batch) -> None:
         """The store has `batch`."""
+        self.failures = 0
         if batch.create is not None:
             self.stored = True
             self.conversation = batch.create
@@ -151,7 +159,10 @@ class Journal:
             self.kept_from = batch.keep_frames_from
 
     def give_back(self, batch: Batch) -> None:
-        """The store failed `batch`: keep it pending, before anything newer."""
+        """The store failed `batch`: keep it pending, before anything newer.
+        (Replaying it is harmless even if it was written after all: the
+        store's writes are idempotent by their natural keys.)"""
+        self.failures += 1
         self.frames = batch.frames + self.frames
         for record in batch.runs:
             if record.id not in self.removed_runs:

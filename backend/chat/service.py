@@ -37,7 +37,15 @@ from backend.agent.driver import RunDriver, RunSuspended
 from backend.agent.loop import AgentContext, AgentResult
 from backend.agent.registry import StrategyRegistry
 from backend.agent.run_control import RunControl
-from backend.agent.state import RunState
+from backend.agent.state import (
+    ENDING,
+    Answered,
+    Approved,
+    Declined,
+    Ending,
+    RunState,
+    WaitOutcome,
+)
 from backend.agent.summary import summarize_outcomes
 from backend.agent.time_limit import TimeLimit
 from backend.bus.base import Bus
@@ -53,7 +61,9 @@ from backend.errors import (
     Busy,
     ConfigError,
     InvalidMessage,
+    Moved,
     NoSuchConversation,
+    OwnershipLost,
     ProtocolError,
     StoreUnavailable,
     incident,
@@ -61,6 +71,7 @@ from backend.errors import (
 from backend.files.shelf import info
 from backend.history import History
 from backend.llm.base import LLMClient, Message
+from backend.notifications import stamp
 from backend.protocol import (
     AgentControlMessage,
     AgentError,
@@ -68,6 +79,7 @@ from backend.protocol import (
     AgentUserInputMessage,
     ChatMessage,
     ClientMessage,
+    Error,
     ErrorType,
     Limits,
     ResetSessionMessage,
@@ -78,6 +90,7 @@ from backend.protocol import (
 )
 from backend.settings import Settings
 from backend.store.base import (
+    Fenced,
     FileRecord,
     RunRecord,
     RunStatus,
@@ -90,9 +103,10 @@ from backend.users import LOCAL_USER
 log = logging.getLogger(__name__)
 
 RESTARTING = "the server is restarting; reconnect with your session_id to continue"
-CRASH_SEQ_GAP = 1_000_000
-"""Seqs left unused after a crash: a run's frames are stored at its durable
-checkpoints, so the dead process may have sent frames the store never got."""
+MOVED_DECISION = (
+    "this server no longer holds the conversation, so your decision was not "
+    "taken; reconnect and send it again"
+)
 INTERRUPTED = (
     "the server stopped while this run was working, so it was ended here; "
     "what it had done is kept in the conversation"
@@ -195,6 +209,7 @@ class ChatService:
             if tasks is not None:
                 await tasks.__aexit__(exc_type, exc, tb)
             await self.flush_all()
+            await self.table.release_all()  # everything stored: no gap next time
         finally:
             await self.bus.close()  # the leases go once everything is saved
             if self._on_close is not None:
@@ -355,7 +370,28 @@ class ChatService:
             return
         status: RunStatus = "waiting" if state.waiting else "running"
         if self._keep(session, state, status):
-            await self.flush(session)
+            await self._flush_patiently(session)
+
+    async def _flush_patiently(self, session: Session, *, let_go: bool = True) -> None:
+        """`flush`, tried again for up to `store_retry_s` while the database
+        fails (a restart, a connection cut): the run waits rather than ends.
+        A fence (another instance owns it) is final at once."""
+        give_up = time.monotonic() + self.settings.store_retry_s
+        pause = 0.05
+        while True:
+            try:
+                await self.table.flush(session, let_go=let_go)
+                return
+            except Fenced:
+                raise
+            except StoreError as exc:
+                if session.journal is None or time.monotonic() + pause > give_up:
+                    raise
+                log.warning(
+                    "session %s: checkpoint failed (retrying): %s", session.id, exc
+                )
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, 1.0)
 
     def _keep(self, session: Session, state: RunState, status: RunStatus) -> bool:
         """Journal the run's record; False when the run is not saved."""
@@ -413,18 +449,17 @@ class ChatService:
             log.error("run %s: unreadable checkpoint: %s", record.id, exc)
             self._unreadable(session, record)
             return
-        if record.status == "running" or state.strategy not in self.strategies:
+        if state.strategy not in self.strategies or (
+            record.status == "running" and not _in_doubt(state)
+        ):
             self._interrupt(session, state)
-        else:
-            if record.status == "waiting":  # a crash, not a shutdown: frames
-                session.notify.skip(CRASH_SEQ_GAP)  # sent meanwhile are lost
+        else:  # waiting, parked, or cut off in a tool call: it goes on
             self._launch(session, state)
         await self.flush(session)
 
     def _interrupt(self, session: Session, state: RunState) -> None:
         strategy = self.strategies.get(state.strategy) or next(iter(self.strategies))
         notify = session.notify
-        notify.skip(CRASH_SEQ_GAP)
         notify.begin_run(state.run_id, agent=state.request.agent)
         ctx = AgentContext(state, session.history, notify.emit, files=session.files)
         result = RunDriver(strategy, ctx, RunControl()).interrupted()
@@ -432,6 +467,7 @@ class ChatService:
         run = ActiveRun(state, history=session.history)
         self._finish_run(session, run, result)
         self._record_end(session, run, "interrupted")
+        notify.response_complete()
         self._close(session, run)
 
     def _unreadable(self, session: Session, record: RunRecord) -> None:
@@ -460,6 +496,8 @@ class ChatService:
             return
         try:
             await self.dispatch(session, message)
+        except Moved:
+            return  # told already (`_decided`), and the socket closes
         except ProtocolError as exc:
             session.notify.error(str(exc), exc.error_type)  # type: ignore[arg-type]
 
@@ -529,7 +567,10 @@ class ChatService:
     async def dispatch(self, session: Session, message: ClientMessage) -> None:
         """Act on one client message; a `ProtocolError` says why it cannot be
         (`handle` turns it into an `error` frame; HTTP routes into a status).
-        Only an edit (`replace_from`) waits, for the store's run records."""
+        Only an edit (`replace_from`) and a decision (stored before it is
+        handed to the run) wait."""
+        if session.lost:  # its clients were told and closed
+            raise Moved(MOVED_DECISION)
         match message:
             case ChatMessage(replace_from=None):
                 self._start_run(session, message)
@@ -538,13 +579,43 @@ class ChatService:
             case AgentControlMessage():
                 self._control(session, message)
             case AgentUserInputMessage(content=content, question_id=question_id):
+                run = session.answerable(question_id)
+                await self._decided(session, run, Answered(content=content))
                 session.submit_answer(content, question_id)
             case ToolApprovalResponseMessage(
                 tool_call_id=call_id, approved=ok, reason=why
             ):
+                run = session.approvable(call_id)
+                decided = Approved() if ok else Declined(reason=why)
+                await self._decided(session, run, decided)
                 session.resolve_approval(call_id, ok, why)
             case ResetSessionMessage():
                 self._reset(session)
+
+    async def _decided(
+        self, session: Session, run: ActiveRun, outcome: WaitOutcome
+    ) -> None:
+        """Store a person's decision before the run acts on it: the run's
+        record, still waiting, with the decision as its resolution (a run
+        continued from it acts on it, on any instance). An instance that no
+        longer owns the conversation is refused by the store's fence: the
+        decision is not taken, the client is told to send it again
+        (`moved`), and the conversation is let go here."""
+        state = run.state
+        if session.journal is None or not state.request.save_chat:
+            return
+        decided = state.model_copy(update={"resolution": outcome})
+        session.journal.run(self._record(decided, "waiting"))
+        try:
+            await self._flush_patiently(session, let_go=False)
+        except Fenced as exc:
+            session.outbox.notice(_moved_notice(session.id))  # before it closes
+            self.table.let_go(session)
+            raise Moved(MOVED_DECISION) from exc
+        except StoreError as exc:
+            raise StoreUnavailable(
+                "your decision could not be saved, so it was not taken; try again"
+            ) from exc
 
     # ------------------------------------------------------------ run outcomes
 
@@ -703,7 +774,9 @@ class ChatService:
         notify.begin_run(state.run_id, agent=state.request.agent)
         strategy = self.strategies.get(state.strategy)
         assert strategy is not None
-        ctx = AgentContext(state, run.history, notify.emit, files=session.files)
+        ctx = AgentContext(
+            state, run.history, notify.emit, files=session.files, held=session.holding
+        )
 
         async def checkpoint(_ctx: AgentContext) -> None:
             await self._checkpoint(session, run)
@@ -717,7 +790,8 @@ class ChatService:
         )
         try:
             if self._keep(session, state, "waiting" if state.waiting else "running"):
-                await self.flush(session)  # known from its start: a crash reports it
+                await self._flush_patiently(session)  # a crash reports it
+            ctx.epoch = _fence(session, state)
             result: AgentResult | None = await driver.run()
         except RunSuspended:
             self._park(session, run)
@@ -726,6 +800,11 @@ class ChatService:
         except asyncio.CancelledError:
             self._detach(session)  # past the shutdown grace: left mid-phase
             raise
+        except OwnershipLost as exc:  # nothing more is written or sent from here
+            log.error("run %s: %s; it goes on where it is owned", state.run_id, exc)
+            self.table.let_go(session)
+            self._detach(session)
+            return
         except StoreError as exc:
             case = incident()
             log.error("run %s: checkpoint failed (%s): %s", state.run_id, case, exc)
@@ -748,9 +827,22 @@ class ChatService:
             result = None
         if result is not None:
             self._finish_run(session, run, result)
+        else:  # its checkpoint says how it ended, as for any other ending
+            state.ending = Ending(answer=None, reason="error", error="failed")
+            state.phase = ENDING
         self._record_end(session, run, result.reason if result else "error")
-        await self.table.flush_quietly(session)  # the outcome is stored before it is
-        self._close(session, run)  # announced complete
+        with session.holding():  # the outcome is stored before it is announced
+            session.notify.response_complete()
+            await self._flush_quietly(session)
+        self._close(session, run)
+
+    async def _flush_quietly(self, session: Session) -> None:
+        """`_flush_patiently`, a failure logged (the journal keeps what was
+        not written; a fence has let the session go)."""
+        try:
+            await self._flush_patiently(session)
+        except StoreError as exc:
+            log.error("could not save session %s: %s", session.id, exc)
 
     def _park(self, session: Session, run: ActiveRun) -> None:
         """A shutdown parked the run: save it as `suspended`; it goes on
@@ -769,8 +861,8 @@ class ChatService:
         self._keep(session, run.state, status)
 
     def _close(self, session: Session, run: ActiveRun) -> None:
+        """After `response_complete`: the session is free for the next run."""
         session.last_run = run
-        session.notify.response_complete()
         if session.journal is not None:
             session.journal.run_ended(run.run_id)
         self._detach(session)
@@ -802,6 +894,38 @@ class ChatService:
                 duration_ms=(self._clock() - state.started_at) * 1000,
                 strategy=state.strategy,
             )
+
+
+def _fence(session: Session, state: RunState) -> int | None:
+    """The epoch a run's data-changing tools write at: that of a stored
+    conversation the run is saved in (None: nothing to fence)."""
+    journal = session.journal
+    if journal is None or not journal.stored or not state.request.save_chat:
+        return None
+    return journal.epoch
+
+
+def _in_doubt(state: RunState) -> bool:
+    """The run was cut off in a tool call (announced, maybe run): it goes on
+    from there, the call settled by its `reconcile` or by the user."""
+    flight = state.in_flight
+    return (
+        flight is not None
+        and bool(state.queue)
+        and (state.queue[0].id == flight.tool_call_id)
+    )
+
+
+def _moved_notice(session_id: str) -> str:
+    """The `moved` error, outside the session's sequence (seq 0): this
+    instance's numbering of the conversation is not the owner's any more."""
+    return stamp(
+        Error(message=MOVED_DECISION, error_type="moved"),
+        seq=0,
+        session_id=session_id,
+        run_id=None,
+        ts=time.time(),
+    )
 
 
 def _cut_short(state: RunState, result: AgentResult) -> str:

@@ -11,9 +11,10 @@ the store, so a reconnect after a restart replays them too.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from backend.agent.run_control import RunControl, UserAnswer
@@ -196,14 +197,42 @@ class Session:
         self.relay: Callable[[str, int, int, str], None] | None = None
         """Publishes a frame to the watchers (the cluster's bus)."""
         self._prev_seq = last_seq
+        self._held: list[Frame] | None = None
+        self.lost = False
+        """Let go (another instance owns the conversation now, or it could
+        not be saved): this object takes no more messages."""
 
     def deliver(self, frame: Frame) -> None:
-        self.outbox.deliver(frame)
         if self.journal is not None:
             self.journal.frame(frame)
+        if self._held is not None:
+            self._held.append(frame)
+        else:
+            self._show(frame)
+
+    def _show(self, frame: Frame) -> None:
+        self.outbox.deliver(frame)
         if self.watchers and self.relay is not None:
             self.relay(self.id, self._prev_seq, frame.seq, frame.text)
         self._prev_seq = frame.seq
+
+    @contextlib.contextmanager
+    def holding(self) -> Iterator[None]:
+        """Frames sent inside are journalled at once and shown to clients
+        only at the end: wrap a send and the flush that stores it, so that
+        what a reloaded page needs is stored before anyone sees it. Frames
+        held by a session let go meanwhile are never shown."""
+        if self._held is not None:  # nested: the outer block shows them
+            yield
+            return
+        self._held = []
+        try:
+            yield
+        finally:
+            held, self._held = self._held, None
+            if self.journal is not None:
+                for frame in held:
+                    self._show(frame)
 
     @property
     def idle(self) -> bool:
@@ -238,6 +267,14 @@ class Session:
 
     def submit_answer(self, content: str, question_id: str | None) -> None:
         """Hand the user's answer to the run waiting on a question."""
+        run = self.answerable(question_id)
+        pending = run.state.pending_question
+        assert pending is not None
+        run.control.answer(UserAnswer(pending.question_id, content))
+
+    def answerable(self, question_id: str | None) -> ActiveRun:
+        """The run whose pending question an answer (to `question_id`, or
+        to whatever is asked) would answer; `NoPendingInput` if none."""
         run = self.run
         pending = run.state.pending_question if run else None
         if run is None or pending is None:
@@ -249,4 +286,15 @@ class Session:
             )
         if run.control.answered or run.state.resolution is not None:
             raise NoPendingInput("the pending question has already been answered")
-        run.control.answer(UserAnswer(pending.question_id, content))
+        return run
+
+    def approvable(self, tool_call_id: str) -> ActiveRun:
+        """The run waiting for a decision on `tool_call_id`;
+        `NoPendingApproval` if none is."""
+        if self.run is None:
+            raise NoPendingApproval(
+                f"no approval is pending for tool call {tool_call_id!r}: "
+                "no run is active"
+            )
+        self.run.control.check_approval(tool_call_id)
+        return self.run

@@ -16,6 +16,7 @@ import contextlib
 import logging
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable
 
 from backend.chat.journal import Journal
@@ -24,9 +25,28 @@ from backend.errors import Busy
 from backend.files.shelf import info
 from backend.history import History
 from backend.settings import Settings
-from backend.store.base import Batch, ConversationRecord, Store, StoreError
+from backend.store.base import (
+    Batch,
+    ConversationRecord,
+    Fenced,
+    Loaded,
+    Store,
+    StoreError,
+)
 
 log = logging.getLogger(__name__)
+
+MOVED = "this conversation moved to another server; reconnect to continue"
+UNSAVABLE = (
+    "this conversation could not be saved for a while, so this server let it "
+    "go; reconnect to continue from what was saved"
+)
+LET_GO_REMEMBERED = 10_000
+CRASH_SEQ_GAP = 1_000_000
+"""Seqs left unused when a conversation is taken from an owner that did not
+let it go cleanly: it may have sent frames the store never got, and a client
+that saw them must still get what comes next (it asks for what follows its
+last seq)."""
 
 
 class SessionTable:
@@ -44,6 +64,11 @@ class SessionTable:
         self._clock = clock
         self.by_id: dict[str, Session] = {}
         self._dirty: set[Session] = set()
+        self._releasing: list[tuple[str, int]] = []
+        """Conversations evicted cleanly whose release the next pass writes."""
+        self._let_go: OrderedDict[str, int] = OrderedDict()
+        """The latest conversations let go cleanly here, with their epoch:
+        taken back here, they need no gap even before the release is stored."""
         self._wake = asyncio.Event()
         self._swept = asyncio.Condition()
 
@@ -75,9 +100,14 @@ class SessionTable:
         return session
 
     def _journal(
-        self, record: ConversationRecord, *, stored: bool, saved: int = 0
+        self,
+        record: ConversationRecord,
+        *,
+        stored: bool,
+        saved: int = 0,
+        epoch: int = 1,
     ) -> Journal:
-        journal = Journal(record, stored=stored, saved_messages=saved)
+        journal = Journal(record, stored=stored, saved_messages=saved, epoch=epoch)
         session_id = record.id
 
         def changed() -> None:
@@ -97,35 +127,50 @@ class SessionTable:
             self._wake.set()
 
     async def load(self, session_id: str) -> Session | None:
-        """A stored conversation, back in memory (None: no such conversation)."""
+        """A stored conversation, back in memory and owned here (None: no such
+        conversation). Loading raises its epoch: whoever held it before can
+        write nothing more."""
         if self.store is None:
             return None
-        record = await self.store.conversation(session_id)
-        if record is None:
-            return None
-        messages = await self.store.messages(session_id)
-        frames = await self.store.frames(
-            session_id, max_bytes=self.settings.frame_log_bytes
-        )
-        last_seq = await self.store.last_seq(session_id)
-        files = await self.store.files(session_id)
-        if session_id in self.by_id:  # loaded meanwhile by another caller
+        if session_id in self.by_id:
             return self.by_id[session_id]
         self._make_room()
+        loaded = await self.store.take(
+            session_id, max_frame_bytes=self.settings.frame_log_bytes
+        )
+        if loaded is None:
+            return None
+        if session_id in self.by_id:  # loaded meanwhile by another caller
+            return self.by_id[session_id]
+        session = self._session(loaded, released=self._was_ours(loaded))
+        self.by_id[session_id] = session
+        return session
+
+    def _was_ours(self, loaded: Loaded) -> bool:
+        """Let go cleanly by this instance, its release not written yet: the
+        epoch just before this take was ours (nobody took it in between)."""
+        held = self._let_go.pop(loaded.record.id, None)
+        return loaded.released or held == loaded.epoch - 1
+
+    def _session(self, loaded: Loaded, *, released: bool) -> Session:
+        record = loaded.record
         session = Session(
-            session_id,
+            record.id,
             owner=record.owner,
             max_frame_bytes=self.settings.frame_log_bytes,
-            history=History(messages),
-            last_seq=last_seq,
-            journal=self._journal(record, stored=True, saved=len(messages)),
+            history=History(loaded.messages),
+            last_seq=loaded.last_seq,
+            journal=self._journal(
+                record, stored=True, saved=len(loaded.messages), epoch=loaded.epoch
+            ),
         )
-        session.files = [info(record) for record in files]
-        for frame in frames:
+        session.files = [info(file) for file in loaded.files]
+        for frame in loaded.frames:
             session.outbox.restore(frame.seq, frame.text)
         assert session.journal is not None
-        session.journal.kept_from = frames[0].seq if frames else 0
-        self.by_id[session_id] = session
+        session.journal.kept_from = loaded.frames[0].seq if loaded.frames else 0
+        if not released:
+            session.notify.skip(CRASH_SEQ_GAP)
         return session
 
     def _make_room(self) -> None:
@@ -153,6 +198,17 @@ class SessionTable:
     def _evict(self, session: Session) -> None:
         self.by_id.pop(session.id, None)
         self._dirty.discard(session)
+        journal = session.journal
+        if (
+            journal is not None
+            and journal.stored
+            and not journal.pending(session.history)
+        ):
+            self._releasing.append((session.id, journal.epoch))
+            self._let_go[session.id] = journal.epoch
+            while len(self._let_go) > LET_GO_REMEMBERED:
+                self._let_go.popitem(last=False)
+            self._wake.set()
         self._forget_session(session.id)
 
     def drop(self, session: Session) -> None:
@@ -160,6 +216,43 @@ class SessionTable:
         holds unsaved may be another instance's to write now)."""
         if self.by_id.get(session.id) is session:
             self._evict(session)
+
+    def let_go(self, session: Session, reason: str = MOVED) -> None:
+        """Another instance owns the conversation now (the store's fence said
+        so, or its lease was lost), or it cannot be saved: nothing more is
+        written or sent from here. Its run is cancelled unsaved (unless that
+        is the caller itself, which ends on its own) and its clients are
+        closed (1012) with `reason`, to reconnect wherever it is now."""
+        if self.by_id.get(session.id) is not session:
+            return
+        session.lost = True
+        session.journal = None
+        session.watchers.clear()
+        task = session.run.task if session.run is not None else None
+        if task is not None and task is not asyncio.current_task():
+            task.cancel()
+        session.outbox.close_all(reason=reason)
+        self.drop(session)
+
+    async def release_evicted(self) -> None:
+        """Write the clean let-go of conversations evicted since the last
+        pass (a failure only costs a gap in their seqs at the next load)."""
+        held, self._releasing = self._releasing, []
+        if self.store is None or not held:
+            return
+        try:
+            await self.store.release(held)
+        except StoreError as exc:
+            log.warning("could not release %d conversations: %s", len(held), exc)
+
+    async def release_all(self) -> None:
+        """At shutdown, after everything is saved: every session let go cleanly."""
+        for session in list(self.by_id.values()):
+            journal = session.journal
+            clean = journal is not None and not journal.pending(session.history)
+            if journal is not None and journal.stored and clean:
+                self._releasing.append((session.id, journal.epoch))
+        await self.release_evicted()
 
     def evict_idle(self) -> int:
         """Drop sessions idle past the grace period; return how many."""
@@ -173,8 +266,10 @@ class SessionTable:
             self._evict(session)
         return len(idle)
 
-    async def flush(self, session: Session) -> None:
-        """Write what the session's journal holds (one transaction)."""
+    async def flush(self, session: Session, *, let_go: bool = True) -> None:
+        """Write what the session's journal holds (one transaction). Refused
+        by the fence, the session is let go (`let_go` False: the caller
+        does it, after telling its clients why)."""
         journal = session.journal
         if self.store is None or journal is None:
             return
@@ -188,11 +283,29 @@ class SessionTable:
             )
             try:
                 await self.store.write(batch)
+            except Fenced:
+                log.error("session %s: another instance owns it now", session.id)
+                if let_go:
+                    self.let_go(session)
+                raise
             except StoreError:
                 journal.give_back(batch)
-                self._dirty.add(session)
+                self._failed(session, journal)
                 raise
             journal.written(batch)
+
+    def _failed(self, session: Session, journal: Journal) -> None:
+        """A flush failed: tried again later, up to `store_max_failures` in
+        a row; then the session is let go (its unsaved part lost, said so)."""
+        if journal.failures < self.settings.store_max_failures:
+            self._dirty.add(session)
+            return
+        log.error(
+            "session %s: %d flushes failed in a row; letting it go",
+            session.id,
+            journal.failures,
+        )
+        self.let_go(session, UNSAVABLE)
 
     async def flush_session(self, session_id: str) -> None:
         """Save what a session in memory has pending (before reading the store)."""
@@ -234,6 +347,7 @@ class SessionTable:
             await self._flush_together(dirty)
             del dirty  # hold no session past its eviction
             self.evict_idle()
+            await self.release_evicted()
             async with self._swept:
                 self._swept.notify_all()
 
@@ -262,9 +376,19 @@ class SessionTable:
                 return
             try:
                 await self.store.write_all([batch for _, _, batch in taken])
+            except Fenced as exc:
+                stale = set(exc.conversation_ids)
+                for session, journal, batch in taken:
+                    if session.id in stale:
+                        self.let_go(session)
+                    else:
+                        journal.give_back(batch)
+                        journal.failures -= 1  # not its fault
+                taken = [t for t in taken if t[0].id not in stale]
             except StoreError:
                 for _session, journal, batch in taken:
                     journal.give_back(batch)
+                    journal.failures -= 1  # counted by the flush one by one
             else:
                 for _session, journal, batch in taken:
                     journal.written(batch)

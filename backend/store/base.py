@@ -7,6 +7,15 @@ replay) and, per owner, the notes its tools saved.
 
 Writes arrive as one `Batch` per flush and are applied in one transaction, so
 a checkpoint never lands without the messages and frames that led to it.
+
+The database is the referee of who may write a conversation. Loading one
+to own it (`take`) raises its *epoch* in the same transaction; every batch
+names the epoch its writer loaded, and is applied only if that is still the
+conversation's epoch (else `Fenced`, and nothing is written). Tools that
+change data do so through the store with the same fence and an idempotency
+key (`EffectKey`), so a call is applied at most once whoever runs it.
+Batches are idempotent by their natural keys (frame seq, message position,
+run id): replaying one whose COMMIT was lost on the way changes nothing.
 `SqlStore` (`store/sql.py`) implements it on SQLAlchemy; `ChatService` uses
 it through its `Journal`s (`chat/journal.py`).
 """
@@ -19,6 +28,7 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from backend.errors import OwnershipLost
 from backend.llm.base import Message, Usage
 from backend.notifications import Frame
 
@@ -116,6 +126,9 @@ class Batch:
 
     conversation_id: str
     updated_at: float
+    epoch: int = 0
+    """The epoch the writer owns the conversation at: the batch is applied
+    only if it is still the conversation's (`Fenced` otherwise)."""
     create: ConversationRecord | None = None
     """Insert the conversation first (its first batch)."""
     truncate_history_at: int | None = None
@@ -145,8 +158,50 @@ class Batch:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class Loaded:
+    """A conversation taken to be owned: everything a session needs, read
+    in the transaction that raised its epoch to `epoch`."""
+
+    record: ConversationRecord
+    epoch: int
+    released: bool
+    """Its last owner let it go cleanly (everything it sent was stored); if
+    not, it may have sent frames it never stored, and seqs skip a gap."""
+    messages: list[Message]
+    frames: list[Frame]
+    last_seq: int
+    files: list[FileRecord]
+
+
+@dataclass(frozen=True, slots=True)
+class EffectKey:
+    """What makes a data-changing tool call safe to run twice: its
+    idempotency key (`<run id>:<tool call id>`) and the fence of the
+    conversation it serves (its id and the epoch its owner holds)."""
+
+    key: str
+    conversation_id: str
+    epoch: int
+    tool_name: str
+
+
 class StoreError(Exception):
     """The database refused or failed an operation."""
+
+
+class Fenced(StoreError, OwnershipLost):
+    """A write came from a stale owner: the conversation's epoch moved on
+    (another instance took it over). Nothing was written; the writer must
+    let the conversation go."""
+
+    def __init__(self, conversation_ids: Sequence[str]) -> None:
+        self.conversation_ids = tuple(conversation_ids)
+        names = ", ".join(self.conversation_ids[:3])
+        super().__init__(
+            f"conversation {names} is owned by another instance now (its epoch "
+            "moved on); nothing was written"
+        )
 
 
 class LimitReached(StoreError):
@@ -164,6 +219,18 @@ class Store(Protocol):
 
     # conversations
     async def create_conversation(self, record: ConversationRecord) -> None: ...
+
+    async def take(
+        self, conversation_id: str, *, max_frame_bytes: int
+    ) -> Loaded | None:
+        """Raise the conversation's epoch and read it, in one transaction
+        (None: no such conversation). The caller owns it at that epoch."""
+        ...
+
+    async def release(self, held: Sequence[tuple[str, int]]) -> None:
+        """Let conversations go cleanly: (id, epoch held) each, everything
+        they sent stored; a pair whose epoch moved on is left as it is."""
+        ...
 
     async def conversation(self, conversation_id: str) -> ConversationRecord | None: ...
 
@@ -217,11 +284,28 @@ class Store(Protocol):
 
     async def file(self, conversation_id: str, file_id: str) -> FileRecord | None: ...
 
+    # tool effects
+    async def effect(self, key: str) -> str | None:
+        """The recorded result (JSON text) of the data-changing call with
+        idempotency key `key`; None if it never took effect."""
+        ...
+
     # notes, per owner
     async def add_note(
-        self, owner: str, text: str, saved_at: float, *, limit: int
-    ) -> NoteRecord: ...
+        self,
+        owner: str,
+        text: str,
+        saved_at: float,
+        *,
+        limit: int,
+        effect: EffectKey | None = None,
+    ) -> NoteRecord:
+        """With `effect`: fenced, and at most once per key (a second call
+        returns the first one's note)."""
+        ...
 
     async def notes(self, owner: str) -> list[NoteRecord]: ...
 
-    async def delete_note(self, owner: str, note_id: int) -> NoteRecord | None: ...
+    async def delete_note(
+        self, owner: str, note_id: int, *, effect: EffectKey | None = None
+    ) -> NoteRecord | None: ...

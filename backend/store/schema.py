@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from sqlalchemy import (
     JSON,
+    BigInteger,
     Column,
     Float,
     ForeignKey,
@@ -43,8 +44,12 @@ conversations = Table(
     Column("created_at", Float, nullable=False),
     Column("updated_at", Float, nullable=False),
     Column("settings", JSON, nullable=False),
+    Column("epoch", BigInteger, nullable=False, server_default="0"),
     Index("ix_conversations_owner_updated", "owner", "updated_at"),
 )
+"""`epoch` is the fencing token: raised by every take-over (in the
+transaction that loads the conversation); every write of its owner is
+conditional on the epoch it loaded (`store/sql.py`, docs/scaling.md)."""
 
 
 def _conversation_id(*, key: bool) -> Column[str]:
@@ -85,16 +90,20 @@ runs = Table(
     Column("active_ms", Float, nullable=False),
     Column("error", Text, nullable=True),
     Column("state", Text, nullable=False),
+    Column("epoch", BigInteger, nullable=False, server_default="0"),
 )
 
 frames = Table(
     "frames",
     metadata,
     _conversation_id(key=True),
-    Column("seq", Integer, primary_key=True, autoincrement=False),
+    Column("seq", BigInteger, primary_key=True, autoincrement=False),
     Column("run_id", ID, nullable=True),
     Column("text", Text, nullable=False),
+    Column("epoch", BigInteger, nullable=False, server_default="0"),
 )
+"""`runs.epoch` and `frames.epoch`: the epoch of the owner that wrote the row."""
+
 
 files = Table(
     "files",
@@ -121,3 +130,17 @@ notes = Table(
     Column("saved_at", Float, nullable=False),
     UniqueConstraint("owner", "number", name="uq_notes_owner_number"),
 )
+
+tool_effects = Table(
+    "tool_effects",
+    metadata,
+    Column("key", String(200), primary_key=True),
+    _conversation_id(key=False),
+    Column("tool_name", String(128), nullable=False),
+    Column("result", Text, nullable=False),
+    Column("created_at", Float, nullable=False),
+)
+"""What a data-changing tool call did, by its idempotency key (`<run id>:<tool
+call id>`), written in the transaction that made the change: a second
+execution with the same key changes nothing and returns this result, and
+`reconcile` reads it to tell whether a call cut off by a crash took effect."""

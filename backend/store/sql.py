@@ -27,6 +27,7 @@ from sqlalchemy import (
     or_,
     select,
     text,
+    tuple_,
     update,
 )
 from sqlalchemy.dialects import postgresql, sqlite
@@ -43,8 +44,11 @@ from backend.store.base import (
     LIVE_STATUSES,
     Batch,
     ConversationRecord,
+    EffectKey,
+    Fenced,
     FileRecord,
     LimitReached,
+    Loaded,
     NoteRecord,
     Page,
     RunRecord,
@@ -57,6 +61,7 @@ from backend.store.schema import (
     messages,
     notes,
     runs,
+    tool_effects,
 )
 
 DRIVERS = {"sqlite": "sqlite+aiosqlite", "postgresql": "postgresql+asyncpg"}
@@ -81,6 +86,12 @@ def engine_url(url: str) -> str:
     return parsed.set(drivername=driver).render_as_string(hide_password=False)
 
 
+IDLE_TRANSACTION_MS = 15_000
+"""PostgreSQL ends a transaction of ours left idle this long: loopwire never
+pauses inside one, so only a frozen process (a long GC pause, SIGSTOP) does,
+and its locks (a fence on a conversation's row) must not hold a take-over
+up for longer."""
+
 SQLITE_CONNECTIONS = 4
 """Connections to a SQLite file: one writer at a time, a few readers."""
 
@@ -100,7 +111,10 @@ def create_engine(url: str) -> AsyncEngine:
     """An engine for `url`; SQLite files (and their folder) are created here."""
     full = engine_url(url)
     if not full.startswith("sqlite"):
-        return create_async_engine(full, pool_pre_ping=True)
+        settings = {"idle_in_transaction_session_timeout": str(IDLE_TRANSACTION_MS)}
+        return create_async_engine(
+            full, pool_pre_ping=True, connect_args={"server_settings": settings}
+        )
     if _in_memory(full):
         engine = create_async_engine(
             full, poolclass=StaticPool, connect_args={"check_same_thread": False}
@@ -135,13 +149,53 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
 
 class _Writes:
     """The statements a flush runs, built once (each is executed with a
-    list of rows: one round trip for any number of conversations)."""
+    list of rows: one round trip for any number of conversations).
+
+    Every insert is idempotent by its natural key (a conversation's id, a
+    message's position, a frame's seq, a run's id), so a batch applied twice
+    (its first COMMIT was lost on the way back) ends as if applied once."""
 
     def __init__(self, dialect_name: str) -> None:
         dialect = postgresql if dialect_name == "postgresql" else sqlite
         c, f, m, r = conversations.c, frames.c, messages.c, runs.c
         self.create = dialect.insert(conversations).on_conflict_do_nothing(
             index_elements=["id"]
+        )
+        self.fence = (
+            update(conversations)
+            .where(tuple_(c.id, c.epoch).in_(bindparam("owned", expanding=True)))
+            .values(epoch=c.epoch)
+            .returning(c.id)
+        )
+        """Lock the rows of the conversations still at the writers' epochs
+        (and say which): a take-over's raise of the epoch waits for this
+        transaction, or this finds the epoch moved."""
+        self.held = select(c.epoch).where(c.id == bindparam("cid")).with_for_update()
+        self.take = (
+            update(conversations)
+            .where(c.id == bindparam("cid"))
+            .values(epoch=func.abs(c.epoch) + 1)
+            .returning(*conversations.c)
+        )
+        self.release = (
+            update(conversations)
+            .where(c.id == bindparam("cid"), c.epoch == bindparam("held"))
+            .values(epoch=-c.epoch)
+        )
+        """A clean let-go: the epoch's sign says the owner stored all it sent
+        (a take-over then needs no gap in the seqs); its writes are fenced
+        off from then on like any stale owner's."""
+        self.frames = dialect.insert(frames).on_conflict_do_nothing(
+            index_elements=["conversation_id", "seq"]
+        )
+        message_upsert = dialect.insert(messages)
+        self.messages = message_upsert.on_conflict_do_update(
+            index_elements=["conversation_id", "position"],
+            set_={
+                column.name: message_upsert.excluded[column.name]
+                for column in messages.c
+                if column.name not in ("conversation_id", "position")
+            },
         )
         self.touch = (
             update(conversations)
@@ -232,6 +286,35 @@ class SqlStore:
         async with self._begin() as conn:
             await conn.execute(insert(conversations).values(**record.model_dump()))
 
+    async def take(
+        self, conversation_id: str, *, max_frame_bytes: int
+    ) -> Loaded | None:
+        try:
+            async with self._begin() as conn:
+                held = await conn.execute(
+                    self._statements.held, {"cid": conversation_id}
+                )
+                before = held.scalar()
+                taken = await conn.execute(
+                    self._statements.take, {"cid": conversation_id}
+                )
+                row = taken.first()
+                if row is None or before is None:
+                    return None
+                return Loaded(
+                    record=_conversation(row),
+                    epoch=int(row.epoch),
+                    released=int(before) <= 0,
+                    messages=await self._messages(conn, conversation_id),
+                    frames=await self._frames(conn, conversation_id, max_frame_bytes),
+                    last_seq=await self._last_seq(conn, conversation_id),
+                    files=await self._files(conn, conversation_id),
+                )
+        except (SQLAlchemyError, OSError) as exc:
+            raise StoreError(
+                f"cannot load conversation {conversation_id}: {exc}"
+            ) from exc
+
     async def conversation(self, conversation_id: str) -> ConversationRecord | None:
         query = select(conversations).where(conversations.c.id == conversation_id)
         async with self._connect() as conn:
@@ -277,13 +360,18 @@ class SqlStore:
     # ------------------------------------------------------------ contents
 
     async def messages(self, conversation_id: str) -> list[Message]:
+        async with self._connect() as conn:
+            return await self._messages(conn, conversation_id)
+
+    async def _messages(
+        self, conn: AsyncConnection, conversation_id: str
+    ) -> list[Message]:
         query = (
             select(messages)
             .where(messages.c.conversation_id == conversation_id)
             .order_by(messages.c.position)
         )
-        async with self._connect() as conn:
-            rows = (await conn.execute(query)).all()
+        rows = (await conn.execute(query)).all()
         return [_message(row) for row in rows]
 
     async def runs(self, conversation_id: str) -> list[RunRecord]:
@@ -315,6 +403,12 @@ class SqlStore:
             return [str(row[0]) for row in (await conn.execute(query)).all()]
 
     async def frames(self, conversation_id: str, *, max_bytes: int) -> list[Frame]:
+        async with self._connect() as conn:
+            return await self._frames(conn, conversation_id, max_bytes)
+
+    async def _frames(
+        self, conn: AsyncConnection, conversation_id: str, max_bytes: int
+    ) -> list[Frame]:
         f = frames.c
         query = (
             select(f.seq, f.run_id, f.text)
@@ -323,23 +417,25 @@ class SqlStore:
         )
         kept: list[Frame] = []
         total = 0
-        async with self._connect() as conn:
-            result = await conn.stream(query)
-            async for seq, run_id, text in result:
-                total += len(text.encode())
-                if total > max_bytes:
-                    break
-                kept.append(Frame(seq, run_id, text))
-            await result.close()
+        result = await conn.stream(query)
+        async for seq, run_id, body in result:
+            total += len(body.encode())
+            if total > max_bytes:
+                break
+            kept.append(Frame(seq, run_id, body))
+        await result.close()
         kept.reverse()
         return kept
 
     async def last_seq(self, conversation_id: str) -> int:
+        async with self._connect() as conn:
+            return await self._last_seq(conn, conversation_id)
+
+    async def _last_seq(self, conn: AsyncConnection, conversation_id: str) -> int:
         query = select(func.max(frames.c.seq)).where(
             frames.c.conversation_id == conversation_id
         )
-        async with self._connect() as conn:
-            value = (await conn.execute(query)).scalar()
+        value = (await conn.execute(query)).scalar()
         return int(value or 0)
 
     # ------------------------------------------------------------ writes
@@ -353,15 +449,22 @@ class SqlStore:
         try:
             async with self._begin() as conn:
                 await self._write(conn, batches)
-        except SQLAlchemyError as exc:
+        except (SQLAlchemyError, OSError) as exc:
             names = ", ".join(b.conversation_id for b in batches[:3])
             more = f" and {len(batches) - 3} more" if len(batches) > 3 else ""
             raise StoreError(f"cannot save conversation {names}{more}: {exc}") from exc
 
     async def _write(self, conn: AsyncConnection, batches: Sequence[Batch]) -> None:
         """Each kind of change as one statement for all the batches (one
-        round trip each, however many conversations the batches touch)."""
-        created = [b.create.model_dump() for b in batches if b.create is not None]
+        round trip each, however many conversations the batches touch),
+        after the fence: a batch whose epoch is not its conversation's any
+        more fails the whole transaction (`Fenced`), before anything is
+        written."""
+        created = [
+            {**b.create.model_dump(), "epoch": b.epoch}
+            for b in batches
+            if b.create is not None
+        ]
         if created:
             await conn.execute(self._statements.create, created)
         touched = [
@@ -387,19 +490,20 @@ class SqlStore:
             for pos, m in b.messages
         ]
         if message_rows:
-            await conn.execute(insert(messages), message_rows)
+            await conn.execute(self._statements.messages, message_rows)
         frame_rows = [
             {
                 "conversation_id": b.conversation_id,
                 "seq": f.seq,
                 "run_id": f.run_id,
                 "text": f.text,
+                "epoch": b.epoch,
             }
             for b in batches
             for f in b.frames
         ]
         if frame_rows:
-            await conn.execute(insert(frames), frame_rows)
+            await conn.execute(self._statements.frames, frame_rows)
         windows = [
             {"cid": b.conversation_id, "below": b.keep_frames_from}
             for b in batches
@@ -407,7 +511,9 @@ class SqlStore:
         ]
         if windows:
             await conn.execute(self._statements.window, windows)
-        run_rows = [_run_row(run) for b in batches for run in b.runs]
+        run_rows = [
+            {**_run_row(run), "epoch": b.epoch} for b in batches for run in b.runs
+        ]
         if run_rows:
             await conn.execute(self._statements.save_run, run_rows)
         removed = [
@@ -417,6 +523,55 @@ class SqlStore:
         ]
         if removed:
             await conn.execute(self._statements.delete_run, removed)
+        await self._fence(conn, [(b.conversation_id, b.epoch) for b in batches])
+
+    async def _fence(self, conn: AsyncConnection, owned: list[tuple[str, int]]) -> None:
+        """The last statement before COMMIT: lock the conversations' rows if
+        their epochs are still the writer's (a take-over's raise then waits
+        for this COMMIT), else `Fenced` (the transaction rolls back). Last,
+        so the lock is held for no more than the COMMIT."""
+        fence = await conn.execute(self._statements.fence, {"owned": owned})
+        current = {str(row[0]) for row in fence}
+        stale = [cid for cid, _epoch in owned if cid not in current]
+        if stale:
+            raise Fenced(stale)
+
+    async def _effect_done(self, conn: AsyncConnection, key: str) -> str | None:
+        query = select(tool_effects.c.result).where(tool_effects.c.key == key)
+        value = (await conn.execute(query)).scalar()
+        return None if value is None else str(value)
+
+    async def _record_effect(
+        self, conn: AsyncConnection, effect: EffectKey, result: str, at: float
+    ) -> None:
+        await conn.execute(
+            insert(tool_effects).values(
+                key=effect.key,
+                conversation_id=effect.conversation_id,
+                tool_name=effect.tool_name,
+                result=result,
+                created_at=at,
+            )
+        )
+
+    async def release(self, held: Sequence[tuple[str, int]]) -> None:
+        if not held:
+            return
+        rows = [{"cid": cid, "held": epoch} for cid, epoch in held]
+        try:
+            async with self._begin() as conn:
+                await conn.execute(self._statements.release, rows)
+        except (SQLAlchemyError, OSError) as exc:
+            raise StoreError(
+                f"cannot release {len(rows)} conversations: {exc}"
+            ) from exc
+
+    async def effect(self, key: str) -> str | None:
+        try:
+            async with self._connect() as conn:
+                return await self._effect_done(conn, key)
+        except (SQLAlchemyError, OSError) as exc:
+            raise StoreError(f"cannot read tool effect {key!r}: {exc}") from exc
 
     # ------------------------------------------------------------ files
 
@@ -448,13 +603,18 @@ class SqlStore:
             await conn.execute(insert(files).values(**record.model_dump()))
 
     async def files(self, conversation_id: str) -> list[FileRecord]:
+        async with self._connect() as conn:
+            return await self._files(conn, conversation_id)
+
+    async def _files(
+        self, conn: AsyncConnection, conversation_id: str
+    ) -> list[FileRecord]:
         query = (
             select(files)
             .where(files.c.conversation_id == conversation_id)
             .order_by(files.c.created_at, files.c.id)
         )
-        async with self._connect() as conn:
-            rows = (await conn.execute(query)).mappings().all()
+        rows = (await conn.execute(query)).mappings().all()
         return [FileRecord.model_validate(dict(row)) for row in rows]
 
     async def file(self, conversation_id: str, file_id: str) -> FileRecord | None:
@@ -469,14 +629,34 @@ class SqlStore:
     # ------------------------------------------------------------ notes
 
     async def add_note(
-        self, owner: str, text: str, saved_at: float, *, limit: int
+        self,
+        owner: str,
+        text: str,
+        saved_at: float,
+        *,
+        limit: int,
+        effect: EffectKey | None = None,
     ) -> NoteRecord:
-        for _attempt in range(3):  # two writers may pick the same number
+        for _attempt in range(3):  # two writers may pick the same number or key
             try:
                 async with self._begin() as conn:
-                    return await self._add_note(conn, owner, text, saved_at, limit)
+                    if effect is not None:
+                        done = await self._effect_done(conn, effect.key)
+                        if done is not None:  # applied before: its result
+                            return NoteRecord.model_validate_json(done)
+                    note = await self._add_note(conn, owner, text, saved_at, limit)
+                    if effect is not None:
+                        await self._record_effect(
+                            conn, effect, note.model_dump_json(), saved_at
+                        )
+                        await self._fence(
+                            conn, [(effect.conversation_id, effect.epoch)]
+                        )
+                    return note
             except IntegrityError:
                 continue
+            except (SQLAlchemyError, OSError) as exc:
+                raise StoreError(f"cannot save the note: {exc}") from exc
         raise StoreError("could not number the note; try again")
 
     async def _add_note(
@@ -509,17 +689,34 @@ class SqlStore:
             rows = (await conn.execute(query)).all()
         return [NoteRecord(id=r.number, text=r.text, saved_at=r.saved_at) for r in rows]
 
-    async def delete_note(self, owner: str, note_id: int) -> NoteRecord | None:
+    async def delete_note(
+        self, owner: str, note_id: int, *, effect: EffectKey | None = None
+    ) -> NoteRecord | None:
         n = notes.c
         where = and_(n.owner == owner, n.number == note_id)
-        async with self._begin() as conn:
-            row = (
-                await conn.execute(select(n.number, n.text, n.saved_at).where(where))
-            ).first()
-            if row is None:
-                return None
-            await conn.execute(delete(notes).where(where))
-        return NoteRecord(id=row.number, text=row.text, saved_at=row.saved_at)
+        try:
+            async with self._begin() as conn:
+                if effect is not None:
+                    done = await self._effect_done(conn, effect.key)
+                    if done is not None:  # applied before: its result
+                        return NoteRecord.model_validate_json(done)
+                row = (
+                    await conn.execute(
+                        select(n.number, n.text, n.saved_at).where(where)
+                    )
+                ).first()
+                if row is None:
+                    return None
+                await conn.execute(delete(notes).where(where))
+                note = NoteRecord(id=row.number, text=row.text, saved_at=row.saved_at)
+                if effect is not None:
+                    await self._record_effect(
+                        conn, effect, note.model_dump_json(), note.saved_at
+                    )
+                    await self._fence(conn, [(effect.conversation_id, effect.epoch)])
+                return note
+        except (SQLAlchemyError, OSError) as exc:
+            raise StoreError(f"cannot delete the note: {exc}") from exc
 
     # ------------------------------------------------------------ for tests
 
@@ -537,11 +734,15 @@ def _count(result: CursorResult[Any]) -> int:
 
 
 def _conversation(row: Row[Any]) -> ConversationRecord:
-    return ConversationRecord.model_validate(row._asdict())
+    values = row._asdict()
+    values.pop("epoch", None)
+    return ConversationRecord.model_validate(values)
 
 
 def _run(row: Row[Any]) -> RunRecord:
-    return RunRecord.model_validate(row._asdict())
+    values = row._asdict()
+    values.pop("epoch", None)
+    return RunRecord.model_validate(values)
 
 
 def _message_row(conversation_id: str, position: int, m: Message) -> dict[str, Any]:

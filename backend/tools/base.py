@@ -77,6 +77,30 @@ class ToolContext:
     data_sources: tuple[str, ...] | None = None
     """The data sources the run may search (`chat.selected_data_sources`;
     None: all of them)."""
+    idempotency_key: str | None = None
+    """`<run id>:<tool call id>`: the same for every execution of this call,
+    wherever and however often it runs. A tool that changes data records
+    its effect under it, so that a second execution changes nothing and
+    returns the first one's result (MCP servers get it in `_meta`)."""
+    epoch: int | None = None
+    """The fencing epoch the conversation is owned at by the instance
+    running the call (None: no store): a store write that names it is
+    refused once another instance has taken the conversation over."""
+
+
+@dataclass(frozen=True, slots=True)
+class Reconciled:
+    """A tool's answer to "did the call with this key take effect?" after
+    the server running it stopped mid-call."""
+
+    took_effect: bool
+    result: Any = None
+    """What the call returned, when it took effect (its `tool_complete`)."""
+
+
+Reconcile = Callable[[ToolContext], Awaitable[Reconciled | None]]
+"""`reconcile(ctx)` (the call's `ctx.idempotency_key`): whether the call took
+effect, or None if the tool cannot tell (then the user is asked)."""
 
 
 ToolFunction = Callable[[A, ToolContext], Any]
@@ -102,6 +126,9 @@ class Tool(Generic[A]):
     summary: str = ""
     """What it does, for people (the UI's tool list and approval dialog);
     empty: the first sentence of `description`, which is for the model."""
+    reconcile: Reconcile | None = None
+    """Tells whether a call cut off by a crash took effect (by its
+    idempotency key), so the run goes on without asking the user."""
     cites: bool = False
     """Its result's `passages` ({source, path, location, score, text}) are
     what the run's answer rests on: the run collects them as its `sources`

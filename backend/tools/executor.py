@@ -37,7 +37,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from backend.errors import ToolError
+from backend.errors import OwnershipLost, ToolError
 from backend.llm.base import Message, ToolCall, ToolStatus
 from backend.protocol import ToolArguments
 from backend.tools.base import AnyTool, ToolContext, ToolRegistry
@@ -285,6 +285,8 @@ class ToolExecutor:
             return _Try("timeout", f"timed out after {timeout:g}s", transient=True)
         except ToolError as exc:
             return _Try("failed", str(exc), transient=exc.retryable)
+        except OwnershipLost:
+            raise  # another instance owns the run now: nothing more here
         except Exception as exc:  # a tool's bug must not take the run down
             log.warning("tool %s crashed", tool.name, exc_info=True)
             return _Try(

@@ -36,7 +36,7 @@ import asyncio
 import logging
 from collections.abc import Collection, Sequence
 from types import TracebackType
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import httpx2
@@ -58,6 +58,11 @@ from backend.tools.mcp_connection import Connection, StartFailed, describe_failu
 __all__ = ["MCPArguments", "MCPManager", "MCPServerConfig", "load_mcp_config"]
 
 log = logging.getLogger(__name__)
+
+IDEMPOTENCY_META = "loopwire/idempotency_key"
+"""The `_meta` key of a `tools/call` that carries the call's idempotency key
+(`<run id>:<tool call id>`, the same however often the call is made): a
+server that changes data can apply each key once."""
 
 _TRANSPORT_ERRORS = (
     OSError,
@@ -190,7 +195,8 @@ def _log_default_approvals(
 
 def _as_tool(server: _Server, spec: mcp_types.Tool, name: str) -> Tool[MCPArguments]:
     async def call(args: MCPArguments, ctx: ToolContext) -> Any:
-        return result_value(await server.call(spec.name, args.arguments()))
+        meta = {IDEMPOTENCY_META: ctx.idempotency_key} if ctx.idempotency_key else None
+        return result_value(await server.call(spec.name, args.arguments(), meta))
 
     summary = spec.description or spec.title or f"The {spec.name!r} tool."
     return Tool(
@@ -234,14 +240,16 @@ class _Server:
         return conn.tools
 
     async def call(
-        self, tool: str, arguments: dict[str, Any]
+        self, tool: str, arguments: dict[str, Any], meta: dict[str, Any] | None = None
     ) -> mcp_types.CallToolResult:
         conn = await self._live()
         client = conn.client
         if client is None:
             raise self._lose(conn, conn.end_reason())
         try:
-            return await client.call_tool(tool, arguments)
+            return await client.call_tool(
+                tool, arguments, meta=cast(mcp_types.RequestParamsMeta, meta)
+            )
         except MCPError as exc:
             if exc.code == mcp_types.CONNECTION_CLOSED:
                 reason = f"the connection closed during the call ({exc.error.message})"

@@ -4,35 +4,54 @@
 `list_notes` only reads. Notes belong to the conversation's owner, not to one
 session: with a database (the default) they are kept there and survive
 restarts; `MemoryNotebook` keeps them in memory for a server without one.
+
+The two that change data do it exactly once per call: each passes its
+call's idempotency key (and the conversation's fencing epoch) to the
+notebook, which applies a key at most once and returns the first result to
+a second execution; their `reconcile` asks the notebook whether a call cut
+off by a crash took effect.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from pydantic import BaseModel, Field
 
 from backend.errors import ToolError
-from backend.store.base import LimitReached, NoteRecord
-from backend.tools.base import Tool, ToolContext, ToolEffect
+from backend.store.base import EffectKey, LimitReached, NoteRecord
+from backend.tools.base import Reconciled, Tool, ToolContext, ToolEffect
 from backend.tools.notes_skill import DeleteNoteSkill, ListNotesSkill, SaveNoteSkill
 
 MAX_NOTES_PER_OWNER = 200
 
 
 class Notebook(Protocol):
-    """Where notes live (the `Store` is one)."""
+    """Where notes live (the `Store` is one). With an `EffectKey`, a change
+    is applied at most once per key (fenced by the conversation's epoch)."""
 
     async def add_note(
-        self, owner: str, text: str, saved_at: float, *, limit: int
+        self,
+        owner: str,
+        text: str,
+        saved_at: float,
+        *,
+        limit: int,
+        effect: EffectKey | None = None,
     ) -> NoteRecord: ...
 
     async def notes(self, owner: str) -> list[NoteRecord]: ...
 
-    async def delete_note(self, owner: str, note_id: int) -> NoteRecord | None: ...
+    async def delete_note(
+        self, owner: str, note_id: int, *, effect: EffectKey | None = None
+    ) -> NoteRecord | None: ...
+
+    async def effect(self, key: str) -> str | None:
+        """The recorded result (JSON) of the change made under `key`."""
+        ...
 
 
 @dataclass
@@ -46,25 +65,49 @@ class MemoryNotebook:
 
     def __init__(self) -> None:
         self._owners: dict[str, _OwnerNotes] = {}
+        self._effects: dict[str, str] = {}
 
     async def add_note(
-        self, owner: str, text: str, saved_at: float, *, limit: int
+        self,
+        owner: str,
+        text: str,
+        saved_at: float,
+        *,
+        limit: int,
+        effect: EffectKey | None = None,
     ) -> NoteRecord:
+        if effect is not None and effect.key in self._effects:
+            return NoteRecord.model_validate_json(self._effects[effect.key])
         book = self._owners.setdefault(owner, _OwnerNotes())
         if len(book.notes) >= limit:
             raise LimitReached(f"{limit} notes are saved already; delete some first")
         note = NoteRecord(id=book.next_id, text=text, saved_at=saved_at)
         book.notes[note.id] = note
         book.next_id += 1
+        self._record(effect, note)
         return note
 
     async def notes(self, owner: str) -> list[NoteRecord]:
         book = self._owners.get(owner)
         return list(book.notes.values()) if book else []
 
-    async def delete_note(self, owner: str, note_id: int) -> NoteRecord | None:
+    async def delete_note(
+        self, owner: str, note_id: int, *, effect: EffectKey | None = None
+    ) -> NoteRecord | None:
+        if effect is not None and effect.key in self._effects:
+            return NoteRecord.model_validate_json(self._effects[effect.key])
         book = self._owners.get(owner)
-        return book.notes.pop(note_id, None) if book else None
+        note = book.notes.pop(note_id, None) if book else None
+        if note is not None:
+            self._record(effect, note)
+        return note
+
+    async def effect(self, key: str) -> str | None:
+        return self._effects.get(key)
+
+    def _record(self, effect: EffectKey | None, note: NoteRecord) -> None:
+        if effect is not None:
+            self._effects[effect.key] = note.model_dump_json()
 
 
 class SaveNoteArgs(BaseModel):
@@ -88,7 +131,11 @@ def note_tools(
         saved_at = round(clock(), 3)
         try:
             note = await notebook.add_note(
-                ctx.owner, args.text.strip(), saved_at, limit=MAX_NOTES_PER_OWNER
+                ctx.owner,
+                args.text.strip(),
+                saved_at,
+                limit=MAX_NOTES_PER_OWNER,
+                effect=effect_key(ctx, "save_note"),
             )
         except LimitReached as exc:
             raise ToolError(str(exc)) from exc
@@ -99,12 +146,25 @@ def note_tools(
         return {"count": len(notes), "notes": notes}
 
     async def delete_note(args: DeleteNoteArgs, ctx: ToolContext) -> dict[str, Any]:
-        note = await notebook.delete_note(ctx.owner, args.id)
+        note = await notebook.delete_note(
+            ctx.owner, args.id, effect=effect_key(ctx, "delete_note")
+        )
         if note is None:
             kept = await notebook.notes(ctx.owner)
             ids = ", ".join(str(n.id) for n in kept) or "none"
             raise ToolError(f"there is no note #{args.id}; existing notes: {ids}")
         return {"deleted": note.model_dump()}
+
+    def reconcile(verb: str) -> Callable[[ToolContext], Awaitable[Reconciled]]:
+        async def took_effect(ctx: ToolContext) -> Reconciled:
+            key = ctx.idempotency_key
+            done = await notebook.effect(key) if key is not None else None
+            if done is None:
+                return Reconciled(took_effect=False)
+            note = NoteRecord.model_validate_json(done)
+            return Reconciled(took_effect=True, result={verb: note.model_dump()})
+
+        return took_effect
 
     return [
         Tool(
@@ -115,6 +175,7 @@ def note_tools(
             ToolEffect(requires_approval=True),
             offline=SaveNoteSkill(),
             summary="Saves a note for you to find later; asks you first.",
+            reconcile=reconcile("saved"),
         ),
         Tool(
             "list_notes",
@@ -133,5 +194,14 @@ def note_tools(
             ToolEffect(idempotent=False),
             offline=DeleteNoteSkill(),
             summary="Deletes one of your saved notes.",
+            reconcile=reconcile("deleted"),
         ),
     ]
+
+
+def effect_key(ctx: ToolContext, tool_name: str) -> EffectKey | None:
+    """The call's key and fence for the store, when it has both (a run of a
+    stored conversation); None: the change is made as a plain one."""
+    if ctx.idempotency_key is None or ctx.epoch is None:
+        return None
+    return EffectKey(ctx.idempotency_key, ctx.session_id, ctx.epoch, tool_name)

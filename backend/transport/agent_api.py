@@ -69,6 +69,7 @@ STATUS = {
     "no_active_run": 409,
     "store_error": 503,
     "unavailable": 503,
+    "moved": 503,
 }
 
 
