@@ -5,6 +5,9 @@ server with `pg_ctl -w` (which waits until it accepts connections) on
 127.0.0.1 and a free port, trusting local connections; `stop()` stops it and
 removes the directory. PostgreSQL refuses to run as root, so under root it
 runs as the `postgres` system user the Debian package creates.
+
+For fault tests, `halt()` stops the server but keeps its data directory and
+port, and `start_again()` brings the same server back (`restart()`: both).
 """
 
 from __future__ import annotations
@@ -18,9 +21,12 @@ import subprocess
 import tempfile
 from pathlib import Path
 from types import TracebackType
+from typing import Literal
 
 USER = "loopwire"
 DATABASE = "loopwire"
+ShutdownMode = Literal["smart", "fast", "immediate"]
+"""pg_ctl's stop modes (`halt()`)."""
 
 
 def find_pg_bin() -> Path | None:
@@ -121,24 +127,7 @@ class PostgresServer:
                 "--encoding=UTF8",
                 "--no-sync",
             )
-            options = (
-                f"-c listen_addresses=127.0.0.1 -c port={self.port} "
-                f"-c unix_socket_directories={self._dir} -c fsync=off "
-                "-c synchronous_commit=off -c full_page_writes=off"
-            )
-            self._run(
-                str(self._bin / "pg_ctl"),
-                "-D",
-                str(data),
-                "-o",
-                options,
-                "-l",
-                str(self._dir / "server.log"),
-                "-w",
-                "-t",
-                "30",
-                "start",
-            )
+            self._pg_ctl_start()
             self._run(
                 str(self._bin / "createdb"),
                 "-h",
@@ -154,6 +143,59 @@ class PostgresServer:
             raise
         self.url = f"postgresql+asyncpg://{USER}@127.0.0.1:{self.port}/{DATABASE}"
         return self
+
+    def _pg_ctl_start(self) -> None:
+        """`pg_ctl start -w` on the data directory, port and options of `start()`."""
+        assert self._bin is not None and self._dir is not None
+        options = (
+            f"-c listen_addresses=127.0.0.1 -c port={self.port} "
+            f"-c unix_socket_directories={self._dir} -c fsync=off "
+            "-c synchronous_commit=off -c full_page_writes=off"
+        )
+        self._run(
+            str(self._bin / "pg_ctl"),
+            "-D",
+            str(self._dir / "data"),
+            "-o",
+            options,
+            "-l",
+            str(self._dir / "server.log"),
+            "-w",
+            "-t",
+            "30",
+            "start",
+        )
+
+    # ------------------------------------------------------------ faults
+
+    def halt(self, mode: ShutdownMode = "fast") -> None:
+        """Stop the server, keeping its data directory and port (for
+        `start_again()`). `mode` is pg_ctl's: `fast` rolls back open
+        transactions and cuts every client; `immediate` is a crash (the
+        next start recovers from the WAL)."""
+        assert self._bin is not None and self._dir is not None, "not started"
+        self._run(
+            str(self._bin / "pg_ctl"),
+            "-D",
+            str(self._dir / "data"),
+            "-m",
+            mode,
+            "-w",
+            "-t",
+            "30",
+            "stop",
+        )
+
+    def start_again(self) -> PostgresServer:
+        """Start a `halt()`ed server again: the same port, URL and data."""
+        assert self._dir is not None, "not started"
+        self._pg_ctl_start()
+        return self
+
+    def restart(self, mode: ShutdownMode = "fast") -> PostgresServer:
+        """`halt(mode)`, then `start_again()`."""
+        self.halt(mode)
+        return self.start_again()
 
     def stop(self) -> None:
         directory, self._dir = self._dir, None

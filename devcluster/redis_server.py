@@ -4,17 +4,24 @@
 with no persistence, in a temporary directory, and returns once its log says
 it accepts connections; `stop()` ends it and removes the directory. Under
 root it runs as the `redis` system user the package creates.
+
+For fault tests, `halt()` ends the server but keeps its port and directory,
+and `start_again()` starts it there again, empty (`restart()`: both).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pwd
 import shutil
+import signal
+import subprocess
 import tempfile
+import threading
 from pathlib import Path
 
-from devcluster.foreground import Foreground
+from devcluster.foreground import STOP_LIMIT_S, Foreground
 from devcluster.ports import free_port
 
 READY = "Ready to accept connections"
@@ -46,6 +53,7 @@ class RedisServer(Foreground):
         self.port = 0
         self.url = ""
         self._dir: Path | None = None
+        self._command: list[str] = []
 
     def start(self) -> RedisServer:
         reason = unavailable_reason()
@@ -62,9 +70,45 @@ class RedisServer(Foreground):
         options = ["--port", str(self.port), "--bind", "127.0.0.1"]
         options += ["--dir", str(self._dir), "--save", "", "--appendonly", "no"]
         options += ["--daemonize", "no", "--logfile", ""]
-        self.spawn([*command, *options], READY, self._dir)
+        self._command = [*command, *options]
+        self.spawn(self._command, READY, self._dir)
         self.url = f"redis://127.0.0.1:{self.port}/0"
         return self
+
+    # ------------------------------------------------------------ faults
+
+    @property
+    def server_pid(self) -> int:
+        """The redis-server process's pid: under root, `pid` is `runuser`'s
+        and this is its child."""
+        pid = self.pid
+        if self._command[:1] != ["runuser"]:
+            return pid
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        return int(children[0]) if children else pid
+
+    def halt(self) -> None:
+        """End the server, keeping its port and directory for `start_again()`.
+        Nothing persists: the data goes with it. SIGTERM goes to redis-server
+        itself: `runuser` would wait 2 s before passing it on."""
+        if self._process is not None and self._process.poll() is None:
+            with contextlib.suppress(OSError, ValueError):
+                os.kill(self.server_pid, signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self._process.wait(timeout=STOP_LIMIT_S)  # runuser follows it
+        super().stop()
+
+    def start_again(self) -> RedisServer:
+        """Start a `halt()`ed server again on the same port (empty)."""
+        assert self._dir is not None and self._command, "not started"
+        self._reader_done = threading.Event()  # the new process's reader's
+        self.spawn(self._command, READY, self._dir)
+        return self
+
+    def restart(self) -> RedisServer:
+        """`halt()`, then `start_again()`: the same port, no data."""
+        self.halt()
+        return self.start_again()
 
     def stop(self) -> None:
         super().stop()

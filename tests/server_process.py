@@ -2,7 +2,9 @@
 
 `start()` returns once uvicorn says it listens (read from its
 log, no polling); the rest of the output is kept in `lines`. `terminate()`
-sends SIGTERM (the graceful shutdown), `kill()` SIGKILL (a crash).
+sends SIGTERM (the graceful shutdown), `kill()` SIGKILL (a crash);
+`freeze()` / `thaw()` stop and continue it (SIGSTOP / SIGCONT), and a frozen
+one is thawed when it is terminated.
 """
 
 from __future__ import annotations
@@ -54,6 +56,8 @@ class ServerProcess:
         self._new_line = asyncio.Condition()
         self._process: asyncio.subprocess.Process | None = None
         self._reader: asyncio.Task[None] | None = None
+        self.frozen = False
+        """`freeze()`d and not thawed since."""
 
     @property
     def ws_url(self) -> str:
@@ -121,9 +125,28 @@ class ServerProcess:
 
     async def _signal(self, sig: signal.Signals) -> int:
         assert self._process is not None
+        if self.frozen and sig != signal.SIGKILL:
+            self.thaw()  # a stopped process acts on SIGTERM only once continued
         with contextlib.suppress(ProcessLookupError):
             self._process.send_signal(sig)
+        self.frozen = False  # SIGKILL ends a stopped process as it is
         return await self._finish()
+
+    def freeze(self) -> None:
+        """SIGSTOP: the process stops where it is (a long GC pause, a stalled
+        VM). Its sockets stay open and nothing is answered; its leases are
+        not renewed. `thaw()` continues it."""
+        process = self._process
+        assert process is not None and process.returncode is None, "not running"
+        process.send_signal(signal.SIGSTOP)
+        self.frozen = True
+
+    def thaw(self) -> None:
+        """SIGCONT: a `freeze()`d process goes on from where it stopped."""
+        if self._process is not None and self._process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                self._process.send_signal(signal.SIGCONT)
+        self.frozen = False
 
     async def _finish(self) -> int:
         assert self._process is not None
@@ -134,7 +157,8 @@ class ServerProcess:
         return code
 
     async def stop_quietly(self) -> None:
-        """SIGTERM if it still runs (SIGKILL if that does not end it)."""
+        """SIGTERM if it still runs (SIGKILL if that does not end it); a
+        frozen process is thawed first."""
         if self._process is None or self._process.returncode is not None:
             return
         try:
