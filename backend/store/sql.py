@@ -205,6 +205,10 @@ class _Writes:
                 title=func.coalesce(bindparam("title"), c.title),
             )
         )
+        owned = and_(c.id == bindparam("cid"), c.epoch == bindparam("held"))
+        self.touch_fenced = self.touch.where(c.epoch == bindparam("held"))
+        """A flush of one conversation: the touch is its fence too."""
+        self.fence_one = update(conversations).where(owned).values(epoch=c.epoch)
         self.window = delete(frames).where(
             f.conversation_id == bindparam("cid"), f.seq < bindparam("below")
         )
@@ -467,16 +471,10 @@ class SqlStore:
         ]
         if created:
             await conn.execute(self._statements.create, created)
-        touched = [
-            {"cid": b.conversation_id, "at": b.updated_at, "title": b.title}
-            for b in batches
-            if b.messages
-            or b.truncate_history_at is not None
-            or b.delete_runs
-            or b.title is not None
-        ]
-        if touched:
-            await conn.execute(self._statements.touch, touched)
+        if len(batches) > 1:
+            touched = [_touch(b) for b in batches if _touches(b)]
+            if touched:
+                await conn.execute(self._statements.touch, touched)
         cuts = [
             {"cid": b.conversation_id, "at": b.truncate_history_at}
             for b in batches
@@ -523,6 +521,13 @@ class SqlStore:
         ]
         if removed:
             await conn.execute(self._statements.delete_run, removed)
+        if len(batches) == 1 and _touches(batches[0]):
+            batch = batches[0]
+            touch = {**_touch(batch), "held": batch.epoch}
+            fenced = await conn.execute(self._statements.touch_fenced, touch)
+            if _count(fenced) != 1:
+                raise Fenced([batch.conversation_id])
+            return
         await self._fence(conn, [(b.conversation_id, b.epoch) for b in batches])
 
     async def _fence(self, conn: AsyncConnection, owned: list[tuple[str, int]]) -> None:
@@ -530,6 +535,14 @@ class SqlStore:
         their epochs are still the writer's (a take-over's raise then waits
         for this COMMIT), else `Fenced` (the transaction rolls back). Last,
         so the lock is held for no more than the COMMIT."""
+        if len(owned) == 1:
+            ((cid, epoch),) = owned
+            one = await conn.execute(
+                self._statements.fence_one, {"cid": cid, "held": epoch}
+            )
+            if _count(one) != 1:
+                raise Fenced([cid])
+            return
         fence = await conn.execute(self._statements.fence, {"owned": owned})
         current = {str(row[0]) for row in fence}
         stale = [cid for cid, _epoch in owned if cid not in current]
@@ -727,6 +740,20 @@ class SqlStore:
 
 
 # ---------------------------------------------------------------- rows
+
+
+def _touches(batch: Batch) -> bool:
+    """The batch changes what the conversation list shows (its time, title)."""
+    return bool(
+        batch.messages
+        or batch.truncate_history_at is not None
+        or batch.delete_runs
+        or batch.title is not None
+    )
+
+
+def _touch(batch: Batch) -> dict[str, Any]:
+    return {"cid": batch.conversation_id, "at": batch.updated_at, "title": batch.title}
 
 
 def _count(result: CursorResult[Any]) -> int:
