@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,6 +13,9 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
 from backend.errors import ConfigError
+from backend.files.blobs import BlobStore
+from backend.files.shelf import FileShelf
+from backend.files.tools import file_tools
 from backend.llm.base import Message, ToolCall, Usage
 from backend.notifications import Frame
 from backend.store import migrate
@@ -25,6 +29,7 @@ from backend.store.base import (
 )
 from backend.store.schema import metadata
 from backend.store.sql import SqlStore, engine_url
+from backend.tools.base import Reconciled, ToolContext
 
 
 @pytest.fixture
@@ -413,3 +418,35 @@ async def test_notes_are_numbered_per_owner_bounded_and_deleted(
     assert await store.delete_note("ann", 1) is None
     assert [(n.id, n.text) for n in await store.notes("ann")] == [(2, "call mom")]
     assert [n.text for n in await store.notes("bob")] == ["his own"]
+
+
+async def test_a_tools_file_is_made_once_per_key_and_fenced(
+    store: SqlStore, tmp_path: Path
+) -> None:
+    """`write_file` through the shelf: its file's id comes from the call's
+    key, so a second execution finds the first file (nothing new, no second
+    `files_update`), `reconcile` finds it too, and a stale owner is refused."""
+    await store.create_conversation(conversation("c1"))
+    taken = await store.take("c1", max_frame_bytes=1000)
+    assert taken is not None
+    shelf = FileShelf(
+        store, BlobStore(tmp_path), max_bytes=1000, max_files=5, clock=lambda: 5.0
+    )
+    announced: list[str] = []
+    shelf.on_added = lambda record: announced.append(record.id)
+    (write_file,) = [t for t in file_tools(shelf) if t.name == "write_file"]
+    args = write_file.args_model(name="sum.md", content="# Sum")
+    ctx = ToolContext("c1", "run1", idempotency_key="run1:call1", epoch=taken.epoch)
+    assert write_file.reconcile is not None
+    assert await write_file.reconcile(ctx) == Reconciled(took_effect=False)
+
+    first = await write_file(args, ctx)
+    again = await write_file(args, ctx)
+    assert again == first and announced == [first["file_id"]]
+    assert [f.name for f in await store.files("c1")] == ["sum.md"]
+    assert await write_file.reconcile(ctx) == Reconciled(took_effect=True, result=first)
+
+    stale = ToolContext("c1", "run1", idempotency_key="run1:call2", epoch=0)
+    with pytest.raises(Fenced):
+        await write_file(args, stale)
+    assert len(await store.files("c1")) == 1

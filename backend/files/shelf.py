@@ -10,6 +10,7 @@ Nothing here takes a path from a client: files are named by their ids.
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from collections.abc import Callable
 
@@ -22,7 +23,7 @@ from backend.files.kinds import (
     kind_of,
 )
 from backend.protocol import FileInfo
-from backend.store.base import FileOrigin, FileRecord, Store
+from backend.store.base import EffectKey, FileOrigin, FileRecord, Store
 
 HEAD_BYTES = 64
 """What `kind_of` looks at (every signature it knows is shorter)."""
@@ -71,9 +72,12 @@ class FileShelf:
         origin: FileOrigin,
         description: str = "",
         run_id: str | None = None,
+        effect: EffectKey | None = None,
     ) -> FileRecord:
         """Keep `content` as a file of the conversation; `FileRefused` (why
-        not) or `LimitReached` (too many files), with nothing kept."""
+        not) or `LimitReached` (too many files), with nothing kept. With
+        `effect` (a tool call's key and fence), the file's id comes from the
+        key: a second call with it returns the first one's file, unchanged."""
         shown = clean_name(name)
         self.check_size(shown, len(content))
         kind = kind_of(shown, content[:HEAD_BYTES])
@@ -81,7 +85,7 @@ class FileShelf:
             check_text(shown, content)
         sha256 = await self.blobs.put(content)
         record = FileRecord(
-            id=uuid.uuid4().hex,
+            id=uuid.uuid4().hex if effect is None else keyed_id(effect.key),
             conversation_id=conversation_id,
             name=shown,
             media_type=kind.media_type,
@@ -92,9 +96,14 @@ class FileShelf:
             run_id=run_id,
             created_at=self.clock(),
         )
-        await self.store.add_file(record, limit=self.max_files)
-        self.on_added(record)
-        return record
+        kept = await self.store.add_file(record, limit=self.max_files, effect=effect)
+        if kept is record:  # new, not one made before under the same key
+            self.on_added(record)
+        return kept
+
+    async def made(self, conversation_id: str, key: str) -> FileRecord | None:
+        """The file a tool call with idempotency key `key` made, if any."""
+        return await self.store.file(conversation_id, keyed_id(key))
 
     async def files(self, conversation_id: str) -> list[FileRecord]:
         return await self.store.files(conversation_id)
@@ -107,3 +116,9 @@ class FileShelf:
         if record is None:
             return None
         return record, await self.blobs.get(record.sha256)
+
+
+def keyed_id(key: str) -> str:
+    """The id of the file a tool call makes: the same for every execution
+    of the call (its idempotency key), like any other file id in shape."""
+    return hashlib.sha256(key.encode()).hexdigest()[:32]

@@ -16,8 +16,9 @@ from pydantic import BaseModel, Field
 from backend.errors import ToolError
 from backend.files.kinds import FileRefused
 from backend.files.shelf import FileShelf
-from backend.store.base import LimitReached
-from backend.tools.base import Tool, ToolContext, ToolEffect
+from backend.store.base import FileRecord, LimitReached
+from backend.tools.base import Reconciled, Tool, ToolContext, ToolEffect
+from backend.tools.effects import effect_key
 
 READ_CHARS = 20_000
 """Characters of a file `read_file` returns at most (the executor cuts a
@@ -87,10 +88,18 @@ def file_tools(shelf: FileShelf) -> list[Tool[Any]]:
                 origin="artifact",
                 description=args.description,
                 run_id=ctx.run_id,
+                effect=effect_key(ctx, "write_file"),
             )
         except (FileRefused, LimitReached) as exc:
             raise ToolError(str(exc)) from exc
-        return {"file_id": record.id, "name": record.name, "size": record.size}
+        return _written(record)
+
+    async def wrote(ctx: ToolContext) -> Reconciled:
+        key = ctx.idempotency_key
+        record = await shelf.made(ctx.session_id, key) if key else None
+        if record is None:
+            return Reconciled(took_effect=False)
+        return Reconciled(took_effect=True, result=_written(record))
 
     return [
         Tool(
@@ -110,5 +119,10 @@ def file_tools(shelf: FileShelf) -> list[Tool[Any]]:
             write_file,
             ToolEffect(),
             summary="Saves a text file in this conversation for you to download.",
+            reconcile=wrote,
         ),
     ]
+
+
+def _written(record: FileRecord) -> dict[str, Any]:
+    return {"file_id": record.id, "name": record.name, "size": record.size}

@@ -274,8 +274,12 @@ class Store(Protocol):
         ...
 
     # files, per conversation
-    async def add_file(self, record: FileRecord, *, limit: int) -> None:
-        """Keep `record`; `LimitReached` if the conversation has `limit` files."""
+    async def add_file(
+        self, record: FileRecord, *, limit: int, effect: EffectKey | None = None
+    ) -> FileRecord:
+        """Keep `record`; `LimitReached` if the conversation has `limit` files.
+        With `effect` (a tool's artifact, its id made from the call's key):
+        fenced, and a file already kept under that id is returned instead."""
         ...
 
     async def files(self, conversation_id: str) -> list[FileRecord]:

@@ -588,32 +588,49 @@ class SqlStore:
 
     # ------------------------------------------------------------ files
 
-    async def add_file(self, record: FileRecord, *, limit: int) -> None:
+    async def add_file(
+        self, record: FileRecord, *, limit: int, effect: EffectKey | None = None
+    ) -> FileRecord:
+        try:
+            async with self._begin() as conn:
+                if effect is not None:
+                    done = await self._file(conn, record.conversation_id, record.id)
+                    if done is not None:  # made before under this key
+                        return done
+                await self._add_file(conn, record, limit)
+                if effect is not None:
+                    made = record.model_dump_json()
+                    await self._record_effect(conn, effect, made, record.created_at)
+                    await self._fence(conn, [(effect.conversation_id, effect.epoch)])
+                return record
+        except (SQLAlchemyError, OSError) as exc:
+            raise StoreError(f"cannot keep file {record.name!r}: {exc}") from exc
+
+    async def _add_file(
+        self, conn: AsyncConnection, record: FileRecord, limit: int
+    ) -> None:
         f = files.c
-        async with self._begin() as conn:
-            # the conversation's row is locked (PostgreSQL; SQLite writes one
-            # at a time anyway), so two uploads cannot both take the last place
-            owner = (
-                await conn.execute(
-                    select(conversations.c.id)
-                    .where(conversations.c.id == record.conversation_id)
-                    .with_for_update()
-                )
-            ).first()
-            if owner is None:
-                raise StoreError(f"no conversation {record.conversation_id!r}")
-            count = (
-                await conn.execute(
-                    select(func.count()).where(
-                        f.conversation_id == record.conversation_id
-                    )
-                )
-            ).scalar_one()
-            if count >= limit:
-                raise LimitReached(
-                    f"this conversation has {limit} files already, the most it takes"
-                )
-            await conn.execute(insert(files).values(**record.model_dump()))
+        # the conversation's row is locked (PostgreSQL; SQLite writes one
+        # at a time anyway), so two uploads cannot both take the last place
+        owner = (
+            await conn.execute(
+                select(conversations.c.id)
+                .where(conversations.c.id == record.conversation_id)
+                .with_for_update()
+            )
+        ).first()
+        if owner is None:
+            raise StoreError(f"no conversation {record.conversation_id!r}")
+        count = (
+            await conn.execute(
+                select(func.count()).where(f.conversation_id == record.conversation_id)
+            )
+        ).scalar_one()
+        if count >= limit:
+            raise LimitReached(
+                f"this conversation has {limit} files already, the most it takes"
+            )
+        await conn.execute(insert(files).values(**record.model_dump()))
 
     async def files(self, conversation_id: str) -> list[FileRecord]:
         async with self._connect() as conn:
@@ -631,12 +648,17 @@ class SqlStore:
         return [FileRecord.model_validate(dict(row)) for row in rows]
 
     async def file(self, conversation_id: str, file_id: str) -> FileRecord | None:
+        async with self._connect() as conn:
+            return await self._file(conn, conversation_id, file_id)
+
+    async def _file(
+        self, conn: AsyncConnection, conversation_id: str, file_id: str
+    ) -> FileRecord | None:
         f = files.c
         query = select(files).where(
             and_(f.conversation_id == conversation_id, f.id == file_id)
         )
-        async with self._connect() as conn:
-            row = (await conn.execute(query)).mappings().first()
+        row = (await conn.execute(query)).mappings().first()
         return None if row is None else FileRecord.model_validate(dict(row))
 
     # ------------------------------------------------------------ notes

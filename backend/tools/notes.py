@@ -24,6 +24,7 @@ from pydantic import BaseModel, Field
 from backend.errors import ToolError
 from backend.store.base import EffectKey, LimitReached, NoteRecord
 from backend.tools.base import Reconciled, Tool, ToolContext, ToolEffect
+from backend.tools.effects import effect_key
 from backend.tools.notes_skill import DeleteNoteSkill, ListNotesSkill, SaveNoteSkill
 
 MAX_NOTES_PER_OWNER = 200
@@ -197,11 +198,3 @@ def note_tools(
             reconcile=reconcile("deleted"),
         ),
     ]
-
-
-def effect_key(ctx: ToolContext, tool_name: str) -> EffectKey | None:
-    """The call's key and fence for the store, when it has both (a run of a
-    stored conversation); None: the change is made as a plain one."""
-    if ctx.idempotency_key is None or ctx.epoch is None:
-        return None
-    return EffectKey(ctx.idempotency_key, ctx.session_id, ctx.epoch, tool_name)
