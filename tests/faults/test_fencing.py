@@ -19,21 +19,28 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
+import sys
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import pytest
 from websockets.exceptions import ConnectionClosed
 
+from tests.fake_openai import FakeOpenAIServer, HangReply, Reply
+from tests.fakes import observe, reason
 from tests.faults import invariants
 from tests.faults.conftest import OwnPostgres, OwnRedis
 from tests.faults.pg_proxy import PgProxy
+from tests.fifo import fifo
 from tests.server_process import ServerProcess
 from tests.ws_client import Client, Frame, label
 
 pytestmark = pytest.mark.timeout(180)
 
+MCP_SERVERS = Path(__file__).resolve().parent.parent / "mcp_servers"
 LEASE_S = 2.0
 NOTE = "buy milk"
 APPROVAL = "tool_approval_request:save_note"
@@ -128,7 +135,7 @@ async def settled(database_url: str, redis_url: str) -> None:
 
 def ran(frames: list[Frame], tool: str = "save_note") -> list[str]:
     """The tool frames of `tool` among `frames`."""
-    return [label(f) for f in frames if label(f).endswith(f":{tool}")]
+    return [label(f) for f in frames if label(f).split(":")[1:2] == [tool]]
 
 
 # ---------------------------------------------------------------- the cases
@@ -288,3 +295,95 @@ async def test_a_commit_whose_answer_is_lost_is_replayed_harmlessly(
         assert ran(frames) == ["tool_complete:save_note"]
         assert not [f for f in frames if f["type"] == "error"]
     await settled(database, redis_url)
+
+
+async def test_an_owner_killed_inside_a_tool_that_cannot_reconcile_asks_the_user(
+    pg_database_url: str,
+    redis_url: str,
+    fake_openai: FakeOpenAIServer,
+    tmp_path: Path,
+) -> None:
+    """An MCP tool that changes something outside loopwire (no `reconcile`)
+    is running on A when A is killed. It got the call's idempotency key in
+    `_meta`. B takes the run over with the call in doubt and asks the user
+    (an approval `in_doubt`) instead of running it again; declined, it is
+    reported as may-have-run and the run answers."""
+    async with fifo(tmp_path, "posted") as (channel, posted):
+        config = tmp_path / "mcp.json"
+        server = {
+            "command": sys.executable,
+            "args": [str(MCP_SERVERS / "tools_server.py")],
+            "effects": {"default": {"requires_approval": False}},
+        }
+        config.write_text(json.dumps({"mcpServers": {"demo": server}}))
+        fake_openai.script(
+            Reply(content=reason("Post it.", tools=["demo__post"])),
+            Reply(tool_calls=[("demo__post", {"channel": channel, "text": "pay"})]),
+            Reply(content=observe(should_continue=False, final="Not posted again.")),
+        )
+        settings = {
+            "llm_base_url": fake_openai.base_url,
+            "llm_api_key": "test",
+            "mcp_config": str(config),
+        }
+        async with (
+            instances(pg_database_url, pg_database_url, redis_url, **settings) as (
+                a_proc,
+                b_proc,
+            ),
+            AsyncExitStack() as stack,
+        ):
+            a = await a_proc.client(stack)
+            session = (await a.recv())["session_id"]
+            await a.send(type="chat", content="post the payment", agent_mode=True)
+            started = (await a.until_label("tool_start:demo__post"))[-1]
+            line = (await posted.readline()).decode().strip()
+            assert line == f"started {started['run_id']}:{started['tool_call_id']}"
+            await a_proc.kill()
+
+            await b_proc.logged(f"took over conversation {session}")
+            b = await b_proc.client(stack, f"session_id={session}&last_seq=0")
+            asked = (await b.until_label("tool_approval_request:demo__post"))[-1]
+            assert asked["in_doubt"] is True
+            await b.send(
+                type="tool_approval_response",
+                tool_call_id=asked["tool_call_id"],
+                approved=False,
+            )
+            frames = await b.run()
+            assert ran(frames, "demo__post") == ["tool_error:demo__post:cancelled"]
+            assert frames[-3]["message"] == "Not posted again."
+        assert fake_openai.pending_replies == 0
+    assert await invariants.check(pg_database_url, redis_url=redis_url) == []
+
+
+async def test_redis_forgetting_its_leases_mid_phase_ends_the_run_once(
+    pg_database_url: str, own_redis: OwnRedis, fake_openai: FakeOpenAIServer
+) -> None:
+    """FLUSHALL while a run is inside a model call: its owner lets it go
+    (cancelled unsaved) at its next renewal, and whoever takes the
+    conversation over reports the run `interrupted`, once, without asking
+    the model again; nothing the old session does afterwards is stored."""
+    fake_openai.script(HangReply(partial_content="Thinking"))
+    settings = {"llm_base_url": fake_openai.base_url, "llm_api_key": "test"}
+    async with (
+        instances(pg_database_url, pg_database_url, own_redis.url, **settings) as (
+            a_proc,
+            b_proc,
+        ),
+        AsyncExitStack() as stack,
+    ):
+        a = await a_proc.client(stack)
+        session = (await a.recv())["session_id"]
+        await a.send(type="chat", content="think hard", agent_mode=True)
+        await a.until_label("agent_turn_start")
+        await fake_openai.wait_for_requests(1)
+        await own_redis.flushall()
+        await rest_of(a)  # let go: its clients are closed
+        await took_over(session, a_proc, b_proc)
+        b = await b_proc.client(stack, f"session_id={session}&last_seq=0")
+        frames = await b.until_label("response_complete")
+        completion = [f for f in frames if label(f) == "agent_completion"]
+        assert [f["reason"] for f in completion] == ["interrupted"]
+        assert len(fake_openai.requests) == 1
+    assert await invariants.check(pg_database_url, redis_url=own_redis.url) == []

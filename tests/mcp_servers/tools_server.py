@@ -3,7 +3,9 @@
 Tools: `echo` (text), `add` (structured), `stats` (JSON as text), `picture`
 (an image block), `fail` (an error result), `pid`, `wait` (runs until
 cancelled, reporting "started" / "cancelled" as lines appended to the file
-or FIFO named by `channel`) and `crash` (the process dies mid-call).
+or FIFO named by `channel`), `post` (a change that never finishes: reports
+"started <the call's idempotency key from _meta>" to `channel`, then waits)
+and `crash` (the process dies mid-call).
 
 `--http`: serve streamable HTTP on a free 127.0.0.1 port, printing the port
 as the first stdout line.
@@ -16,7 +18,7 @@ import os
 import socket
 
 import anyio
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ImageContent
 
@@ -63,6 +65,13 @@ def build_server() -> MCPServer:
         except anyio.get_cancelled_exc_class():
             _signal(channel, "cancelled")
             raise
+        return "unreachable"
+
+    @server.tool(description="Post an entry (it never finishes).")
+    async def post(channel: str, text: str, ctx: Context) -> str:
+        meta = ctx.request_context.meta or {}
+        _signal(channel, f"started {meta.get('loopwire/idempotency_key')}")
+        await anyio.sleep_forever()
         return "unreachable"
 
     @server.tool(description="Kill the server process mid-call.")
