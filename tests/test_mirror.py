@@ -9,7 +9,9 @@ mirror noticing (then it attaches again from its last seq).
 from __future__ import annotations
 
 import json
+from typing import Any
 
+from backend.bus.base import CommandKind, Reply
 from backend.chat.mirror import Mirror
 from backend.chat.session import Subscription
 from backend.notifications import stamp
@@ -21,6 +23,20 @@ def text(seq: int, run_id: str | None = "r1", *, end: bool = False) -> str:
     return stamp(payload, seq=seq, session_id="s" * 32, run_id=run_id, ts=1.0)
 
 
+class Unlinked:
+    """A mirror's link to an owner these tests never reach."""
+
+    async def forward(
+        self, mirror: Mirror, kind: CommandKind, body: dict[str, Any]
+    ) -> Reply:
+        raise AssertionError("nothing is forwarded in these tests")
+
+    def forward_soon(
+        self, mirror: Mirror, kind: CommandKind, body: dict[str, Any]
+    ) -> None:
+        raise AssertionError("nothing is forwarded in these tests")
+
+
 def drained(subscription: Subscription) -> list[int]:
     seqs = []
     while not subscription.queue.empty():
@@ -29,7 +45,7 @@ def drained(subscription: Subscription) -> list[int]:
 
 
 def attached(frames: range, last_seq: int, run_id: str | None = "r1") -> Mirror:
-    mirror = Mirror("s" * 32, owner="alice", max_frame_bytes=1 << 20)
+    mirror = Mirror("s" * 32, owner="alice", max_frame_bytes=1 << 20, link=Unlinked())
     body = {
         "frames": [[s, text(s)] for s in frames],
         "last_seq": last_seq,
@@ -68,7 +84,7 @@ def test_a_new_owner_after_a_crash_goes_on_past_the_gap_it_leaves() -> None:
 
 
 def test_frames_published_before_the_attach_reply_wait_for_it() -> None:
-    mirror = Mirror("s" * 32, owner="alice", max_frame_bytes=1 << 20)
+    mirror = Mirror("s" * 32, owner="alice", max_frame_bytes=1 << 20, link=Unlinked())
     assert mirror.receive(3, 4, text(4))  # before the reply: held back
     assert mirror.receive(4, 5, text(5))
     client = mirror.outbox.subscribe(0)

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from backend.chat.session import OVERFLOW, Outbox, Session, Subscription
+from backend.errors import InvalidMessage
 from backend.notifications import Frame, Notifications, stamp
-from backend.protocol import ChatResponse, ResponseComplete
+from backend.protocol import ChatResponse, ClientMessage, ResponseComplete
 
 
 def frame(seq: int) -> Frame:
@@ -17,6 +19,15 @@ def frame(seq: int) -> Frame:
 
 SIZE = len(frame(1000).text.encode())
 """Bytes of one frame with a four-digit seq."""
+
+
+class NoMessages:
+    """The dispatcher of a session no client message reaches here."""
+
+    async def dispatch(
+        self, session: Session, message: ClientMessage
+    ) -> dict[str, Any]:
+        raise InvalidMessage("no messages in this test")
 
 
 def drain(queue_owner: object) -> list[str]:
@@ -80,7 +91,9 @@ async def test_a_client_that_does_not_read_is_cut_off_not_buffered_forever() -> 
 
 def test_session_ready_reports_the_replay_window() -> None:
     one = len(stamp(ResponseComplete(), seq=100, session_id="s", run_id=None, ts=1.0))
-    session = Session("s", owner="local", max_frame_bytes=20 * one)
+    session = Session(
+        "s", owner="local", max_frame_bytes=20 * one, dispatcher=NoMessages()
+    )
     session.notify = Notifications("s", session, clock=lambda: 1.0)
     for _ in range(120):
         session.notify.response_complete()

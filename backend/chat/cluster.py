@@ -3,44 +3,34 @@
 The instance that holds a conversation's lease owns it: its `Session` (the
 history, the run, the seq counter) lives there and nowhere else. Any other
 instance a client reaches serves it from a `Mirror` and forwards what the
-client sends to the owner (`Command`s); the owner answers them here
-(`command`). Who owns what:
+client sends to the owner as `Command`s (`forward`; answered there by
+`Commands`). Opening a conversation (`open`):
 
-- a conversation opened on an instance with nobody owning it is taken there
-  (`take`: the lease, then the session from the store and its live runs);
-- a new conversation is owned where it starts;
-- an owner that dies leaves its leases to expire; the `sweep` on every
-  instance looks for conversations with live runs (waiting for the user,
-  parked by a shutdown, or cut off mid-phase) and nobody owning them, and
-  takes them: a waiting run waits again, a cut-off one is reported
-  interrupted (`ChatService.recover_session`);
-- an instance that cannot renew a lease lets the session go at once (`lost`):
-  its run is cancelled unsaved and its clients are closed with 1012, to
-  reconnect wherever the conversation is now.
+- one owned here, or that nobody owns, is served here (the latter taken
+  first: `Ownership.take`, its live runs continued);
+- one another instance owns is shown through a mirror, attached to the
+  owner from the start of its replay window;
+- a new conversation is owned where it starts.
 
 Mirrors keep their owner informed (`watching`, every third of a lease) and
 re-attach to whoever owns the conversation after a change, from their last
-seq, so their clients see every frame once, in order.
+seq, so their clients see every frame once, in order. The same loop takes
+the conversations with live runs whose owner died (`Ownership.adopt_orphans`)
+and forgets watchers that stopped reporting.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import enum
 import logging
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import AsyncIterator, Sequence
-from typing import TYPE_CHECKING, Any, cast, get_args
-
-from pydantic import ValidationError
+from typing import Any
 
 from backend.bus.base import (
     FORBIDDEN,
     NOT_HERE,
-    OK,
     Bus,
     BusError,
     Command,
@@ -49,14 +39,13 @@ from backend.bus.base import (
     Reply,
 )
 from backend.chat.mirror import Mirror
-from backend.chat.outcome import run_outcome
+from backend.chat.ownership import MISSING, Ownership
 from backend.chat.session import Session
-from backend.errors import Busy, NoSuchConversation, ProtocolError, Unavailable
-from backend.protocol import ClientMessage, ErrorType, client_message_adapter
-from backend.store.base import FileRecord, StoreError
-
-if TYPE_CHECKING:
-    from backend.chat.service import ChatService
+from backend.chat.sessions import SessionTable
+from backend.chat.target import Target
+from backend.errors import Busy, Unavailable
+from backend.settings import Settings
+from backend.store.base import StoreError
 
 log = logging.getLogger(__name__)
 
@@ -67,33 +56,24 @@ UNREACHABLE = (
 GONE = "this conversation no longer exists (it was deleted); start a new one"
 ATTEMPTS = 3
 """Tries to find a conversation's owner (it may move while we ask)."""
-WATCH_FACTOR = 3.0
-"""A watcher not heard from for this many renewal periods is dropped."""
-
-Target = Session | Mirror
-"""What a connection is attached to: the session itself, or its mirror."""
-
-
-class Absent(enum.Enum):
-    MISSING = "no such conversation"
-    ELSEWHERE = "another instance owns it"
-
-
-MISSING = Absent.MISSING
-ELSEWHERE = Absent.ELSEWHERE
 
 
 class Cluster:
-    def __init__(self, service: ChatService, bus: Bus) -> None:
-        self.service = service
+    def __init__(
+        self,
+        *,
+        bus: Bus,
+        table: SessionTable,
+        settings: Settings,
+        ownership: Ownership,
+    ) -> None:
         self.bus = bus
+        self.table = table
+        self.settings = settings
+        self.ownership = ownership
         self.mirrors: dict[str, Mirror] = {}
-        self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
         self._resyncing: set[str] = set()
         self._tasks: asyncio.TaskGroup | None = None
-        bus.on_command = self.command
-        bus.on_frame = self.frame
-        bus.on_lost = self.lost
 
     @property
     def me(self) -> str:
@@ -111,21 +91,9 @@ class Cluster:
             return []
         return [tasks.create_task(self._every_period())]
 
-    @contextlib.asynccontextmanager
-    async def _lock(self, session_id: str) -> AsyncIterator[None]:
-        """One taker or attacher per conversation at a time (the lock is
-        dropped when nobody holds or waits for it)."""
-        lock, users = self._locks.get(session_id, (asyncio.Lock(), 0))
-        self._locks[session_id] = (lock, users + 1)
-        try:
-            async with lock:
-                yield
-        finally:
-            lock, users = self._locks[session_id]
-            if users == 1:
-                del self._locks[session_id]
-            else:
-                self._locks[session_id] = (lock, users - 1)
+    def stop(self) -> None:
+        """The service's TaskGroup is closing: nothing more is started in it."""
+        self._tasks = None
 
     # ------------------------------------------------------------ opening
 
@@ -147,7 +115,7 @@ class Cluster:
 
     async def _find(self, session_id: str, user: str) -> Target | None:
         for _ in range(ATTEMPTS):
-            local = self.service.table.by_id.get(session_id)
+            local = self.table.by_id.get(session_id)
             if local is not None:
                 return local if local.owner == user else None
             mirror = self.mirrors.get(session_id)
@@ -155,7 +123,7 @@ class Cluster:
                 return mirror if mirror.owner == user else None
             holder = await self.bus.owner_of(session_id)
             if holder is None or holder == self.me:
-                taken = await self.take(session_id)
+                taken = await self.ownership.take(session_id)
                 if taken is MISSING:
                     return None
                 if isinstance(taken, Session):
@@ -172,39 +140,14 @@ class Cluster:
         session_id = uuid.uuid4().hex
         if not await self.bus.claim(session_id):  # a collision of 128 bits
             raise Unavailable("could not start a conversation; try again")
-        return self.service.table.new(session_id, user)
-
-    async def take(self, session_id: str) -> Session | Absent:
-        """Own `session_id` here if nobody does: its lease, the session from
-        the store, and its live runs continued. `ELSEWHERE` if another
-        instance holds it, `MISSING` if there is no such conversation."""
-        async with self._lock(session_id):
-            table = self.service.table
-            if session_id in table.by_id:
-                return table.by_id[session_id]
-            if not self.bus.holds(session_id) and not await self.bus.claim(session_id):
-                return ELSEWHERE
-            try:
-                session = await table.load(session_id)
-                if session is not None:
-                    await self.service.recover_session(session)
-            except BaseException:  # not half taken: neither served nor leased
-                loaded = table.by_id.get(session_id)
-                if loaded is not None:
-                    table.let_go(loaded)
-                self.bus.release(session_id)
-                raise
-            if session is None:
-                self.bus.release(session_id)
-                return MISSING
-            return session
+        return self.table.new(session_id, user)
 
     # ------------------------------------------------------------ mirrors
 
     async def _attach(self, session_id: str, user: str, holder: str) -> Mirror | Reply:
         """A mirror of `holder`'s session, attached from the start of its
         replay window; or why not (`not_here`, `forbidden`)."""
-        async with self._lock(session_id):
+        async with self.ownership.lock(session_id):
             existing = self.mirrors.get(session_id)
             if existing is not None and existing.synced:
                 return existing if existing.owner == user else FORBIDDEN
@@ -212,7 +155,8 @@ class Cluster:
             mirror = Mirror(
                 session_id,
                 owner=user,
-                max_frame_bytes=self.service.settings.frame_log_bytes,
+                max_frame_bytes=self.settings.frame_log_bytes,
+                link=self,
             )
             self.mirrors[session_id] = mirror
             try:
@@ -236,8 +180,8 @@ class Cluster:
     def _make_room(self) -> None:
         """Mirrors count towards `max_sessions` with the sessions: each may
         hold a replay window. Idle ones go first; if none is idle, refuse."""
-        limit = self.service.settings.max_sessions
-        if len(self.mirrors) + len(self.service.table.by_id) < limit:
+        limit = self.settings.max_sessions
+        if len(self.mirrors) + len(self.table.by_id) < limit:
             return
         idle = sorted(
             (m for m in self.mirrors.values() if m.idle), key=lambda m: m.last_active
@@ -312,7 +256,7 @@ class Cluster:
             try:
                 holder = mirror.holder or await self.bus.owner_of(mirror.id)
                 if holder is None:
-                    taken = await self.take(mirror.id)
+                    taken = await self.ownership.take(mirror.id)
                     if taken is MISSING:
                         return Reply(
                             "error", error_type="invalid_message", message=GONE
@@ -339,6 +283,14 @@ class Cluster:
             return reply
         return Reply("error", error_type="unavailable", message=UNREACHABLE)
 
+    def forward_soon(
+        self, mirror: Mirror, kind: CommandKind, body: dict[str, Any]
+    ) -> None:
+        """`forward`, as a task in the service's TaskGroup (for a caller
+        that cannot wait: one being cancelled)."""
+        if self._tasks is not None:
+            self._tasks.create_task(self.forward(mirror, kind, body))
+
     async def request(
         self, session_id: str, user: str, kind: CommandKind, body: dict[str, Any]
     ) -> Reply:
@@ -361,125 +313,12 @@ class Cluster:
                 return reply
         return Reply("error", error_type="unavailable", message=UNREACHABLE)
 
-    # ------------------------------------------------------------ the owner's side
-
-    async def command(self, command: Command) -> Reply:
-        """A command from an instance (the bus's `on_command`)."""
-        if command.kind == "watching":
-            return self._watching(command)
-        session_id = command.session_id
-        if session_id in self._locks and self.bus.holds(session_id):
-            async with self._lock(session_id):  # being taken here: wait for it
-                pass
-        session = self.service.table.by_id.get(session_id)
-        if session is None or not self.bus.holds(session_id):
-            return NOT_HERE
-        if command.kind == "files_added":
-            self.service.files_added(FileRecord.model_validate(command.body))
-            return OK
-        if session.owner != command.user:
-            return FORBIDDEN
-        session.touch()
-        return await self._command(session, command)
-
-    async def _command(self, session: Session, command: Command) -> Reply:
-        match command.kind:
-            case "attach":
-                return self._attached(session, command)
-            case "handle":
-                await self.service.handle(session, _message(command))
-                return OK
-            case "dispatch":
-                try:
-                    body = await self.service.dispatch_here(session, _message(command))
-                except ProtocolError as exc:
-                    return Reply("error", error_type=exc.error_type, message=str(exc))
-                return Reply("ok", body=body)
-            case "report":
-                session.notify.error(
-                    str(command.body["message"]), command.body["error_type"]
-                )
-                return OK
-            case "outcome":
-                return Reply(
-                    "ok",
-                    body=run_outcome(
-                        session, str(command.body["run_id"]), command.body.get("answer")
-                    ),
-                )
-            case "stop_run":
-                self.service.stop_run(session, str(command.body["run_id"]))
-                return OK
-            case "flush":
-                try:
-                    if command.body.get("store"):
-                        stored = await self.service.ensure_stored(
-                            session.id, session.owner
-                        )
-                        return Reply("ok", body={"stored": stored})
-                    await self.service.flush(session)
-                except StoreError as exc:
-                    return Reply("error", error_type="store_error", message=str(exc))
-                return OK
-            case "forget":
-                return Reply("ok", body={"forgotten": self.service.forget(session.id)})
-        return Reply("error", error_type="invalid_message", message="unknown command")
-
-    def _attached(self, session: Session, command: Command) -> Reply:
-        """Register the watcher and answer with the frames after `after`.
-        Nothing awaits between the two: the reply is queued before any
-        frame published after it."""
-        session.watchers[command.sender] = self._watch_deadline()
-        session.relay = self.bus.publish
-        after = int(command.body.get("after", 0))
-        return Reply(
-            "ok",
-            body={
-                "last_seq": session.notify.last_seq,
-                "run_id": session.run.run_id if session.run is not None else None,
-                "frames": session.frames_after(after),
-            },
-        )
-
-    def _watching(self, command: Command) -> Reply:
-        """A watcher's report: the sessions it shows. The reply names those
-        not here now (it re-attaches to their new owner) and the last seq of
-        the others (a frame lost on the way shows as a shortfall)."""
-        gone = []
-        last: dict[str, int] = {}
-        deadline = self._watch_deadline()
-        for session_id in command.body.get("sessions", []):
-            session = self.service.table.by_id.get(session_id)
-            if session is None or not self.bus.holds(session_id):
-                gone.append(session_id)
-            elif command.sender in session.watchers:
-                session.watchers[command.sender] = deadline
-                last[session_id] = session.notify.last_seq
-            else:
-                gone.append(session_id)  # forgotten here: attach again
-        return Reply("ok", body={"gone": gone, "last": last})
-
-    def _watch_deadline(self) -> float:
-        return time.monotonic() + self.period_s * WATCH_FACTOR + 1.0
-
-    # ------------------------------------------------------------ leases lost
-
-    def lost(self, session_ids: Sequence[str]) -> None:
-        """Leases that could not be kept: another instance may own these
-        conversations now, so nothing more is written or sent from here."""
-        for session_id in session_ids:
-            session = self.service.table.by_id.get(session_id)
-            if session is None:
-                continue
-            log.error("session %s: lease lost; letting it go unsaved", session_id)
-            self.service.table.let_go(session)
-
     # ------------------------------------------------------------ the loop
 
     async def _every_period(self) -> None:
         while True:
             await asyncio.sleep(self.period_s)
-            for step in (self.adopt_orphans, self._report_watching):
+            for step in (self.ownership.adopt_orphans, self._report_watching):
                 try:
                     await step()
                 except (BusError, StoreError) as exc:
@@ -487,21 +326,6 @@ class Cluster:
                 except Exception:  # keep the loop: the next period tries again
                     log.exception("cluster: %s failed", step.__name__)
             self._expire_watchers()
-
-    async def adopt_orphans(self) -> list[str]:
-        """Take the conversations with live runs that nobody owns (their
-        owner died or shut down); the ids taken."""
-        store = self.service.store
-        if store is None:
-            return []
-        table = self.service.table
-        ids = [i for i in await store.live_conversations() if i not in table.by_id]
-        taken = []
-        for session_id, holder in zip(ids, await self.bus.owners(ids), strict=True):
-            if holder is None and isinstance(await self.take(session_id), Session):
-                log.info("cluster: took over conversation %s", session_id)
-                taken.append(session_id)
-        return taken
 
     async def _report_watching(self) -> None:
         """Tell each owner which of its sessions we still show; re-attach
@@ -537,37 +361,7 @@ class Cluster:
 
     def _expire_watchers(self) -> None:
         now = time.monotonic()
-        for session in self.service.table.by_id.values():
+        for session in self.table.by_id.values():
             for instance, until in list(session.watchers.items()):
                 if until < now:
                     del session.watchers[instance]
-
-
-def _message(command: Command) -> ClientMessage:
-    try:
-        return client_message_adapter.validate_python(command.body["message"])
-    except (KeyError, ValidationError) as exc:
-        raise ProtocolError(f"a forwarded message is not valid: {exc}") from exc
-
-
-def wire(message: ClientMessage) -> dict[str, Any]:
-    """A client message as the JSON a client would have sent (for the owner)."""
-    return {"type": message.type, **message.model_dump(mode="json", exclude_unset=True)}
-
-
-def error_type_of(reply: Reply) -> ErrorType:
-    """The wire error type of a refusal another instance sent back."""
-    known: tuple[str, ...] = get_args(ErrorType)
-    kind = reply.error_type if reply.error_type in known else "unavailable"
-    return cast(ErrorType, kind)
-
-
-def raise_for(reply: Reply) -> None:
-    """An owner's refusal, raised here as the `ProtocolError` it was there."""
-    if reply.status == "ok":
-        return
-    if reply.status in ("not_here", "forbidden"):
-        raise NoSuchConversation("no such conversation")
-    error = ProtocolError(reply.message or "refused")
-    error.error_type = reply.error_type or "invalid_message"
-    raise error

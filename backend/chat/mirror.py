@@ -8,23 +8,44 @@ a local session uses, so a client cannot tell the difference. Frames are
 taken once each, in `seq` order: one already held is dropped, and one whose
 predecessor (its `prev`) is newer than the mirror's last frame means frames
 were missed, so the mirror attaches again from its last seq.
+
+It is the remote side of a `Target`: what its clients send goes to the
+owner as a command over the bus (its `Link`, the `Cluster`), and what could
+not be delivered is told to its own clients only (`notice`, seq 0).
 """
 
 from __future__ import annotations
 
 import re
 import time
-from typing import Any
+from typing import Any, Protocol
 
+from backend.bus.base import CommandKind, Reply
+from backend.chat.commands import error_type_of, raise_for, wire
 from backend.chat.session import Outbox
 from backend.notifications import Frame, stamp
-from backend.protocol import Error, ErrorType, ServerInfo, SessionReady
+from backend.protocol import ClientMessage, Error, ErrorType, ServerInfo, SessionReady
 
 _HEAD = re.compile(r'"run_id":(?:null|"([^"]*)"),"ts":[^,]*,"type":"(\w+)"')
 
 
+class Link(Protocol):
+    """How a mirror reaches the instance that owns its conversation
+    (`Cluster`): wherever it is now, taking it here if nobody owns it."""
+
+    async def forward(
+        self, mirror: Mirror, kind: CommandKind, body: dict[str, Any]
+    ) -> Reply: ...
+
+    def forward_soon(
+        self, mirror: Mirror, kind: CommandKind, body: dict[str, Any]
+    ) -> None: ...
+
+
 class Mirror:
-    def __init__(self, session_id: str, *, owner: str, max_frame_bytes: int) -> None:
+    def __init__(
+        self, session_id: str, *, owner: str, max_frame_bytes: int, link: Link
+    ) -> None:
         self.id = session_id
         self.owner = owner
         """The user the conversation belongs to (the owning instance checked)."""
@@ -35,6 +56,7 @@ class Mirror:
         self.run_id: str | None = None
         """The run in progress, as the frames tell."""
         self.synced = False
+        self.link = link
         self._early: list[tuple[int, int, str]] = []
         self.last_active = time.monotonic()
 
@@ -95,7 +117,36 @@ class Mirror:
         )
         self.outbox.notice(text)
 
-    def ready_frame(self, *, info: ServerInfo) -> str:
+    # ------------------------------------------------------------ as a Target
+
+    async def handle(self, message: ClientMessage) -> None:
+        """To the owner, which acts on it as on a local client's; if it
+        cannot be delivered, this instance's clients are told."""
+        reply = await self.link.forward(self, "handle", {"message": wire(message)})
+        if reply.status != "ok":
+            self.notice(reply.message or "not delivered", error_type_of(reply))
+
+    async def report(self, message: str, error_type: ErrorType) -> None:
+        body = {"message": message, "error_type": error_type}
+        reply = await self.link.forward(self, "report", body)
+        if reply.status != "ok":
+            self.notice(message, error_type)
+
+    async def dispatch(self, message: ClientMessage) -> dict[str, Any]:
+        reply = await self.link.forward(self, "dispatch", {"message": wire(message)})
+        raise_for(reply)
+        return reply.body
+
+    async def outcome(self, run_id: str, answer: str | None) -> dict[str, Any]:
+        body = {"run_id": run_id, "answer": answer}
+        reply = await self.link.forward(self, "outcome", body)
+        return reply.body if reply.status == "ok" else {}
+
+    def stop_soon(self, run_id: str) -> None:
+        self.link.forward_soon(self, "stop_run", {"run_id": run_id})
+
+    def ready_frame(self, info: ServerInfo, *, resumed: bool) -> str:
+        """`resumed` whatever is asked: the conversation exists, on its owner."""
         payload = SessionReady(
             resumed=True,
             last_seq=self.last_seq,

@@ -7,25 +7,21 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from backend.chat.session import Session
+from backend.agent.state import RunState
+from backend.history import History
 
 
-def run_outcome(session: Session, run_id: str, answer: str | None) -> dict[str, Any]:
+def run_outcome(
+    state: RunState, history: History, answer: str | None
+) -> dict[str, Any]:
     """What an HTTP client is told of a run at its end: where its
-    messages sit in the history (their ids, when saved), its trace and
-    usage. Empty when the run is neither active nor the last one."""
-    run = next(
-        (r for r in (session.run, session.last_run) if r and r.run_id == run_id),
-        None,
-    )
-    if run is None:
-        return {}
-    state = run.state
+    messages sit in the history it worked on (their ids, when saved), its
+    trace and usage."""
     saved = state.request.save_chat
     assistant = None
     if saved and answer is not None:
-        for position in range(len(run.history) - 1, -1, -1):
-            message = run.history[position]
+        for position in range(len(history) - 1, -1, -1):
+            message = history[position]
             if message.role == "assistant" and message.content == answer:
                 assistant = position
                 break

@@ -1,24 +1,26 @@
-"""`ChatService`: sessions, history, and one run per session.
+"""`ChatService`: the conversations, as transports and the app see them.
 
-Transports hand it typed client messages; it answers through each session's
-`Notifications`. Every run goes one way, whatever the mode: a `chat` picks a
-strategy from the injected `StrategyRegistry` (`loop_strategy`, else by mode:
-plain → `llm_only`, tools selected → `act`, `agent_mode` → the configured
-default, data sources named and nothing else → `retrieve`), becomes a
-`RunState`, and a `RunDriver` runs it as a task in the service's TaskGroup
-(never detached). `_finish_run` is the one place that
-writes the answer to history and sends a run's closing frames. A `chat`
-with `replace_from` (an edit) first removes the run it names and every
-later one (`chat/replacement.py`), then starts the same way.
+Transports hand it typed client messages for the conversation a connection
+is attached to (a `Target`: a `Session` owned here, or a `Mirror` of one
+another instance owns, which forwards to the owner); it answers through
+each session's `Notifications`. For a session owned here, `dispatch` acts
+on a message: a `chat` picks a strategy from the injected
+`StrategyRegistry` (`loop_strategy`, else by mode: plain → `llm_only`,
+tools selected → `act`, `agent_mode` → the configured default, data
+sources named and nothing else → `retrieve`) and becomes a `RunState`,
+which the `RunSupervisor` (`chat/runs.py`) runs; a `chat` with
+`replace_from` (an edit) first removes the run it names and every later one
+(`chat/replacement.py`), then starts the same way. The other messages are
+the user's levers on the run (stop, steps, answers, approvals) and a reset.
 
-With a `Store`, conversations last: each session's `Journal` collects its
-frames, messages and run records, written at the run's durable checkpoints
-(before a tool runs, before a wait, at the end) and, for frames outside
-runs, by the write-behind task. A
-session with no socket and no run leaves memory after a grace period and is
-loaded again when someone reconnects. A starting service continues the runs
-that were waiting for the user or parked by a shutdown, and reports the ones
-a dying process cut off mid-phase as interrupted (`Lifecycle` below).
+Its parts, wired here: `SessionTable` (the sessions in memory, loaded from
+and saved to the `Store`), `RunSupervisor` (every run, start to end),
+`Recovery` (what a loaded conversation's live runs become), and, for
+several instances, `Ownership` (taking conversations, losing them),
+`Cluster` (opening, mirrors, forwarding) and `Commands` (what other
+instances ask of the conversations owned here). The service's lifecycle
+holds them together: on start, the runs a previous process left continue;
+on shutdown (`drain`), every run is parked and everything saved.
 """
 
 from __future__ import annotations
@@ -30,56 +32,36 @@ from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
 from typing import Any
 
-from pydantic import ValidationError
-
-from backend.agent.cutoffs import CANCELLED_NOTE
-from backend.agent.driver import RunDriver, RunSuspended
-from backend.agent.loop import AgentContext, AgentResult
 from backend.agent.registry import StrategyRegistry
-from backend.agent.run_control import RunControl
-from backend.agent.state import (
-    ENDING,
-    Answered,
-    Approved,
-    Declined,
-    Ending,
-    RunState,
-    WaitOutcome,
-)
-from backend.agent.summary import summarize_outcomes
-from backend.agent.time_limit import TimeLimit
+from backend.agent.state import Answered, Approved, Declined, RunState
 from backend.bus.base import Bus
 from backend.bus.local import LocalBus
-from backend.chat.cluster import Cluster, Target, error_type_of, raise_for, wire
-from backend.chat.mirror import Mirror
-from backend.chat.outcome import run_outcome
+from backend.chat.cluster import Cluster
+from backend.chat.commands import Commands, raise_for, wire
+from backend.chat.ownership import Ownership
+from backend.chat.recovery import Recovery
 from backend.chat.replacement import conversation_runs, plan_replacement
 from backend.chat.run_requests import PLAIN, TOOL_MODE, RunRequests
+from backend.chat.runs import MOVED_DECISION, RunSupervisor
 from backend.chat.session import ActiveRun, Session
 from backend.chat.sessions import SessionTable
+from backend.chat.target import Target
 from backend.errors import (
     Busy,
     ConfigError,
     InvalidMessage,
     Moved,
     NoSuchConversation,
-    OwnershipLost,
-    ProtocolError,
     StoreUnavailable,
-    incident,
 )
 from backend.files.shelf import info
-from backend.history import History
-from backend.llm.base import LLMClient, Message
-from backend.notifications import stamp
+from backend.llm.base import LLMClient
 from backend.protocol import (
     AgentControlMessage,
-    AgentError,
     AgentStepsGranted,
     AgentUserInputMessage,
     ChatMessage,
     ClientMessage,
-    Error,
     ErrorType,
     Limits,
     ResetSessionMessage,
@@ -89,28 +71,13 @@ from backend.protocol import (
     ToolInfo,
 )
 from backend.settings import Settings
-from backend.store.base import (
-    Fenced,
-    FileRecord,
-    RunRecord,
-    RunStatus,
-    Store,
-    StoreError,
-)
+from backend.store.base import FileRecord, Store, StoreError
 from backend.tools.base import AnyTool, ToolRegistry
 from backend.users import LOCAL_USER
 
 log = logging.getLogger(__name__)
 
 RESTARTING = "the server is restarting; reconnect with your session_id to continue"
-MOVED_DECISION = (
-    "this server no longer holds the conversation, so your decision was not "
-    "taken; reconnect and send it again"
-)
-INTERRUPTED = (
-    "the server stopped while this run was working, so it was ended here; "
-    "what it had done is kept in the conversation"
-)
 
 
 class ChatService:
@@ -152,23 +119,50 @@ class ChatService:
             settings=settings,
             data_sources=data_sources,
         )
-        self.time_limit = TimeLimit(
-            active_s=settings.run_timeout_s,
-            final_answer_s=settings.run_final_answer_timeout_s,
-        )
         self._clock = clock
         self.bus: Bus = bus or LocalBus()
+        self._build_parts(forget_session)
+        self.draining = False
+        self._on_close = on_close
+        self._tasks: asyncio.TaskGroup | None = None
+        self._loops: list[asyncio.Task[None]] = []
+
+    def _build_parts(self, forget_session: Callable[[str], None]) -> None:
+        """The service's parts, and the bus's hooks into them."""
 
         def evicted(session_id: str) -> None:
             forget_session(session_id)
             self.bus.release(session_id)
 
-        self.table = SessionTable(settings, store, forget_session=evicted, clock=clock)
-        self.cluster = Cluster(self, self.bus)
-        self.draining = False
-        self._on_close = on_close
-        self._tasks: asyncio.TaskGroup | None = None
-        self._loops: list[asyncio.Task[None]] = []
+        settings, store, bus = self.settings, self.store, self.bus
+        self.table = SessionTable(
+            settings, store, dispatcher=self, forget_session=evicted, clock=self._clock
+        )
+        self.runs = RunSupervisor(
+            strategies=self.strategies,
+            settings=settings,
+            table=self.table,
+            clock=self._clock,
+        )
+        self.recovery = Recovery(
+            store=store,
+            table=self.table,
+            strategies=self.strategies,
+            runs=self.runs,
+            clock=self._clock,
+        )
+        self.ownership = Ownership(
+            bus=bus, table=self.table, store=store, recovery=self.recovery
+        )
+        self.cluster = Cluster(
+            bus=bus, table=self.table, settings=settings, ownership=self.ownership
+        )
+        self.commands = Commands(
+            service=self, table=self.table, bus=bus, ownership=self.ownership
+        )
+        bus.on_command = self.commands.command
+        bus.on_frame = self.cluster.frame
+        bus.on_lost = self.ownership.lost
 
     @property
     def sessions(self) -> dict[str, Session]:
@@ -181,14 +175,15 @@ class ChatService:
         await self.bus.start()
         self._tasks = asyncio.TaskGroup()
         await self._tasks.__aenter__()
+        self.runs.tasks = self._tasks
         self._loops = [
             self._tasks.create_task(self.table.write_behind()),
             *self.cluster.start(self._tasks),
         ]
         if self.store is not None and self.bus.clustered:
-            await self.cluster.adopt_orphans()
+            await self.ownership.adopt_orphans()
         elif self.store is not None:
-            await self._recover()
+            await self.recovery.recover()
         return self
 
     async def __aexit__(
@@ -205,6 +200,8 @@ class ChatService:
         for loop in self._loops:
             loop.cancel()
         tasks, self._tasks = self._tasks, None
+        self.runs.tasks = None
+        self.cluster.stop()
         try:
             if tasks is not None:
                 await tasks.__aexit__(exc_type, exc, tb)
@@ -346,198 +343,45 @@ class ChatService:
             data_sources=list(self.data_sources),
         )
 
+    # ------------------------------------------------------------ a connection's target
+
     def ready_frame(self, session: Target, *, resumed: bool) -> str:
         """The `session_ready` frame's JSON text for a connection."""
-        if isinstance(session, Mirror):
-            return session.ready_frame(info=self.server_info())
-        return session.notify.session_ready(
-            resumed=resumed,
-            info=self.server_info(),
-            oldest_seq=session.outbox.oldest_seq,
-        )
-
-    # ------------------------------------------------------------ the store
-
-    async def _checkpoint(self, session: Session, run: ActiveRun) -> None:
-        """After every phase. The state is written, with what led to it,
-        before what must outlive the process: a tool about to run (so a crash
-        reports it as one that may have run) and a wait for the user; the
-        run's end and a shutdown's parking write it too. In between, a crash
-        leaves the run `interrupted` whatever was written, so those phases
-        are not worth a transaction each."""
-        state = run.state
-        if state.in_flight is None and not state.waiting:
-            return
-        status: RunStatus = "waiting" if state.waiting else "running"
-        if self._keep(session, state, status):
-            await self._flush_patiently(session)
-
-    async def _flush_patiently(self, session: Session, *, let_go: bool = True) -> None:
-        """`flush`, tried again for up to `store_retry_s` while the database
-        fails (a restart, a connection cut): the run waits rather than ends.
-        A fence (another instance owns it) is final at once."""
-        give_up = time.monotonic() + self.settings.store_retry_s
-        pause = 0.05
-        while True:
-            try:
-                await self.table.flush(session, let_go=let_go)
-                return
-            except Fenced:
-                raise
-            except StoreError as exc:
-                if session.journal is None or time.monotonic() + pause > give_up:
-                    raise
-                log.warning(
-                    "session %s: checkpoint failed (retrying): %s", session.id, exc
-                )
-            await asyncio.sleep(pause)
-            pause = min(pause * 2, 1.0)
-
-    def _keep(self, session: Session, state: RunState, status: RunStatus) -> bool:
-        """Journal the run's record; False when the run is not saved."""
-        if session.journal is None or not state.request.save_chat:
-            return False
-        session.journal.run(self._record(state, status))
-        return True
-
-    def _record(
-        self, state: RunState, status: RunStatus, error: str | None = None
-    ) -> RunRecord:
-        ended = status not in ("running", "waiting", "suspended")
-        return RunRecord(
-            id=state.run_id,
-            conversation_id=state.session_id,
-            strategy=state.strategy,
-            status=status,
-            request=state.request.content,
-            steps=state.step,
-            usage=state.usage,
-            started_at=state.started_at,
-            ended_at=self._clock() if ended else None,
-            active_ms=round(state.active_ms, 3),
-            error=error,
-            state=state.to_json(),
-        )
-
-    # ------------------------------------------------------------ recovery
-
-    async def _recover(self) -> None:
-        """Continue what a previous process left: waiting and parked runs go
-        on; runs it was in the middle of are reported interrupted."""
-        assert self.store is not None
-        for record in await self.store.live_runs():
-            session = self.sessions.get(
-                record.conversation_id
-            ) or await self.table.load(record.conversation_id)
-            if session is not None:
-                await self._continue(session, record)
-
-    async def recover_session(self, session: Session) -> None:
-        """`_recover` for one conversation just taken over by this instance
-        (its owner died or shut down)."""
-        if self.store is None:
-            return
-        for record in await self.store.live_runs(session.id):
-            await self._continue(session, record)
-
-    async def _continue(self, session: Session, record: RunRecord) -> None:
-        if session.run is not None:
-            return
-        try:
-            state = RunState.from_json(record.state)
-        except ValidationError as exc:
-            log.error("run %s: unreadable checkpoint: %s", record.id, exc)
-            self._unreadable(session, record)
-            return
-        if state.strategy not in self.strategies or (
-            record.status == "running" and not _in_doubt(state)
-        ):
-            self._interrupt(session, state)
-        else:  # waiting, parked, or cut off in a tool call: it goes on
-            self._launch(session, state)
-        await self.flush(session)
-
-    def _interrupt(self, session: Session, state: RunState) -> None:
-        strategy = self.strategies.get(state.strategy) or next(iter(self.strategies))
-        notify = session.notify
-        notify.begin_run(state.run_id, agent=state.request.agent)
-        ctx = AgentContext(state, session.history, notify.emit, files=session.files)
-        result = RunDriver(strategy, ctx, RunControl()).interrupted()
-        notify.error(INTERRUPTED, "run_interrupted", in_run=True)
-        run = ActiveRun(state, history=session.history)
-        self._finish_run(session, run, result)
-        self._record_end(session, run, "interrupted")
-        notify.response_complete()
-        self._close(session, run)
-
-    def _unreadable(self, session: Session, record: RunRecord) -> None:
-        if session.journal is not None:
-            session.journal.run(
-                record.model_copy(
-                    update={
-                        "status": "error",
-                        "error": "its checkpoint could not be read",
-                        "ended_at": self._clock(),
-                    }
-                )
-            )
-
-    # ------------------------------------------------------------ messages
+        return session.ready_frame(self.server_info(), resumed=resumed)
 
     async def handle(self, session: Target, message: ClientMessage) -> None:
         """Act on one client message; protocol errors become `error` frames.
         A mirror's message goes to the instance that owns the session."""
         session.touch()
-        if isinstance(session, Mirror):
-            body = {"message": wire(message)}
-            reply = await self.cluster.forward(session, "handle", body)
-            if reply.status != "ok":
-                session.notice(reply.message or "not delivered", error_type_of(reply))
-            return
-        try:
-            await self.dispatch(session, message)
-        except Moved:
-            return  # told already (`_decided`), and the socket closes
-        except ProtocolError as exc:
-            session.notify.error(str(exc), exc.error_type)  # type: ignore[arg-type]
+        await session.handle(message)
 
     async def report(
         self, session: Target, message: str, error_type: ErrorType
     ) -> None:
         """An `error` frame about the client's own input (a frame refused,
         too many frames), in the session's sequence."""
-        if isinstance(session, Session):
-            session.notify.error(message, error_type)
-            return
-        body = {"message": message, "error_type": error_type}
-        reply = await self.cluster.forward(session, "report", body)
-        if reply.status != "ok":
-            session.notice(message, error_type)
-
-    async def dispatch_here(
-        self, session: Session, message: ClientMessage
-    ) -> dict[str, Any]:
-        """`dispatch`, and what an HTTP client is told: a new run's id and
-        where its request sits in the history; the budget after a grant."""
-        await self.dispatch(session, message)
-        run = session.run
-        if isinstance(message, ChatMessage) and run is not None:
-            return {"run_id": run.run_id, "request_at": run.state.request_at}
-        if isinstance(message, AgentControlMessage) and run is not None:
-            return {"max_steps": run.state.max_steps}
-        return {}
+        await session.report(message, error_type)
 
     async def dispatch_to(
         self, session: Target, message: ClientMessage
     ) -> dict[str, Any]:
-        """`dispatch_here` on the session, or on the instance owning the
-        mirrored one; a refusal raises its `ProtocolError` either way."""
-        if isinstance(session, Session):
-            return await self.dispatch_here(session, message)
-        body = {"message": wire(message)}
-        reply = await self.cluster.forward(session, "dispatch", body)
-        raise_for(reply)
-        return reply.body
+        """`dispatch` on the session, or on the instance owning the mirrored
+        one; a refusal raises its `ProtocolError` either way."""
+        return await session.dispatch(message)
+
+    async def outcome_of(
+        self, session: Target, run_id: str | None, answer: str | None
+    ) -> dict[str, Any]:
+        """`run_outcome`, from the instance that owns the session."""
+        if run_id is None:
+            return {}
+        return await session.outcome(run_id, answer)
+
+    def stop_soon(self, session: Target, run_id: str | None) -> None:
+        """Stop the run `run_id` if it is still the session's (an HTTP client
+        that asked for it went away); safe to call while being cancelled."""
+        if run_id is not None:
+            session.stop_soon(run_id)
 
     async def control(
         self, conversation_id: str, user: str, message: ClientMessage
@@ -550,24 +394,40 @@ class ChatService:
             if session.owner != user:
                 raise NoSuchConversation(conversation_id)
             session.touch()
-            return await self.dispatch_here(session, message)
+            return await self.dispatch(session, message)
         if not self.bus.clustered:
             raise NoSuchConversation(conversation_id)
         body = {"message": wire(message)}
         reply = await self.cluster.request(conversation_id, user, "dispatch", body)
         if reply.status == "not_here":  # nobody owns it (its owner died): here
-            taken = await self.cluster.take(conversation_id)
+            taken = await self.ownership.take(conversation_id)
             if isinstance(taken, Session) and taken.owner == user:
-                return await self.dispatch_here(taken, message)
+                return await self.dispatch(taken, message)
         if reply.status in ("not_here", "forbidden"):
             raise NoSuchConversation(conversation_id)
         raise_for(reply)
         return reply.body
 
-    async def dispatch(self, session: Session, message: ClientMessage) -> None:
-        """Act on one client message; a `ProtocolError` says why it cannot be
-        (`handle` turns it into an `error` frame; HTTP routes into a status).
-        Only an edit (`replace_from`) and a decision (stored before it is
+    # ------------------------------------------------------------ messages
+
+    async def dispatch(
+        self, session: Session, message: ClientMessage
+    ) -> dict[str, Any]:
+        """Act on one client message in a session owned here; a
+        `ProtocolError` says why it cannot be (`Session.handle` turns it into
+        an `error` frame; HTTP routes into a status). What an HTTP client is
+        told: a new run's id and where its request sits in the history; the
+        budget after a grant."""
+        await self._act(session, message)
+        run = session.run
+        if isinstance(message, ChatMessage) and run is not None:
+            return {"run_id": run.run_id, "request_at": run.state.request_at}
+        if isinstance(message, AgentControlMessage) and run is not None:
+            return {"max_steps": run.state.max_steps}
+        return {}
+
+    async def _act(self, session: Session, message: ClientMessage) -> None:
+        """Only an edit (`replace_from`) and a decision (stored before it is
         handed to the run) wait."""
         if session.lost:  # its clients were told and closed
             raise Moved(MOVED_DECISION)
@@ -580,72 +440,17 @@ class ChatService:
                 self._control(session, message)
             case AgentUserInputMessage(content=content, question_id=question_id):
                 run = session.answerable(question_id)
-                await self._decided(session, run, Answered(content=content))
+                await self.runs.decided(session, run, Answered(content=content))
                 session.submit_answer(content, question_id)
             case ToolApprovalResponseMessage(
                 tool_call_id=call_id, approved=ok, reason=why
             ):
                 run = session.approvable(call_id)
                 decided = Approved() if ok else Declined(reason=why)
-                await self._decided(session, run, decided)
+                await self.runs.decided(session, run, decided)
                 session.resolve_approval(call_id, ok, why)
             case ResetSessionMessage():
                 self._reset(session)
-
-    async def _decided(
-        self, session: Session, run: ActiveRun, outcome: WaitOutcome
-    ) -> None:
-        """Store a person's decision before the run acts on it: the run's
-        record, still waiting, with the decision as its resolution (a run
-        continued from it acts on it, on any instance). An instance that no
-        longer owns the conversation is refused by the store's fence: the
-        decision is not taken, the client is told to send it again
-        (`moved`), and the conversation is let go here."""
-        state = run.state
-        if session.journal is None or not state.request.save_chat:
-            return
-        decided = state.model_copy(update={"resolution": outcome})
-        session.journal.run(self._record(decided, "waiting"))
-        try:
-            await self._flush_patiently(session, let_go=False)
-        except Fenced as exc:
-            session.outbox.notice(_moved_notice(session.id))  # before it closes
-            self.table.let_go(session)
-            raise Moved(MOVED_DECISION) from exc
-        except StoreError as exc:
-            raise StoreUnavailable(
-                "your decision could not be saved, so it was not taken; try again"
-            ) from exc
-
-    # ------------------------------------------------------------ run outcomes
-
-    async def outcome_of(
-        self, session: Target, run_id: str | None, answer: str | None
-    ) -> dict[str, Any]:
-        """`outcome`, from the instance that owns the session."""
-        if run_id is None:
-            return {}
-        if isinstance(session, Session):
-            return run_outcome(session, run_id, answer)
-        body = {"run_id": run_id, "answer": answer}
-        reply = await self.cluster.forward(session, "outcome", body)
-        return reply.body if reply.status == "ok" else {}
-
-    def stop_soon(self, session: Target, run_id: str | None) -> None:
-        """Stop the run `run_id` if it is still the session's (an HTTP client
-        that asked for it went away); safe to call while being cancelled."""
-        if run_id is None:
-            return
-        if isinstance(session, Session):
-            self.stop_run(session, run_id)
-        elif self._tasks is not None:
-            body = {"run_id": run_id}
-            self._tasks.create_task(self.cluster.forward(session, "stop_run", body))
-
-    def stop_run(self, session: Session, run_id: str) -> None:
-        run = session.run
-        if run is not None and run.run_id == run_id:
-            run.control.stop("immediate")
 
     def _control(self, session: Session, message: AgentControlMessage) -> None:
         run = session.active_run()
@@ -679,7 +484,7 @@ class ChatService:
 
     def _start_run(self, session: Session, message: ChatMessage) -> None:
         self._check_free(session)
-        self._start(session, message, self.requests.state_for(session, message))
+        self.runs.start(session, message, self.requests.state_for(session, message))
 
     def _check_free(self, session: Session) -> None:
         """A new run may start: refuse while draining or while one is active."""
@@ -690,15 +495,6 @@ class ChatService:
                 f"a run is already active in this session ({session.run.run_id}); "
                 "wait for response_complete or stop it"
             )
-
-    def _start(self, session: Session, message: ChatMessage, state: RunState) -> None:
-        history = session.history if message.save_chat else History(session.history)
-        if not message.save_chat and session.journal is not None:
-            session.journal.unsaved_runs.add(state.run_id)
-        state.history_start = 0 if message.include_history else len(history)
-        state.request_at = len(history)
-        history.append(Message.user(message.content))
-        self._launch(session, state, history)
 
     async def _replace_and_start(self, session: Session, message: ChatMessage) -> None:
         """Edit and resend: remove the named run and every later one (history
@@ -740,203 +536,17 @@ class ChatService:
             journal.history_truncated(replacement.cut_at)
             journal.runs_removed(replacement.run_ids)
             session.notify.runs_removed(replacement.run_ids)
-            self._start(session, message, state)
+            self.runs.start(session, message, state)
 
     def resume(self, session: Session, state: RunState) -> None:
-        """Continue a run from its state (a checkpoint) and the session's history.
+        """Continue a run from its state (a checkpoint) and the session's
+        history (`RunSupervisor.resume`)."""
+        self.runs.resume(session, state)
 
-        A run that was waiting for the user waits again without asking twice.
-        """
-        if session.run is not None:
-            raise Busy(
-                f"a run is already active in this session ({session.run.run_id})"
-            )
-        if state.session_id != session.id or state.strategy not in self.strategies:
-            raise InvalidMessage(
-                f"run {state.run_id} cannot continue here (session "
-                f"{state.session_id}, strategy {state.strategy!r})"
-            )
-        self._launch(session, state)
-
-    def _launch(
-        self, session: Session, state: RunState, history: History | None = None
-    ) -> None:
-        if self._tasks is None:
-            raise RuntimeError("ChatService used outside `async with`")
-        run = ActiveRun(state, history=history or session.history)
-        session.run = run
-        run.task = self._tasks.create_task(self._drive(session, run))
-
-    # ------------------------------------------------------------ runs
-
-    async def _drive(self, session: Session, run: ActiveRun) -> None:
-        state, notify = run.state, session.notify
-        notify.begin_run(state.run_id, agent=state.request.agent)
-        strategy = self.strategies.get(state.strategy)
-        assert strategy is not None
-        ctx = AgentContext(
-            state, run.history, notify.emit, files=session.files, held=session.holding
-        )
-
-        async def checkpoint(_ctx: AgentContext) -> None:
-            await self._checkpoint(session, run)
-
-        driver = RunDriver(
-            strategy,
-            ctx,
-            run.control,
-            checkpoint=checkpoint,
-            time_limit=self.time_limit,
-        )
-        try:
-            if self._keep(session, state, "waiting" if state.waiting else "running"):
-                await self._flush_patiently(session)  # a crash reports it
-            ctx.epoch = _fence(session, state)
-            result: AgentResult | None = await driver.run()
-        except RunSuspended:
-            self._park(session, run)
-            await self.table.flush_quietly(session)
-            return
-        except asyncio.CancelledError:
-            self._detach(session)  # past the shutdown grace: left mid-phase
-            raise
-        except OwnershipLost as exc:  # nothing more is written or sent from here
-            log.error("run %s: %s; it goes on where it is owned", state.run_id, exc)
-            self.table.let_go(session)
-            self._detach(session)
-            return
-        except StoreError as exc:
-            case = incident()
-            log.error("run %s: checkpoint failed (%s): %s", state.run_id, case, exc)
-            notify.error(
-                "the run was ended because it could not be saved "
-                f"(incident {case}; the server log has the details)",
-                "store_error",
-                in_run=True,
-            )
-            result = None
-        except Exception:  # outermost layer: report, never kill the service
-            case = incident()
-            log.exception("run %s failed (incident %s)", state.run_id, case)
-            notify.error(
-                f"internal error: the run was ended (incident {case}; the "
-                "server log has the details)",
-                "internal_error",
-                in_run=True,
-            )
-            result = None
-        if result is not None:
-            self._finish_run(session, run, result)
-        else:  # its checkpoint says how it ended, as for any other ending
-            state.ending = Ending(answer=None, reason="error", error="failed")
-            state.phase = ENDING
-        self._record_end(session, run, result.reason if result else "error")
-        with session.holding():  # the outcome is stored before it is announced
-            session.notify.response_complete()
-            await self._flush_quietly(session)
-        self._close(session, run)
-
-    async def _flush_quietly(self, session: Session) -> None:
-        """`_flush_patiently`, a failure logged (the journal keeps what was
-        not written; a fence has let the session go)."""
-        try:
-            await self._flush_patiently(session)
-        except StoreError as exc:
-            log.error("could not save session %s: %s", session.id, exc)
-
-    def _park(self, session: Session, run: ActiveRun) -> None:
-        """A shutdown parked the run: save it as `suspended`; it goes on
-        after the restart."""
-        self._keep(session, run.state, "suspended")
-        self._detach(session)
-
-    def _detach(self, session: Session) -> None:
-        session.notify.end_run()
-        session.run = None
-        session.touch()
-
-    def _record_end(self, session: Session, run: ActiveRun, status: RunStatus) -> None:
-        """After the closing frames: history whole, the record final."""
-        run.history.close_dangling_tool_calls(CANCELLED_NOTE)
-        self._keep(session, run.state, status)
-
-    def _close(self, session: Session, run: ActiveRun) -> None:
-        """After `response_complete`: the session is free for the next run."""
-        session.last_run = run
-        if session.journal is not None:
-            session.journal.run_ended(run.run_id)
-        self._detach(session)
-        self.table.mark(session)  # response_complete, for the write-behind task
-
-    def _finish_run(
-        self, session: Session, run: ActiveRun, result: AgentResult
-    ) -> None:
-        """The one ending of every run: history, then the closing frames."""
-        notify, state = session.notify, run.state
-        agent = state.request.agent
-        if result.reason == "stopped" and agent:
-            notify.agent_stopped(result.steps, result.stop_mode or "immediate")
-        if result.error is not None:
-            if agent:
-                notify.emit(AgentError(message=result.error))
-            else:
-                notify.error(result.error, "llm_error", in_run=True)
-        if result.answer:
-            run.history.append(Message.assistant(result.answer))
-            notify.chat_response(result.answer, sources=state.sources)
-        elif result.reason in ("stopped", "interrupted"):
-            run.history.append(Message.assistant(_cut_short(state, result)))
-        if agent:
-            notify.agent_completion(
-                steps=result.steps,
-                reason=result.reason,
-                usage=result.usage,
-                duration_ms=(self._clock() - state.started_at) * 1000,
-                strategy=state.strategy,
-            )
-
-
-def _fence(session: Session, state: RunState) -> int | None:
-    """The epoch a run's data-changing tools write at: that of a stored
-    conversation the run is saved in (None: nothing to fence)."""
-    journal = session.journal
-    if journal is None or not journal.stored or not state.request.save_chat:
-        return None
-    return journal.epoch
-
-
-def _in_doubt(state: RunState) -> bool:
-    """The run was cut off in a tool call (announced, maybe run): it goes on
-    from there, the call settled by its `reconcile` or by the user."""
-    flight = state.in_flight
-    return (
-        flight is not None
-        and bool(state.queue)
-        and (state.queue[0].id == flight.tool_call_id)
-    )
-
-
-def _moved_notice(session_id: str) -> str:
-    """The `moved` error, outside the session's sequence (seq 0): this
-    instance's numbering of the conversation is not the owner's any more."""
-    return stamp(
-        Error(message=MOVED_DECISION, error_type="moved"),
-        seq=0,
-        session_id=session_id,
-        run_id=None,
-        ts=time.time(),
-    )
-
-
-def _cut_short(state: RunState, result: AgentResult) -> str:
-    """What history keeps of a run cut off before it answered, so that a
-    "continue" in the next message picks up from there."""
-    how = "stopped by the user" if result.reason == "stopped" else "interrupted"
-    done = summarize_outcomes(state.outcomes, state.step) if state.outcomes else ""
-    notes = " ".join(state.observations[-3:])
-    parts = [f"(This run was {how} at step {state.step} before it answered.)"]
-    parts += [text for text in (notes, done) if text]
-    return "\n\n".join(parts)
+    async def recover_session(self, session: Session) -> None:
+        """What the live runs of a conversation just loaded become
+        (`Recovery.recover_session`)."""
+        await self.recovery.recover_session(session)
 
 
 def _tool_info(tool: AnyTool) -> ToolInfo:

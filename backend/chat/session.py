@@ -6,6 +6,9 @@ client that disconnects only unsubscribes; the session and its run carry on,
 and a reconnect with the last seen `seq` gets every frame it missed, in
 order, without duplicates. The session's `Journal` takes the same frames to
 the store, so a reconnect after a restart replays them too.
+
+A `Session` is the local side of a `Target` (`chat/target.py`): a client's
+message is acted on here, by its `Dispatcher` (the `ChatService`).
 """
 
 from __future__ import annotations
@@ -16,14 +19,22 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from backend.agent.run_control import RunControl, UserAnswer
 from backend.agent.state import RunState
 from backend.chat.journal import Journal
-from backend.errors import NoActiveRun, NoPendingApproval, NoPendingInput
+from backend.chat.outcome import run_outcome
+from backend.errors import (
+    Moved,
+    NoActiveRun,
+    NoPendingApproval,
+    NoPendingInput,
+    ProtocolError,
+)
 from backend.history import History
 from backend.notifications import Frame, Notifications
-from backend.protocol import FileInfo
+from backend.protocol import ClientMessage, ErrorType, FileInfo, ServerInfo
 
 OVERFLOW = ""
 """Queued instead of a frame when a client fell too far behind."""
@@ -161,6 +172,16 @@ class ActiveRun:
         return self.state.run_id
 
 
+class Dispatcher(Protocol):
+    """What acts on a client's message in a session owned here
+    (`ChatService.dispatch`): a `ProtocolError` says why it cannot; the
+    answer is what an HTTP client is told."""
+
+    async def dispatch(
+        self, session: Session, message: ClientMessage
+    ) -> dict[str, Any]: ...
+
+
 class Session:
     """A conversation in memory: history, frames, its run, and its journal.
 
@@ -174,11 +195,13 @@ class Session:
         *,
         owner: str,
         max_frame_bytes: int,
+        dispatcher: Dispatcher,
         history: History | None = None,
         last_seq: int = 0,
         journal: Journal | None = None,
     ) -> None:
         self.id = session_id
+        self.dispatcher = dispatcher
         self.owner = owner
         self.history = history if history is not None else History()
         self.files: list[FileInfo] = []
@@ -248,6 +271,46 @@ class Session:
 
     def touch(self) -> None:
         self.last_active = time.monotonic()
+
+    # ------------------------------------------------------------ as a Target
+
+    @property
+    def run_id(self) -> str | None:
+        """The run in progress, if any."""
+        return self.run.run_id if self.run is not None else None
+
+    async def handle(self, message: ClientMessage) -> None:
+        """Act on a client's message; a refusal becomes an `error` frame (a
+        `moved` one was told already, and the socket closes)."""
+        try:
+            await self.dispatcher.dispatch(self, message)
+        except Moved:
+            return
+        except ProtocolError as exc:
+            self.notify.error(str(exc), exc.error_type)  # type: ignore[arg-type]
+
+    async def report(self, message: str, error_type: ErrorType) -> None:
+        self.notify.error(message, error_type)
+
+    async def dispatch(self, message: ClientMessage) -> dict[str, Any]:
+        return await self.dispatcher.dispatch(self, message)
+
+    async def outcome(self, run_id: str, answer: str | None) -> dict[str, Any]:
+        """`run_outcome` of the active or the last run; empty for any other."""
+        for run in (self.run, self.last_run):
+            if run is not None and run.run_id == run_id:
+                return run_outcome(run.state, run.history, answer)
+        return {}
+
+    def stop_soon(self, run_id: str) -> None:
+        run = self.run
+        if run is not None and run.run_id == run_id:
+            run.control.stop("immediate")
+
+    def ready_frame(self, info: ServerInfo, *, resumed: bool) -> str:
+        return self.notify.session_ready(
+            resumed=resumed, info=info, oldest_seq=self.outbox.oldest_seq
+        )
 
     def active_run(self) -> ActiveRun:
         if self.run is None:

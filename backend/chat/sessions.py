@@ -20,7 +20,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 
 from backend.chat.journal import Journal
-from backend.chat.session import Session
+from backend.chat.session import Dispatcher, Session
 from backend.errors import Busy
 from backend.files.shelf import info
 from backend.history import History
@@ -55,11 +55,14 @@ class SessionTable:
         settings: Settings,
         store: Store | None,
         *,
+        dispatcher: Dispatcher,
         forget_session: Callable[[str], None],
         clock: Callable[[], float],
     ) -> None:
         self.settings = settings
         self.store = store
+        self.dispatcher = dispatcher
+        """What acts on the messages sent to the sessions (`ChatService`)."""
         self._forget_session = forget_session
         self._clock = clock
         self.by_id: dict[str, Session] = {}
@@ -94,6 +97,7 @@ class SessionTable:
             session_id,
             owner=owner,
             max_frame_bytes=self.settings.frame_log_bytes,
+            dispatcher=self.dispatcher,
             journal=self._journal(record, stored=False) if self.store else None,
         )
         self.by_id[session.id] = session
@@ -158,6 +162,7 @@ class SessionTable:
             record.id,
             owner=record.owner,
             max_frame_bytes=self.settings.frame_log_bytes,
+            dispatcher=self.dispatcher,
             history=History(loaded.messages),
             last_seq=loaded.last_seq,
             journal=self._journal(
@@ -341,7 +346,8 @@ class SessionTable:
         sweep_s = max(min(self.settings.session_grace_s / 2, 30.0), 0.01)
         while True:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout=sweep_s)
+                async with asyncio.timeout(sweep_s):  # wait_for could eat a cancel
+                    await self._wake.wait()
             self._wake.clear()
             dirty, self._dirty = self._dirty, set()
             await self._flush_together(dirty)

@@ -39,10 +39,9 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from backend.aio import race
-from backend.chat.cluster import Target
-from backend.chat.mirror import Mirror
 from backend.chat.service import ChatService
 from backend.chat.session import CLOSING, OVERFLOW, Subscription
+from backend.chat.target import Target
 from backend.errors import NoSuchConversation, ProtocolError
 from backend.protocol import (
     STEPS_LIMIT,
@@ -247,7 +246,7 @@ class AgentAPI:
             return opened
         session = opened
         subscription = session.outbox.subscribe(int(last_event_id))
-        follow = _Follow(_run_in_progress(session))
+        follow = _Follow(session.run_id)
         return EventSourceResponse(
             self._stream(request, session, subscription, follow, detach=True),
             ping=PING_S,
@@ -402,12 +401,6 @@ class AgentAPI:
         if answer is None and "max_steps" in done:  # steps granted
             answer = {"status": "granted", "max_steps": done["max_steps"]}
         return JSONResponse(answer or {"status": "done"})
-
-
-def _run_in_progress(session: Target) -> str | None:
-    if isinstance(session, Mirror):
-        return session.run_id
-    return session.run.run_id if session.run is not None else None
 
 
 async def _gone(request: Request) -> None:

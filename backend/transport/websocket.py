@@ -22,9 +22,9 @@ from pydantic import ValidationError
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
 from backend.bounded_json import load_json
-from backend.chat.cluster import Target
 from backend.chat.service import RESTARTING, ChatService
 from backend.chat.session import CLOSING, OVERFLOW, Subscription
+from backend.chat.target import Target
 from backend.errors import Busy, InvalidMessage, Unavailable, incident
 from backend.notifications import outside_session
 from backend.protocol import (
