@@ -113,12 +113,16 @@ class Answers:
         return await self._read("your answer> ")
 
     async def approval(self, request: ToolApprovalRequest) -> bool | None:
-        """Whether to run the tool, or None when nobody can say."""
+        """Whether to run the tool, or None when nobody can say. A call
+        `in_doubt` may have run already: yes runs it again."""
+        name = request.tool_name
         if self._approve is not None:
-            self._terminal.note(f"approve {request.tool_name}? {self._approve}")
+            asked = f"run {name} again?" if request.in_doubt else f"approve {name}?"
+            self._terminal.note(f"{asked} {self._approve}")
             return self._approve == "yes"
-        arguments = json.dumps(request.arguments, ensure_ascii=False)
-        reply = await self._read(f"approve {request.tool_name}({arguments})? [y/N] ")
+        call = f"{name}({json.dumps(request.arguments, ensure_ascii=False)})"
+        asked = f"run {call} again?" if request.in_doubt else f"approve {call}?"
+        reply = await self._read(f"{asked} [y/N] ")
         if reply is None:
             return None
         return reply.strip().lower() in ("y", "yes")

@@ -12,7 +12,10 @@ once (across reconnects too), through `response_complete`; an `error` frame
 ends it with `AgentError`. Controls (`stop`, `stop_after_step`,
 `grant_steps`, `answer`, `approve`) may be called from the loop's body or
 from another task. `on_question` / `on_approval` answer without a person:
-they are called with the frame before it is yielded.
+they are called with the frame before it is yielded. An answer, approval or
+stop that a dropped socket (or an instance that no longer holds the
+conversation: `moved`) kept from the run is sent again after the reconnect,
+if the replay shows the run still waiting for it.
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ from backend.protocol import (
     AgentControlMessage,
     AgentRequestInput,
     AgentRequestInputTimeout,
+    AgentStepsGranted,
+    AgentStopped,
     AgentUserInputMessage,
     ChatMessage,
     ChatResponse,
@@ -40,7 +45,14 @@ from backend.protocol import (
     ToolApprovalRequest,
     ToolApprovalResponseMessage,
 )
-from loopwire.connection import STALE_CONTROL, Backoff, Connection, Event, envelope
+from loopwire.connection import (
+    STALE_CONTROL,
+    Acted,
+    Backoff,
+    Connection,
+    Event,
+    envelope,
+)
 from loopwire.errors import AgentError, ClientError, NoPendingQuestion
 
 T = TypeVar("T")
@@ -96,6 +108,8 @@ class AgentClient:
         self.run_open = False
         """A `chat` was sent and its run's end not yet seen."""
         self.pending_question: AgentRequestInput | None = None
+        self._approvals: dict[str, ToolApprovalRequest] = {}
+        """The run's approval requests seen, by call id."""
         self._receiving = False
         self._turn: object | None = None
         self._abandoned: set[str] = set()
@@ -175,6 +189,7 @@ class AgentClient:
             self._abandoned.add(self.run_id)  # left early: skip its late frames
         turn = self._turn = object()
         self.run_id, self.pending_question = None, None
+        self._approvals.clear()
         self.connection.settle()
         await self.connection.send(message)
         self.run_open = True
@@ -246,10 +261,12 @@ class AgentClient:
                 reply = await _settle(self.on_question(frame))
                 if reply is not None:
                     await self.answer(reply)
-        elif isinstance(frame, ToolApprovalRequest) and self.on_approval is not None:
-            approved = await _settle(self.on_approval(frame))
-            if approved is not None:
-                await self.approve(frame.tool_call_id, approved)
+        elif isinstance(frame, ToolApprovalRequest):
+            self._approvals[frame.tool_call_id] = frame
+            if self.on_approval is not None:
+                approved = await _settle(self.on_approval(frame))
+                if approved is not None:
+                    await self.approve(frame.tool_call_id, approved)
         elif isinstance(frame, AgentRequestInputTimeout):
             self.pending_question = None
         elif isinstance(frame, ResponseComplete):
@@ -261,14 +278,14 @@ class AgentClient:
     async def stop(self) -> None:
         """End the run at once (nothing when this client has no run open)."""
         await self._control(
-            AgentControlMessage(type="agent_control", action="stop"), resend=True
+            AgentControlMessage(type="agent_control", action="stop"), until=_ended
         )
 
     async def stop_after_step(self) -> None:
         """End the run at its next phase boundary."""
         await self._control(
             AgentControlMessage(type="agent_control", action="stop_after_step"),
-            resend=True,
+            until=_ended,
         )
 
     async def grant_steps(self, steps: int) -> None:
@@ -296,13 +313,22 @@ class AgentClient:
                 content=text,
                 question_id=question.question_id,
             ),
-            resend=True,
+            until=_after(question),
         )
 
     async def approve(
         self, call_id: str, approved: bool, reason: str | None = None
     ) -> None:
-        """Allow (or decline, with an optional reason) a tool call that waits."""
+        """Allow (or decline, with an optional reason) a tool call that waits.
+
+        A request `in_doubt` is a call that was running when the server
+        running it stopped: approving it runs it again."""
+        request = self._approvals.get(call_id)
+        acted = (
+            _after(request)
+            if request is not None
+            else _later_in_run(self.run_id, self.connection.last_seq)
+        )
         await self.connection.send(
             _validated(
                 ToolApprovalResponseMessage,
@@ -311,14 +337,43 @@ class AgentClient:
                 approved=approved,
                 reason=reason,
             ),
-            resend=True,
+            until=acted,
         )
 
     async def _control(
-        self, message: AgentControlMessage, *, resend: bool = False
+        self, message: AgentControlMessage, *, until: Acted | None = None
     ) -> None:
         if self.run_open:
-            await self.connection.send(message, resend=resend)
+            await self.connection.send(message, until=until)
+
+
+def _ended(frame: Event) -> bool:
+    """A stop was acted on: the run stopped, or ended anyway."""
+    return isinstance(frame, AgentStopped | ResponseComplete)
+
+
+def _after(request: AgentRequestInput | ToolApprovalRequest) -> Acted:
+    """A decision on `request` was acted on (see `_later_in_run`)."""
+    head = envelope(request)
+    return _later_in_run(head.run_id, head.seq)
+
+
+def _later_in_run(run_id: str | None, seq: int) -> Acted:
+    """The run's next frame after `seq` shows what became of the decision on
+    what it waited for there (the result of the call, the question's
+    follow-up, a call in doubt asked about again after a crash, a timeout, a
+    stop); only a step grant may come while it still waits."""
+
+    def acted_on(frame: Event) -> bool:
+        head = envelope(frame)
+        return (
+            head.seq > seq
+            and head.run_id is not None
+            and run_id in (None, head.run_id)
+            and not isinstance(frame, AgentStepsGranted)
+        )
+
+    return acted_on
 
 
 M = TypeVar("M", bound=BaseModel)

@@ -7,6 +7,12 @@ order, each once: when a socket drops it dials again with `session_id` and
 already seen is dropped. Reconnecting backs off (`Backoff`) and gives up
 with `ConnectionFailed` after its last attempt. Whoever notices the drop
 first, the reader or a sender, reconnects; the other waits for it.
+
+A decision (an answer, an approval, a stop) is kept until a frame shows the
+server acted on it. When the socket drops first, or the server says the
+decision reached an instance that no longer holds the conversation
+(`moved`), it is sent again on the new socket, once the replay there shows
+it is still awaited.
 """
 
 from __future__ import annotations
@@ -15,7 +21,8 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import Iterator
+from collections import deque
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -55,6 +62,23 @@ RETRY_ERROR_TYPES = frozenset(
     {"server_restarting", "busy", "store_error", "unavailable"}
 )
 """`error` frames instead of `session_ready` that say "try again later"."""
+MOVED = "moved"
+"""The `error_type` of a decision that reached an instance which no longer
+holds the conversation: not taken; the socket closes (1012) next."""
+REPLAY_QUIET_S = 0.25
+"""After a reconnect, how long without a frame ends the replay when no frame
+carries `session_ready.last_seq` (a take-over after a crash skips seqs)."""
+
+Acted = Callable[[Event], bool]
+"""Whether a frame shows that the server acted on a kept decision."""
+
+
+@dataclass(frozen=True)
+class _Kept:
+    """A decision sent, to be sent again after a reconnect until `acted_on`."""
+
+    text: str
+    acted_on: Acted
 
 
 @dataclass(frozen=True)
@@ -146,7 +170,9 @@ class Connection:
         self._ready: SessionReady | None = None
         self._lock = asyncio.Lock()
         self._closed = False
-        self._resends: list[str] = []
+        self._kept: list[_Kept] = []
+        self._backlog: deque[str | bytes] = deque()
+        """The replay read while reconnecting, not handed out yet."""
         self._stale_expected = 0
 
     @property
@@ -181,25 +207,38 @@ class Connection:
     async def receive(self) -> Event:
         """The next frame of the session not handed out before."""
         while True:
-            socket = self._live()
-            try:
-                text = await socket.recv()
-            except ConnectionClosed as exc:
-                await self._recover(socket, exc)
-                continue
+            text: str | bytes
+            if self._backlog:
+                text = self._backlog.popleft()
+            else:
+                socket = self._live()
+                try:
+                    text = await socket.recv()
+                except ConnectionClosed as exc:
+                    await self._recover(socket, exc)
+                    continue
             frame = parse_frame(text)
             seq = envelope(frame).seq
             if 0 < seq <= self.last_seq:
                 continue  # replayed, and already handed out
             self.last_seq = max(self.last_seq, seq)
+            self._note(frame)
             if isinstance(frame, Error) and self._absorbs(frame):
                 continue
             return frame
 
+    def _note(self, frame: Event) -> None:
+        """Forget the decisions `frame` shows were acted on."""
+        if self._kept:
+            self._kept = [kept for kept in self._kept if not kept.acted_on(frame)]
+
     def _absorbs(self, error: Error) -> bool:
         """Errors about the connection, not the run: a restart (the socket
-        closes next, the session goes on) and refusals of resent frames."""
-        if error.error_type == "server_restarting":
+        closes next, the session goes on), a decision that reached an
+        instance which let the conversation go (the socket closes next; the
+        decision is sent again after the reconnect) and refusals of resent
+        frames."""
+        if error.error_type in ("server_restarting", MOVED):
             log.info("loopwire: %s; reconnecting", error.message)
             return True
         if error.error_type in STALE_CONTROL and self._stale_expected > 0:
@@ -207,14 +246,17 @@ class Connection:
             return True
         return False
 
-    async def send(self, message: BaseModel, *, resend: bool = False) -> None:
+    async def send(self, message: BaseModel, *, until: Acted | None = None) -> None:
         """Send a client frame, reconnecting first if the socket is gone.
 
-        `resend`: send it again on every new socket until `settle()`. A frame
-        sent while the server closes the socket is lost; one that was not
-        lost is refused the second time as stale, and that refusal is
-        dropped here. Only for frames that are safe twice (answers,
-        approvals, stops): the server acts on one copy at most."""
+        `until`: keep the frame until a frame handed out (or replayed) makes
+        `until` true, and after each reconnect that happens before, send it
+        again once the replay has been read, if the replay did not make it
+        true either. A frame sent while the server closes the socket may be
+        lost, or refused (`moved`); one that was acted on after all is
+        refused the second time as stale, and that refusal is dropped here.
+        Only for frames that are safe twice (answers, approvals, stops): the
+        server acts on one copy at most."""
         text = message.model_dump_json(exclude_none=True)
         while True:
             socket = self._live()
@@ -223,13 +265,13 @@ class Connection:
             except ConnectionClosed as exc:
                 await self._recover(socket, exc)
                 continue
-            if resend:
-                self._resends.append(text)
+            if until is not None:
+                self._kept.append(_Kept(text, until))
             return
 
     def settle(self) -> None:
         """Forget the frames kept for resending: what they were about is over."""
-        self._resends.clear()
+        self._kept.clear()
         self._stale_expected = 0
 
     # ------------------------------------------------------------ dialing
@@ -302,13 +344,47 @@ class Connection:
             if self._closed:  # closed while reconnecting
                 await socket.close()
                 raise ClientError("the client is closed") from exc
+            self._backlog.clear()  # not handed out: the new replay has it
+            replayed = await self._read_replay(socket) if self._kept else True
             self._socket = socket
             self.reconnects += 1
-            with contextlib.suppress(ConnectionClosed):  # then the next recover
-                for text in self._resends:
-                    await self._socket.send(text)
-                    self._stale_expected += 1
+            if replayed:  # else the next recover sends them
+                await self._send_kept(socket)
         await dead.close()
+
+    async def _read_replay(self, socket: ClientConnection) -> bool:
+        """Read the frames replayed after `last_seq` into the backlog, noting
+        the decisions they show acted on; False if the socket closed first.
+        The replay ends with the frame numbered `session_ready.last_seq`, or,
+        when no frame has that number (seqs skipped by a take-over after a
+        crash), once nothing has come for `REPLAY_QUIET_S`."""
+        end = self.ready.last_seq
+        if end <= self.last_seq:
+            return True  # nothing to replay
+        while True:
+            try:
+                async with asyncio.timeout(REPLAY_QUIET_S):
+                    text = await socket.recv()
+            except TimeoutError:
+                return True
+            except ConnectionClosed:
+                return False
+            self._backlog.append(text)
+            with contextlib.suppress(ProtocolMismatch):  # raised when handed out
+                frame = parse_frame(text)
+                seq = envelope(frame).seq
+                if seq > self.last_seq:
+                    self._note(frame)
+                if seq >= end:
+                    return True
+
+    async def _send_kept(self, socket: ClientConnection) -> None:
+        """The decisions not yet acted on, again (a copy the server had
+        taken after all is refused as stale, and that refusal dropped)."""
+        with contextlib.suppress(ConnectionClosed):  # then the next recover
+            for kept in self._kept:
+                await socket.send(kept.text)
+                self._stale_expected += 1
 
     async def _redial(self) -> ClientConnection:
         last: ClientError | None = None

@@ -40,6 +40,8 @@ def describe(event: Event) -> str:
         return f"  → {event.tool_name}({_json(event.arguments)})"
     if isinstance(event, ToolComplete):
         return f"  ← {event.tool_name}: {_json(event.result)}"
+    if isinstance(event, ToolApprovalRequest) and event.in_doubt:
+        return f"  ! {event.tool_name} may already have run: {event.description}"
     if isinstance(event, ToolApprovalRequest):
         return f"  ! {event.tool_name} needs your approval: {event.description}"
     if isinstance(event, ToolError):

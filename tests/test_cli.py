@@ -21,8 +21,11 @@ import pytest
 from pydantic import ValidationError
 
 from backend.cli import _chat, conversations_command, server_url, settings_problem
-from backend.protocol import server_message_adapter
+from backend.protocol import ToolApprovalRequest, server_message_adapter
+from loopwire.answers import Answers
 from loopwire.exit_codes import ExitCode, for_reason
+from loopwire.terminal import Terminal
+from loopwire.transcript import describe
 from tests.conftest import StartServer, make_settings
 from tests.fakes import ScriptedLLM
 from tests.ws_client import label
@@ -303,3 +306,22 @@ def test_the_url_comes_from_host_and_port() -> None:
     anywhere = make_settings(host="0.0.0.0", port=9002)
     assert server_url(anywhere, "ws", "/ws") == "ws://127.0.0.1:9002/ws"
     assert server_url(make_settings(host="::"), "http") == "http://[::1]:8000"
+
+
+async def test_a_call_in_doubt_is_asked_about_as_one_that_may_have_run() -> None:
+    request = ToolApprovalRequest(
+        tool_call_id="call_1",
+        tool_name="save_note",
+        arguments={"text": "milk"},
+        description="save_note was running when the server running it stopped.",
+        step=1,
+        in_doubt=True,
+    )
+    assert describe(request) == (
+        "  ! save_note may already have run: "
+        "save_note was running when the server running it stopped."
+    )
+    out, err = io.StringIO(), io.StringIO()
+    answers = Answers(Terminal(out, err, json_lines=False), None, approve="no")
+    assert await answers.approval(request) is False
+    assert out.getvalue().splitlines() == ["run save_note again? no"]

@@ -4,14 +4,21 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from typing import Any
 
 import pytest
 
 from backend.protocol import (
+    AgentObserve,
     AgentReason,
     AgentRequestInput,
     AgentTurnStart,
+    ChatResponse,
+    Error,
+    ResponseComplete,
     ToolApprovalRequest,
+    ToolComplete,
+    ToolError,
     ToolStart,
 )
 from loopwire import (
@@ -37,6 +44,14 @@ from tests.fakes import (
     observe,
     reason,
     test_registry,
+)
+from tests.scripted_server import (
+    MOVED_CLOSE,
+    MOVED_DECISION,
+    SEQ_GAP,
+    SESSION,
+    Played,
+    scripted_server,
 )
 from tests.server_process import free_port
 from tests.ws_client import label
@@ -444,3 +459,246 @@ def test_which_refusals_at_connect_are_tried_again(
     error_type: str, retried: bool
 ) -> None:
     assert _retryable(AgentError(error_type, "refused")) is retried
+
+
+# ---------------------------------------------------------------- moved decisions
+#
+# Several instances: a decision (an answer, an approval) that reaches an
+# instance which no longer holds the conversation is refused (`moved`, seq
+# 0, then close 1012), or lost as the socket closes. The client sends it
+# again once reconnected, if the replay shows it still awaited; never a
+# decision the replay shows acted on, nor one for a call asked about again
+# (`in_doubt`). The scripted server plays each connection's frames.
+
+CALL = "call_1"
+SAVE = {"text": "milk"}
+APPROVED = {"type": "tool_approval_response", "tool_call_id": CALL, "approved": True}
+SAVED = [
+    "tool_start:save",
+    "tool_approval_request:save",
+    "tool_complete:save",
+    "chat_response",
+    "response_complete",
+]
+
+
+def approval_request(*, in_doubt: bool = False) -> ToolApprovalRequest:
+    return ToolApprovalRequest(
+        tool_call_id=CALL,
+        tool_name="save",
+        arguments=SAVE,
+        description="Save a note.",
+        step=1,
+        in_doubt=in_doubt,
+    )
+
+
+async def asked_to_approve(played: Played) -> None:
+    """A first connection: the chat, then the call waits for approval (seq 2)."""
+    await played.ready(last_seq=0, resumed=False)
+    assert (await played.recv())["type"] == "chat"
+    start = ToolStart(tool_call_id=CALL, tool_name="save", arguments=SAVE, step=1)
+    await played.send(start, seq=1)
+    await played.send(approval_request(), seq=2)
+
+
+async def saved_from(played: Played, seq: int) -> None:
+    """The call's result and the run's end, numbered from `seq`."""
+    done = ToolComplete(
+        tool_call_id=CALL, tool_name="save", result=SAVE, duration_ms=1.0, step=1
+    )
+    await played.send(done, seq=seq)
+    await played.send(ChatResponse(message="Saved."), seq=seq + 1)
+    await played.send(ResponseComplete(), seq=seq + 2)
+
+
+async def refused_as_moved(played: Played) -> None:
+    """The decision reached an instance that let the conversation go."""
+    await played.recv()
+    moved = Error(message=MOVED_DECISION, error_type="moved")
+    await played.send(moved, seq=0, run_id=None)
+    await played.close(1012, MOVED_CLOSE)
+
+
+async def test_an_approval_refused_as_moved_is_sent_again_after_the_reconnect() -> None:
+    async def stale(played: Played) -> None:
+        await asked_to_approve(played)
+        await refused_as_moved(played)
+
+    async def owner(played: Played) -> None:
+        # taken over after a crash: seqs skip ahead, nothing new to replay
+        await played.ready(last_seq=2 + SEQ_GAP)
+        assert await played.recv() == APPROVED
+        await saved_from(played, 3 + SEQ_GAP)
+
+    async with scripted_server(stale, owner) as server:
+        client = AgentClient(server.url, on_approval=lambda r: True, backoff=NOW)
+        async with client:
+            result = await client.run("remember milk", agent=False)
+            assert client.reconnects == 1
+    first, second = server.played
+    assert [f["type"] for f in first.received] == ["chat", "tool_approval_response"]
+    assert first.received[1] == APPROVED
+    assert second.query == {"session_id": SESSION, "last_seq": "2"}
+    assert second.received == [APPROVED]  # once, and nothing else
+    assert names(result.events) == SAVED
+    assert seqs(result.events) == [1, 2, *(n + SEQ_GAP for n in (3, 4, 5))]
+
+
+async def test_an_answer_refused_as_moved_is_sent_again_after_the_reconnect() -> None:
+    answer = {"type": "agent_user_input", "content": "milk", "question_id": CALL}
+
+    async def stale(played: Played) -> None:
+        await played.ready(last_seq=0, resumed=False)
+        await played.recv()
+        question = AgentRequestInput(
+            step=1, question="What should I save?", question_id=CALL, timeout_s=300
+        )
+        await played.send(question, seq=1)
+        await refused_as_moved(played)
+
+    async def owner(played: Played) -> None:
+        await played.ready(last_seq=1)  # handed over cleanly: nothing to replay
+        assert await played.recv() == answer
+        await played.send(AgentObserve(step=1, content="milk", control=None), seq=2)
+        await played.send(ChatResponse(message="Saved."), seq=3)
+        await played.send(ResponseComplete(), seq=4)
+
+    async with (
+        scripted_server(stale, owner) as server,
+        AgentClient(server.url, on_question=lambda q: "milk", backoff=NOW) as client,
+    ):
+        result = await client.run("remember something")
+    first, second = server.played
+    assert first.received[1:] == [answer]
+    assert second.query == {"session_id": SESSION, "last_seq": "1"}
+    assert second.received == [answer]
+    assert names(result.events) == [
+        "agent_request_input",
+        "agent_observe",
+        "chat_response",
+        "response_complete",
+    ]
+
+
+async def test_a_decision_the_replay_shows_acted_on_is_not_sent_again() -> None:
+    """The socket closed (1012, no `moved`) after the approval went out; the
+    replay shows the call's result: it was taken, so nothing is resent."""
+
+    async def dropped(played: Played) -> None:
+        await asked_to_approve(played)
+        assert await played.recv() == APPROVED
+        await played.close(1012, MOVED_CLOSE)
+
+    async def owner(played: Played) -> None:
+        await played.ready(last_seq=3)
+        await saved_from(played, 3)  # seq 3 is the replay; the rest is live
+
+    async with scripted_server(dropped, owner) as server:
+        client = AgentClient(server.url, on_approval=lambda r: True, backoff=NOW)
+        async with client:
+            result = await client.run("remember milk", agent=False)
+    assert server.played[1].received == []
+    assert names(result.events) == SAVED
+    assert seqs(result.events) == [1, 2, 3, 4, 5]
+
+
+async def test_a_call_asked_about_again_in_doubt_is_left_to_the_handler() -> None:
+    """The instance died (no close frame) after the approval went out and
+    while the call ran; the one that took over asks again, `in_doubt`. The
+    first approval is not resent (it was taken: it would run the call
+    again unasked); the handler decides on the new request."""
+    asked: list[bool] = []
+
+    def approve_once(request: ToolApprovalRequest) -> bool:
+        asked.append(request.in_doubt)
+        return not request.in_doubt
+
+    async def killed(played: Played) -> None:
+        await asked_to_approve(played)
+        assert await played.recv() == APPROVED
+        played.socket.transport.abort()
+
+    async def heir(played: Played) -> None:
+        again = 3 + SEQ_GAP
+        await played.ready(last_seq=again)
+        await played.send(approval_request(in_doubt=True), seq=again)
+        assert await played.recv() == {**APPROVED, "approved": False}
+        cancelled = ToolError(
+            tool_call_id=CALL,
+            tool_name="save",
+            error="save was interrupted: it may have run",
+            status="cancelled",
+            duration_ms=0.0,
+            step=1,
+        )
+        await played.send(cancelled, seq=again + 1)
+        await played.send(ResponseComplete(), seq=again + 2)
+
+    async with scripted_server(killed, heir) as server:
+        client = AgentClient(server.url, on_approval=approve_once, backoff=NOW)
+        async with client:
+            result = await client.run("remember milk", agent=False)
+    assert asked == [False, True]
+    assert server.played[1].received == [{**APPROVED, "approved": False}]
+    assert names(result.events) == [
+        "tool_start:save",
+        "tool_approval_request:save",
+        "tool_approval_request:save",
+        "tool_error:save:cancelled",
+        "response_complete",
+    ]
+
+
+async def test_an_approval_fenced_off_by_the_store_runs_the_tool_once(
+    start_server: StartServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A real server. While the run waits for approval another instance
+    takes the conversation over (its epoch rises in the store); the
+    approval reaches the old session, whose write the store refuses: the
+    client is told `moved` and the socket closes (1012). It reconnects, to
+    the instance that holds the conversation now (here the same process,
+    taking it over as another instance would), the replay shows the
+    approval still awaited, and the approval sent again runs the tool once."""
+    saver = Saver()
+    llm = ScriptedLLM(
+        reason("save it"),
+        calls(("save", {"text": "milk"})),
+        observe(should_continue=False, final="Saved."),
+    )
+    harness = await start_server(llm, approval_registry(saver))
+    service = harness.service
+    opened = service.open_session
+
+    async def taking_over(session_id: str | None, *, owner: str) -> Any:
+        loaded = session_id not in service.table.by_id
+        session, resumed = await opened(session_id, owner=owner)
+        if loaded and resumed:
+            await service.recover_session(session)
+        return session, resumed
+
+    monkeypatch.setattr(service, "open_session", taking_over)
+
+    async def taken_over_meanwhile(request: ToolApprovalRequest) -> bool:
+        await service.store.take(client.session_id, max_frame_bytes=1 << 20)
+        return True
+
+    client = AgentClient(url(harness), on_approval=taken_over_meanwhile, backoff=NOW)
+    async with client:
+        result = await client.run("remember milk")
+        assert client.reconnects == 1
+    assert saver.saved == ["milk"]
+    assert names(result.events) == [
+        "agent_start",
+        "agent_turn_start",
+        "agent_reason",
+        "tool_start:save",
+        "tool_approval_request:save",
+        "tool_complete:save",
+        "agent_observe",
+        *END,
+    ]
+    numbers = seqs(result.events)
+    assert numbers[:5] == [1, 2, 3, 4, 5]
+    after = numbers[5]  # taken over uncleanly: seqs jump ahead, then go on
+    assert after > 6 and numbers[5:] == list(range(after, after + 5))

@@ -38,7 +38,7 @@ const status = new ConnectionStatus({ onRetry: () => connection.reconnectNow() }
 
 const input = byId('composer-input');
 const banner = new QuestionBanner({ input });
-const approvals = new ApprovalDialog({ onDecide: (callId, approved, reason) => controller.decide(callId, approved, reason) });
+const approvals = new ApprovalDialog({ onDecide: (request, approved, reason) => controller.decide(request, approved, reason) });
 const controller = new Controller({ connection, settings, transcript, messages, banner, approvals, info: config.info });
 messages.onEdit = (runId, text) => controller.editMessage(runId, text);
 
@@ -312,6 +312,7 @@ connection.addEventListener('ready', (event) => {
   showModel(controller.info, settings.modelFor(controller.info));
 });
 connection.addEventListener('frame', (event) => controller.onFrame(event.detail));
+connection.addEventListener('replayed', () => controller.onReplayed());
 connection.addEventListener('refused', (event) => controller.onRefused(event.detail));
 controller.addEventListener('change', () => {
   refresh();

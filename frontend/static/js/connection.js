@@ -4,13 +4,17 @@
 // every frame after `last_seq`, then live frames. The session id lives in
 // sessionStorage, so a page reload resumes with last_seq=0 and the replay
 // rebuilds the screen. Every frame whose seq is not above the last one
-// applied is dropped, so nothing is ever applied twice.
+// applied is dropped, so nothing is ever applied twice. The replay ends with
+// the frame numbered `session_ready.last_seq`; after another server took the
+// conversation over from one that crashed, seqs skip ahead and no frame has
+// that number, so a replay also ends once nothing has come for a moment.
 //
 // Events (all CustomEvent, details below):
-//   status  {state, attempt, retryInMs}   state: connecting | open | reconnecting | refused
-//   ready   {frame, replayUntil, changedSession}
-//   frame   {frame, replaying}
-//   refused {frame}                        an error frame outside any session
+//   status   {state, attempt, retryInMs}   state: connecting | open | reconnecting | refused
+//   ready    {frame, replayUntil, changedSession}
+//   frame    {frame, replaying}
+//   replayed {}                            a replay ended without its last seq (see above)
+//   refused  {frame}                       an error frame outside the session's sequence
 //
 // Who is connecting is the browser's session cookie (set by the login page;
 // never a token in the URL). A handshake refused because the cookie is gone
@@ -20,6 +24,7 @@ const SESSION_KEY = 'loopwire.session_id';
 const FIRST_DELAY_MS = 500;
 const MAX_DELAY_MS = 10_000;
 const REFUSED_CODES = new Set([4401, 4403]);
+const REPLAY_QUIET_MS = 300;
 
 export class Connection extends EventTarget {
   constructor({ path = '/ws', storage = window.sessionStorage, sessionId = undefined } = {}) {
@@ -33,6 +38,7 @@ export class Connection extends EventTarget {
     this.attempt = 0;
     this.socket = null;
     this.timer = null;
+    this.replayTimer = null;
   }
 
   get isOpen() {
@@ -106,6 +112,8 @@ export class Connection extends EventTarget {
     else this.storage.removeItem(SESSION_KEY);
     this.lastSeq = 0;
     this.replayUntil = 0;
+    clearTimeout(this.replayTimer);
+    this.replayTimer = null;
     this.attempt = 0;
     const old = this.socket;
     this.socket = null;
@@ -128,7 +136,21 @@ export class Connection extends EventTarget {
     } else if (frame.seq > this.lastSeq) {
       this.lastSeq = frame.seq;
       this.emit('frame', { frame, replaying: this.replaying });
+      if (this.replayTimer !== null) this.watchReplay();
     }
+  }
+
+  /** While replaying: end the replay once no frame has come for a moment. */
+  watchReplay() {
+    clearTimeout(this.replayTimer);
+    this.replayTimer = null;
+    if (!this.replaying) return;
+    this.replayTimer = setTimeout(() => {
+      this.replayTimer = null;
+      if (!this.replaying) return;
+      this.replayUntil = this.lastSeq;
+      this.emit('replayed', {});
+    }, REPLAY_QUIET_MS);
   }
 
   ready(frame) {
@@ -140,10 +162,13 @@ export class Connection extends EventTarget {
     this.attempt = 0;
     this.setState('open');
     this.emit('ready', { frame, replayUntil: frame.last_seq, changedSession });
+    this.watchReplay();
   }
 
   closed(event) {
     this.socket = null;
+    clearTimeout(this.replayTimer);
+    this.replayTimer = null;
     if (REFUSED_CODES.has(event.code)) {
       this.setState('refused');
       return;

@@ -3,11 +3,20 @@
 // the first frame with a new run_id binds it. A replay (reload or reconnect)
 // goes through exactly the same code, so the screen it rebuilds is the screen
 // the live frames built.
+//
+// An answer or an approval is kept until the run's next frame shows what
+// became of it. If the connection drops first — or the server says it
+// reached an instance that no longer holds the conversation (`moved`) — it
+// is sent again after the reconnect's replay, when the replay shows the run
+// still waiting for it; the user is not asked again. After a reload the
+// same holds for the decisions this tab remembers (`Transcript`).
 import { RunView, phaseAfter } from './render/run.js';
 
 /** Frames after which a pending question can no longer be waiting. */
 const KEEPS_QUESTION = new Set(['agent_request_input', 'agent_steps_granted', 'agent_request_input_timeout', 'agent_stopped']);
 const REFUSES_CHAT = new Set(['busy', 'invalid_message', 'rate_limited', 'unauthorized', 'internal_error']);
+/** Refusals of a decision that came too late (it had been taken, or the wait was over). */
+const STALE_DECISION = new Set(['no_pending_input', 'no_pending_approval']);
 
 export class Controller extends EventTarget {
   constructor({ connection, settings, transcript, messages, banner, approvals, info }) {
@@ -27,6 +36,8 @@ export class Controller extends EventTarget {
     this.awaitingReplay = false;
     this.questionRun = null;
     this.stored = null;
+    this.unacked = new Map(); // decisions not yet seen acted on: request → {frame, runId, seq}
+    this.staleExpected = 0; // decisions sent again that the server may refuse as stale
   }
 
   get running() {
@@ -62,13 +73,23 @@ export class Controller extends EventTarget {
     this.changed();
   }
 
+  /** A replay ended without its last seq (the conversation changed servers). */
+  onReplayed() {
+    if (this.awaitingReplay) this.afterReplay();
+    this.changed();
+  }
+
   onRefused({ frame }) {
+    // a decision reached a server that let the conversation go: the socket
+    // closes next, and the decision is sent again after the reconnect
+    if (frame.error_type === 'moved') return;
     this.messages.errorNotice(frame);
     this.changed();
   }
 
   /** The server does not know our session any more (it restarted). */
   sessionLost() {
+    this.forgetDecisions();
     if (this.runs.size === 0 && !this.pending) return;
     this.messages.notice({
       kind: 'warn',
@@ -80,6 +101,7 @@ export class Controller extends EventTarget {
 
   afterReplay() {
     this.awaitingReplay = false;
+    this.resendDecisions();
     this.showEarlierRuns();
     if (this.banner.questionId) this.banner.input.focus();
     if (this.stopWanted && this.running) this.stop();
@@ -116,12 +138,13 @@ export class Controller extends EventTarget {
 
   apply(frame, replaying) {
     if (!frame.run_id) {
-      if (frame.type === 'error') this.globalError(frame);
+      if (frame.type === 'error') this.globalError(frame, replaying);
       else if (frame.type === 'session_reset') this.messages.notice({ kind: 'info', title: 'History cleared', text: 'The model starts afresh from here.' });
       else if (frame.type === 'runs_removed') this.removeRuns(frame.run_ids);
       else if (frame.type === 'files_update') this.dispatchEvent(new CustomEvent('files', { detail: frame.files }));
       return;
     }
+    this.noteEffects(frame);
     const run = this.runFor(frame.run_id);
     if (this.questionRun === run && !KEEPS_QUESTION.has(frame.update_type)) this.questionSettled(run);
     if (frame.type === 'agent_update') this.agentUpdate(run, frame, replaying);
@@ -208,9 +231,7 @@ export class Controller extends EventTarget {
       case 'agent_reason': run.reason(frame); break;
       case 'agent_observe': run.observe(frame); break;
       case 'agent_request_input':
-        run.requestInput(frame);
-        this.questionRun = run;
-        this.banner.show(frame, { live: !replaying });
+        this.questionAsked(run, frame, replaying);
         break;
       case 'agent_request_input_timeout':
         run.questionTimedOut(frame);
@@ -232,11 +253,28 @@ export class Controller extends EventTarget {
     }
   }
 
+  /** A question; replayed after this tab answered it, the answer is shown (and kept, see above). */
+  questionAsked(run, frame, replaying) {
+    run.requestInput(frame);
+    const said = this.transcript.answer(frame.run_id, frame.question_id);
+    if (said === null) {
+      this.questionRun = run;
+      this.banner.show(frame, { live: !replaying });
+      return;
+    }
+    run.questionAnswered(frame.question_id, said);
+    this.awaitEffect(frame, answerFrame(frame, said));
+  }
+
   approvalRequested(run, frame) {
     run.approvalRequested(frame);
-    const decided = this.transcript.approval(frame.tool_call_id);
-    if (decided) run.approvalDecided(frame.tool_call_id, decided);
-    else this.approvals.request(frame);
+    const decided = this.transcript.approval(frame);
+    if (!decided) {
+      this.approvals.request(frame);
+      return;
+    }
+    run.approvalDecided(frame.tool_call_id, decided);
+    this.awaitEffect(frame, approvalFrame(frame, decided));
   }
 
   /** A later frame shows the pending question was answered. */
@@ -244,8 +282,39 @@ export class Controller extends EventTarget {
     const questionId = this.banner.questionId;
     this.questionRun = null;
     if (questionId === null) return;
-    run.questionAnswered(questionId, this.transcript.answer(questionId));
+    run.questionAnswered(questionId, this.transcript.answer(run.runId, questionId));
     this.banner.clear();
+  }
+
+  // ---------------------------------------------------------------- decisions in flight
+
+  /** `decision` (a client frame) answers `request`: keep it until the run moves on. */
+  awaitEffect(request, decision) {
+    this.unacked.set(`${request.run_id} ${request.seq}`, { frame: decision, runId: request.run_id, seq: request.seq });
+  }
+
+  /** The run's next frame after a request shows what became of the decision on
+   * it (its tool's result, the question's follow-up, the call asked about again
+   * in doubt, a timeout, a stop); only a step grant can come while it waits. */
+  noteEffects(frame) {
+    if (this.unacked.size === 0 || frame.update_type === 'agent_steps_granted') return;
+    for (const [key, kept] of this.unacked) {
+      if (kept.runId === frame.run_id && frame.seq > kept.seq) this.unacked.delete(key);
+    }
+  }
+
+  /** After a replay: the decisions it does not show acted on, again. A copy
+   * the server had taken after all is refused as stale, and that refusal is
+   * not shown. */
+  resendDecisions() {
+    for (const kept of this.unacked.values()) {
+      if (this.connection.send(kept.frame)) this.staleExpected += 1;
+    }
+  }
+
+  forgetDecisions() {
+    this.unacked.clear();
+    this.staleExpected = 0;
   }
 
   clearQuestion(message) {
@@ -276,7 +345,13 @@ export class Controller extends EventTarget {
     this.stopRequested = false;
   }
 
-  globalError(frame) {
+  globalError(frame, replaying) {
+    if (STALE_DECISION.has(frame.error_type) && (replaying || this.staleExpected > 0)) {
+      // a decision sent again (or, replayed, one sent before) came too late:
+      // the frames around it show what happened
+      if (!replaying) this.staleExpected -= 1;
+      return;
+    }
     if (this.pending && REFUSES_CHAT.has(frame.error_type)) {
       this.messages.markUnsent(this.pending.bubble, 'Not sent');
       this.pending.view.discard();
@@ -376,9 +451,13 @@ export class Controller extends EventTarget {
   }
 
   answer(content, questionId) {
-    const sent = this.connection.send({ type: 'agent_user_input', content, question_id: questionId });
-    if (!sent) return false;
-    this.transcript.rememberAnswer(questionId, content);
+    const question = this.banner.pending;
+    const frame = { type: 'agent_user_input', content, question_id: questionId };
+    if (!this.connection.send(frame)) return false;
+    if (question?.question_id === questionId) {
+      this.transcript.rememberAnswer(question.run_id, questionId, content);
+      this.awaitEffect(question, frame);
+    }
     const run = this.questionRun;
     this.questionRun = null;
     run?.questionAnswered(questionId, content);
@@ -388,16 +467,18 @@ export class Controller extends EventTarget {
     return true;
   }
 
-  decide(callId, approved, reason) {
-    const frame = { type: 'tool_approval_response', tool_call_id: callId, approved };
-    if (reason) frame.reason = reason;
-    if (!this.connection.send(frame)) return false;
+  /** The user's decision on `request`; sent now, or (offline) after the reconnect's replay. */
+  decide(request, approved, reason) {
     const decision = { approved, reason };
-    this.transcript.rememberApproval(callId, decision);
-    this.active?.approvalDecided(callId, decision);
-    this.active?.setPhase(approved ? 'Continuing…' : 'Rejected — continuing…');
+    const frame = approvalFrame(request, decision);
+    const sent = this.connection.send(frame);
+    this.transcript.rememberApproval(request, decision);
+    this.awaitEffect(request, frame);
+    const run = this.runs.get(request.run_id) ?? this.active;
+    run?.approvalDecided(request.tool_call_id, decision);
+    run?.setPhase(approved ? 'Continuing…' : 'Rejected — continuing…');
     this.changed();
-    return true;
+    return sent;
   }
 
   newConversation() {
@@ -416,6 +497,7 @@ export class Controller extends EventTarget {
     this.active = null;
     this.stopRequested = false;
     this.stopWanted = false;
+    this.forgetDecisions();
     this.messages.clear();
     this.clearQuestion(null);
     this.banner.hideMessage();
@@ -439,6 +521,16 @@ export class Controller extends EventTarget {
       }
     }
   }
+}
+
+function answerFrame(question, content) {
+  return { type: 'agent_user_input', content, question_id: question.question_id };
+}
+
+function approvalFrame(request, { approved, reason }) {
+  const frame = { type: 'tool_approval_response', tool_call_id: request.tool_call_id, approved };
+  if (reason) frame.reason = reason;
+  return frame;
 }
 
 /**

@@ -113,8 +113,10 @@ export class Settings {
 
 /**
  * What this tab sent in the current session, keyed by what the server's
- * frames refer to: run_id → the user's message, question_id → the answer,
- * tool_call_id → the approval decision.
+ * frames refer to: run_id → the user's message; run_id and question_id →
+ * the answer; run_id and tool_call_id → the approval decision (ids of calls
+ * repeat from run to run with some models). A call asked about again after
+ * a crash (`in_doubt`) is a request of its own.
  */
 export class Transcript {
   constructor(storage = window.sessionStorage) {
@@ -139,12 +141,13 @@ export class Transcript {
     return this.data.runs[runId] ?? null;
   }
 
-  answer(questionId) {
-    return this.data.answers[questionId] ?? null;
+  answer(runId, questionId) {
+    return this.data.answers[`${runId} ${questionId}`] ?? null;
   }
 
-  approval(callId) {
-    return this.data.approvals[callId] ?? null;
+  /** The decision on `request` (a `tool_approval_request`), if this tab made one. */
+  approval(request) {
+    return this.data.approvals[approvalKey(request)] ?? null;
   }
 
   rememberMessage(runId, message) {
@@ -152,17 +155,21 @@ export class Transcript {
     this.save();
   }
 
-  rememberAnswer(questionId, content) {
-    this.data.answers[questionId] = content;
+  rememberAnswer(runId, questionId, content) {
+    this.data.answers[`${runId} ${questionId}`] = content;
     this.save();
   }
 
-  rememberApproval(callId, decision) {
-    this.data.approvals[callId] = decision;
+  rememberApproval(request, decision) {
+    this.data.approvals[approvalKey(request)] = decision;
     this.save();
   }
 
   save() {
     writeJson(this.storage, TRANSCRIPT_KEY, this.data);
   }
+}
+
+function approvalKey({ run_id: runId, tool_call_id: callId, in_doubt: inDoubt }) {
+  return `${runId} ${callId}${inDoubt ? ' again' : ''}`;
 }
