@@ -127,7 +127,7 @@ def free_port() -> int:
         return port
 
 
-DEMO_TOOLS = ("echo", "add", "stats", "picture", "fail", "pid", "wait", "crash")
+DEMO_TOOLS = ("echo", "add", "stats", "picture", "fail", "pid", "wait", "post", "crash")
 EFFECTS = {
     "default": {"requires_approval": True},
     "tools": {
