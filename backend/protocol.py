@@ -116,6 +116,10 @@ class ToolApprovalResponseMessage(_Frame):
     tool_call_id: Id
     approved: bool
     reason: Annotated[str, Field(max_length=2000)] | None = None
+    in_doubt: bool | None = None
+    """`true` to approve a request `in_doubt` (run the call again), which
+    must say so: an approval given before the server stopped, sent again by
+    a client that reconnected, is then never taken as a "run it again"."""
 
 
 class ResetSessionMessage(_Frame):

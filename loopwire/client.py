@@ -336,6 +336,11 @@ class AgentClient:
                 tool_call_id=call_id,
                 approved=approved,
                 reason=reason,
+                **(
+                    {"in_doubt": True}
+                    if approved and request is not None and request.in_doubt
+                    else {}
+                ),
             ),
             until=acted,
         )

@@ -197,6 +197,17 @@ async def test_a_tool_the_shutdown_could_not_wait_for_is_in_doubt_after_the_rest
             assert (await client.recv())["resumed"] is True
             asked = await client.until_label("tool_approval_request:slow")
             assert asked[-1]["in_doubt"] is True
+            await client.send(  # an approval that does not say it runs it again
+                type="tool_approval_response",
+                tool_call_id=asked[-1]["tool_call_id"],
+                approved=True,
+            )
+            refused = await client.recv()
+            assert (refused["type"], refused["error_type"]) == (
+                "error",
+                "no_pending_approval",
+            )
+            assert "approve with in_doubt: true" in refused["message"]
             # the shutdown stored all it sent and let go cleanly: no gap
             assert [f["seq"] for f in asked] == [before[-1]["seq"] + 1]
             await client.send(

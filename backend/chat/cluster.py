@@ -274,8 +274,8 @@ class Cluster:
                 if isinstance(exc, InstanceGone):
                     await self._outlive(mirror.id)
                 continue
-            if reply.status == "not_here":
-                mirror.holder = None
+            if reply.status == "not_here" or reply.error_type == "moved":
+                mirror.holder = None  # stale or gone: look the owner up again
                 continue
             if holder != mirror.holder:
                 mirror.holder = holder
@@ -309,7 +309,7 @@ class Cluster:
                 if isinstance(exc, InstanceGone):
                     await self._outlive(session_id)
                 continue
-            if reply.status != "not_here":
+            if reply.status != "not_here" and reply.error_type != "moved":
                 return reply
         return Reply("error", error_type="unavailable", message=UNREACHABLE)
 

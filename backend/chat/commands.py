@@ -31,6 +31,13 @@ from backend.errors import NoSuchConversation, ProtocolError
 from backend.protocol import ClientMessage, ErrorType, client_message_adapter
 from backend.store.base import FileRecord, StoreError
 
+MOVED = Reply(
+    "error",
+    error_type="moved",
+    message="this instance no longer holds the conversation",
+)
+"""What a stale owner answers a forwarded message it could not take: the
+asking instance looks the owner up again and sends it there."""
 WATCH_FACTOR = 3.0
 """A watcher not heard from for this many renewal periods is dropped."""
 
@@ -86,6 +93,8 @@ class Commands:
                 return self._attached(session, command)
             case "handle":
                 await session.handle(_message(command))
+                if session.lost:  # refused `moved`: the asker finds the owner
+                    return MOVED
                 return OK
             case "dispatch":
                 try:

@@ -106,6 +106,7 @@ class Ownership:
             if session is None:
                 self.bus.release(session_id)
                 return MISSING
+            log.info("cluster: took over conversation %s", session_id)
             return session
 
     async def adopt_orphans(self) -> list[str]:
@@ -118,7 +119,6 @@ class Ownership:
         taken = []
         for session_id, holder in zip(ids, await self.bus.owners(ids), strict=True):
             if holder is None and isinstance(await self.take(session_id), Session):
-                log.info("cluster: took over conversation %s", session_id)
                 taken.append(session_id)
         return taken
 

@@ -443,9 +443,9 @@ class ChatService:
                 await self.runs.decided(session, run, Answered(content=content))
                 session.submit_answer(content, question_id)
             case ToolApprovalResponseMessage(
-                tool_call_id=call_id, approved=ok, reason=why
+                tool_call_id=call_id, approved=ok, reason=why, in_doubt=doubt
             ):
-                run = session.approvable(call_id)
+                run = session.approvable(call_id, blind=ok and not doubt)
                 decided = Approved() if ok else Declined(reason=why)
                 await self.runs.decided(session, run, decided)
                 session.resolve_approval(call_id, ok, why)

@@ -351,13 +351,20 @@ class Session:
             raise NoPendingInput("the pending question has already been answered")
         return run
 
-    def approvable(self, tool_call_id: str) -> ActiveRun:
+    def approvable(self, tool_call_id: str, *, blind: bool = False) -> ActiveRun:
         """The run waiting for a decision on `tool_call_id`;
-        `NoPendingApproval` if none is."""
+        `NoPendingApproval` if none is. A call in doubt is run again only by
+        an approval that says so (`blind`: an approval without `in_doubt`)."""
         if self.run is None:
             raise NoPendingApproval(
                 f"no approval is pending for tool call {tool_call_id!r}: "
                 "no run is active"
             )
         self.run.control.check_approval(tool_call_id)
+        pending = self.run.state.pending_approval
+        if blind and pending is not None and pending.in_doubt:
+            raise NoPendingApproval(
+                f"tool call {tool_call_id!r} is in doubt now (it was running when "
+                "its server stopped): to run it again, approve with in_doubt: true"
+            )
         return self.run

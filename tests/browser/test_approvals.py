@@ -351,7 +351,7 @@ async def test_a_call_that_may_have_run_is_asked_about_plainly(
 
     await run_again.click()
     await app.wait_idle()
-    assert sockets.approvals() == [[APPROVED]]
+    assert sockets.approvals() == [[{**APPROVED, "in_doubt": True}]]  # says so
     assert deployer.deployed == ["web@production"]
 
 

@@ -530,6 +530,7 @@ function answerFrame(question, content) {
 function approvalFrame(request, { approved, reason }) {
   const frame = { type: 'tool_approval_response', tool_call_id: request.tool_call_id, approved };
   if (reason) frame.reason = reason;
+  if (approved && request.in_doubt) frame.in_doubt = true; // "run it again" says so
   return frame;
 }
 
