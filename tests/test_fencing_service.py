@@ -123,3 +123,20 @@ async def test_a_conversation_whose_writes_keep_failing_is_let_go(
         ]
         assert reason == UNSAVABLE
         assert session not in lw.service.sessions
+
+
+async def test_a_session_that_keeps_nothing_still_shows_what_it_holds_back(
+    database_url: str,
+) -> None:
+    """Frames held until they are stored are shown by a session with nothing
+    to store too (its conversation deleted under a client that chats on):
+    only a session let go drops them."""
+    async with running(database_url) as lw:
+        client = await lw.client()
+        await client.chat("what is 2+2?")
+        assert lw.service.forget(client.session.id)
+        frames = await client.chat("what is 3+3?")
+        assert [f["type"] for f in frames][-2:] == [
+            "chat_response",
+            "response_complete",
+        ]

@@ -253,7 +253,7 @@ class Session:
             yield
         finally:
             held, self._held = self._held, None
-            if self.journal is not None:
+            if not self.lost:
                 for frame in held:
                     self._show(frame)
 
