@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Iterable
 from typing import Any
 
 
@@ -30,3 +30,26 @@ async def race(
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def stop_if_cancelled() -> None:
+    """Raise `CancelledError` if the current task has been asked to stop.
+
+    Call it where a loop catches errors to go on: a library may turn a
+    cancellation into an error of its own (asyncpg cut mid-query, redis-py
+    when it meets one of its read timeouts), and the loop must not take
+    that for a failure to try again."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError
+
+
+async def cancel_all(tasks: Iterable[asyncio.Task[Any]], *, again_s: float) -> None:
+    """Cancel `tasks` and wait until every one has ended, cancelling again,
+    each `again_s`, any that swallowed its cancellation and went on."""
+    pending = [task for task in tasks if not task.done()]
+    while pending:
+        for task in pending:
+            task.cancel()
+        await asyncio.wait(pending, timeout=again_s)
+        pending = [task for task in pending if not task.done()]

@@ -52,6 +52,7 @@ from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 
+from backend.aio import cancel_all, stop_if_cancelled
 from backend.bus.base import (
     NOT_HERE,
     BusError,
@@ -83,6 +84,9 @@ RETRY_MIN_S = 0.05
 """The first pause before trying Redis again (it doubles); also how close to
 its safe expiry a lease is given up rather than renewed once more."""
 RECONNECT_MAX_S = 2.0
+CANCEL_AGAIN_S = 0.5
+"""How long a loop has to end after it is cancelled before it is cancelled
+again (redis-py may swallow a cancellation that meets its read timeout)."""
 
 RENEW = """
 local lost = {}
@@ -252,9 +256,8 @@ class RedisBus:
         tasks, self._tasks = self._tasks, None
         if tasks is not None:
             await self._drain_queue()
-        for task in [*self._loops, *self._answering]:
-            task.cancel()
         try:
+            await cancel_all([*self._loops, *self._answering], again_s=CANCEL_AGAIN_S)
             if tasks is not None:
                 await tasks.__aexit__(None, None, None)
         finally:
@@ -359,6 +362,7 @@ class RedisBus:
             async with asyncio.timeout(every):
                 await self._alive_now()
         except (RedisError, OSError) as exc:  # TimeoutError is an OSError
+            stop_if_cancelled()
             self._renew_trouble = self._unreachable(exc, every)
             log.warning(
                 "bus: cannot renew this instance's key: %s",
@@ -381,6 +385,7 @@ class RedisBus:
                         args=[self.instance_id, self._ttl_ms],
                     )
             except (RedisError, OSError) as exc:  # TimeoutError is an OSError
+                stop_if_cancelled()
                 self._renew_trouble = self._unreachable(exc, loop.time() - sent)
                 log.warning(
                     "bus: cannot renew %d leases (trying again while they last): %s",
@@ -539,11 +544,13 @@ class RedisBus:
             try:
                 message = await self._next_message()
             except (RedisError, OSError) as exc:
+                stop_if_cancelled()
                 self._listen_trouble = self._unreachable(exc)
                 log.warning("bus: listening failed (reconnecting): %s", exc)
                 await asyncio.sleep(pause)
                 pause = min(pause * 2, RECONNECT_MAX_S)
                 continue
+            stop_if_cancelled()  # redis-py may return None for a cancellation
             pause = RETRY_MIN_S
             self._listen_trouble = None
             if message is None or message.get("type") != "message":
@@ -613,6 +620,7 @@ class RedisBus:
             try:
                 await self._send(batch)
             except (RedisError, OSError) as exc:
+                stop_if_cancelled()
                 # watchers see the gap (each frame names the one before) and
                 # ask the owner again; a lost release expires with its TTL
                 log.warning("bus: %d messages not sent: %s", len(batch), exc)

@@ -28,6 +28,7 @@ import uuid
 from collections import defaultdict
 from typing import Any
 
+from backend.aio import stop_if_cancelled
 from backend.bus.base import (
     FORBIDDEN,
     NOT_HERE,
@@ -322,8 +323,10 @@ class Cluster:
                 try:
                     await step()
                 except (BusError, StoreError) as exc:
+                    stop_if_cancelled()
                     log.warning("cluster: %s failed: %s", step.__name__, exc)
                 except Exception:  # keep the loop: the next period tries again
+                    stop_if_cancelled()
                     log.exception("cluster: %s failed", step.__name__)
             self._expire_watchers()
 

@@ -34,6 +34,7 @@ from typing import Any
 
 from backend.agent.registry import StrategyRegistry
 from backend.agent.state import Answered, Approved, Declined, RunState
+from backend.aio import cancel_all
 from backend.bus.base import Bus
 from backend.bus.local import LocalBus
 from backend.chat.cluster import Cluster
@@ -77,6 +78,9 @@ from backend.users import LOCAL_USER
 
 log = logging.getLogger(__name__)
 
+CANCEL_AGAIN_S = 0.5
+"""How long a background loop has to end once cancelled before it is
+cancelled again (a library may turn a cancellation into its own error)."""
 RESTARTING = "the server is restarting; reconnect with your session_id to continue"
 
 
@@ -197,12 +201,11 @@ class ChatService:
         for session in self.sessions.values():
             if session.run is not None:
                 session.run.control.stop("immediate")
-        for loop in self._loops:
-            loop.cancel()
         tasks, self._tasks = self._tasks, None
         self.runs.tasks = None
         self.cluster.stop()
         try:
+            await cancel_all(self._loops, again_s=CANCEL_AGAIN_S)
             if tasks is not None:
                 await tasks.__aexit__(exc_type, exc, tb)
             await self.flush_all()

@@ -17,6 +17,7 @@ import logging
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
+from backend.aio import stop_if_cancelled
 from backend.errors import ToolError
 from backend.settings import Settings
 from backend.sources.data_sources import DataSources, open_sources
@@ -83,6 +84,7 @@ class Library:
                 for report in await sources.refresh_all():
                     self._note(report)
             except Exception:  # a refresh that failed is tried again later
+                stop_if_cancelled()
                 log.exception("data sources: the refresh failed")
             self.ready.set()
             await asyncio.sleep(self.settings.sources_refresh_s)

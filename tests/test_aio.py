@@ -1,0 +1,90 @@
+"""The asyncio helpers that keep a cancellation from being lost
+(backend/aio.py): a library that swallows one must not keep a loop alive."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from backend.aio import cancel_all, stop_if_cancelled
+
+
+class LibraryError(Exception):
+    """What a library raises instead of the cancellation it was cut by."""
+
+
+async def swallows_first_cancel(
+    started: asyncio.Event, cancels: list[int], resumed: asyncio.Event
+) -> None:
+    """Waits forever; takes its first cancellation for a read timeout (as
+    redis-py may) and waits again."""
+    started.set()
+    try:
+        await asyncio.Event().wait()
+    except asyncio.CancelledError:
+        cancels.append(1)
+    resumed.set()
+    try:
+        await asyncio.Event().wait()
+    except asyncio.CancelledError:
+        cancels.append(2)
+        raise
+
+
+async def test_cancel_all_cancels_again_a_task_that_swallowed_its_cancellation() -> (
+    None
+):
+    cancels: list[int] = []
+    started, resumed = asyncio.Event(), asyncio.Event()
+    stubborn = asyncio.create_task(swallows_first_cancel(started, cancels, resumed))
+    plain = asyncio.create_task(asyncio.Event().wait())
+    await started.wait()
+    await cancel_all([stubborn, plain], again_s=0.05)
+    assert stubborn.cancelled() and plain.cancelled()
+    assert cancels == [1, 2] and resumed.is_set()
+
+
+async def test_cancel_all_with_nothing_to_cancel_returns_at_once() -> None:
+    done = asyncio.create_task(asyncio.sleep(0))
+    await done
+    await cancel_all([done], again_s=60)
+    await cancel_all([], again_s=60)
+
+
+async def test_a_loop_that_catches_errors_still_stops_when_cancelled() -> None:
+    """The library turns the cancellation into its own error; the loop,
+    which goes on after errors, sees the pending cancellation and stops."""
+    rounds: list[str] = []
+    entered = asyncio.Event()
+
+    async def library_call() -> None:
+        entered.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError as exc:
+            raise LibraryError("connection was closed mid-operation") from exc
+
+    async def loop() -> None:
+        while True:
+            try:
+                await library_call()
+            except LibraryError:
+                stop_if_cancelled()
+                rounds.append("tried again")
+
+    task = asyncio.create_task(loop())
+    await entered.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert rounds == []
+
+
+async def test_stop_if_cancelled_lets_a_task_not_asked_to_stop_go_on() -> None:
+    async def check() -> str:
+        stop_if_cancelled()
+        return "went on"
+
+    assert await asyncio.create_task(check()) == "went on"
+    stop_if_cancelled()  # the test's own task: not cancelled either
