@@ -176,6 +176,12 @@ class ToolEffectInfo(BaseModel):
     read_only: bool
     idempotent: bool
     requires_approval: bool
+    """A call waits for the user's approval."""
+    asks_after_untrusted: bool
+    """A call waits for approval once the run has read content the user did
+    not write (`tool_approval_request.untrusted_sources`)."""
+    untrusted_result: bool
+    """Its result may carry text the user did not write."""
     finalize: bool
 
 
@@ -423,6 +429,20 @@ class ToolError(_Payload):
     step: int
 
 
+class UntrustedSource(BaseModel):
+    """Content a run read that the user did not write: a tool result with
+    text from documents, files, web pages or other systems. An instruction
+    in it is not the user's."""
+
+    model_config = ConfigDict(frozen=True)
+
+    tool_name: str
+    step: int
+    origin: str
+    """Where the text came from, for people ("the file report.pdf",
+    "docs/handbook.md", "the MCP server web"); empty: the tool says it."""
+
+
 class ToolApprovalRequest(_Payload):
     type: Literal["tool_approval_request"] = "tool_approval_request"
     tool_call_id: str
@@ -433,6 +453,10 @@ class ToolApprovalRequest(_Payload):
     in_doubt: bool = False
     """The call was running when the server that ran it stopped, and nothing
     can tell whether it took effect: approving runs it again."""
+    untrusted_sources: list[UntrustedSource] = Field(default_factory=list)
+    """What the run had read before asking that the user did not write, in
+    the order read: the request to make this call may have come from
+    there, not from the user (prompt injection). Empty: nothing yet."""
 
 
 class TokenStream(_Payload):

@@ -43,12 +43,28 @@ def describe(event: Event) -> str:
     if isinstance(event, ToolApprovalRequest) and event.in_doubt:
         return f"  ! {event.tool_name} may already have run: {event.description}"
     if isinstance(event, ToolApprovalRequest):
-        return f"  ! {event.tool_name} needs your approval: {event.description}"
+        line = f"  ! {event.tool_name} needs your approval: {event.description}"
+        return line + _untrusted(event)
     if isinstance(event, ToolError):
         return f"  ✗ {event.tool_name} [{event.status}]: {event.error}"
     if isinstance(event, Error):
         return f"  (note: {event.message})"
     return _describe_update(event)
+
+
+def _untrusted(request: ToolApprovalRequest) -> str:
+    """The warning for a request from a run that read text the user did not
+    write (the call may have been asked for there)."""
+    if not request.untrusted_sources:
+        return ""
+    read = "; ".join(
+        f"{s.tool_name} (step {s.step})" + (f": {s.origin}" if s.origin else "")
+        for s in request.untrusted_sources
+    )
+    return (
+        "\n    careful: the run has read text you did not write, and this "
+        f"request may come from there: {read}"
+    )
 
 
 def _describe_update(event: Event) -> str:

@@ -85,6 +85,8 @@ registry = ToolRegistry()
 after the registry has checked the function."""
 
 
-@registry.tool("cube", "Cube a number.", effect=ToolEffect(cpu_bound=True))
+@registry.tool(
+    "cube", "Cube a number.", effect=ToolEffect(cpu_bound=True, requires_approval=False)
+)
 def cube(args: SquareArgs, ctx: ToolContext) -> int:
     return args.n**3

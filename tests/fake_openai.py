@@ -1,7 +1,9 @@
 """A scripted, in-process fake of an OpenAI-compatible chat completions server.
 
 Tests queue replies with `FakeOpenAIServer.script(...)`; every request pops one
-reply, in order. The server records every JSON body it receives and exposes
+reply, in order. Once none is left, a `responder` set with `respond(...)`
+makes the reply from the request's body, as a model would (one that obeys
+what it reads, say). The server records every JSON body it receives and exposes
 events so tests never need to sleep:
 
 - `await server.wait_for_requests(n)` returns once `n` requests have arrived;
@@ -32,7 +34,7 @@ import re
 import struct
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,12 +53,15 @@ __all__ = [
     "FakeUsage",
     "HangReply",
     "Reply",
+    "Responder",
     "ScriptedReply",
     "fake_embedding",
     "running_fake_openai",
 ]
 
 JSON = dict[str, Any]
+Responder = Callable[[JSON], "ScriptedReply"]
+"""Makes a reply from a request's JSON body."""
 
 
 @dataclass(frozen=True)
@@ -333,6 +338,7 @@ class FakeOpenAIServer:
         self.embedding_requests: list[JSON] = []
         """Every `/v1/embeddings` JSON body received, in arrival order."""
         self._replies: deque[ScriptedReply] = deque()
+        self._responder: Responder | None = None
         self._embedding_errors: deque[ErrorReply] = deque()
         self._arrived = asyncio.Condition()
         self.app = Starlette(
@@ -351,6 +357,11 @@ class FakeOpenAIServer:
     def script(self, *replies: ScriptedReply) -> None:
         """Queue replies; each incoming request consumes the next one."""
         self._replies.extend(replies)
+
+    def respond(self, responder: Responder) -> None:
+        """Answer each request that finds no scripted reply left with
+        `responder(body)`."""
+        self._responder = responder
 
     def fail_embeddings(self, *errors: ErrorReply) -> None:
         """Queue errors; each `/v1/embeddings` request answers the next one
@@ -379,6 +390,8 @@ class FakeOpenAIServer:
         async with self._arrived:
             self.requests.append(body)
             self._arrived.notify_all()
+        if not self._replies and self._responder is not None:
+            return self._respond(self._responder(body), body)
         if not self._replies:
             message = (
                 f"fake OpenAI server: no scripted reply left for request "

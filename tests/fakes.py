@@ -207,8 +207,9 @@ async def _fail(args: FailArgs, ctx: ToolContext) -> None:
 
 
 def test_registry(slow: SlowTool | None = None) -> ToolRegistry:
-    """`add` (read-only), `fail` (always fails) and `slow` (waits for release)."""
-    read_only = ToolEffect(read_only=True, idempotent=True)
+    """`add` (read-only), `fail` (always fails) and `slow` (waits for
+    release; changes nothing the user would be asked about)."""
+    read_only = ToolEffect(read_only=True, idempotent=True, untrusted_result=False)
     return ToolRegistry(
         [
             Tool(
@@ -224,7 +225,7 @@ def test_registry(slow: SlowTool | None = None) -> ToolRegistry:
                 "Waits until released.",
                 SlowArgs,
                 slow or SlowTool(),
-                ToolEffect(),
+                ToolEffect(requires_approval=False, untrusted_result=False),
             ),
         ]
     )
@@ -265,7 +266,7 @@ def approval_registry(saver: Saver | None = None) -> ToolRegistry:
                 "Add two numbers written as 'a+b'.",
                 ExpressionArgs,
                 _add,
-                ToolEffect(read_only=True, idempotent=True),
+                ToolEffect(read_only=True, idempotent=True, untrusted_result=False),
             ),
             Tool(
                 "save",

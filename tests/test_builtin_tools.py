@@ -45,7 +45,7 @@ def test_builtin_tools_are_fresh_read_only_and_registrable() -> None:
     first, second = builtin_tools(), builtin_tools()
     assert [t.name for t in first] == ["calculator", "current_time", "convert_units"]
     assert first is not second
-    effect = ToolEffect(read_only=True, idempotent=True)
+    effect = ToolEffect(read_only=True, idempotent=True, untrusted_result=False)
     assert all(t.effect == effect for t in first)
     assert ToolRegistry(first).names == ("calculator", "current_time", "convert_units")
 
@@ -59,7 +59,7 @@ def test_every_tool_says_what_it_does_for_people() -> None:
         "convert_units": "Converts lengths, weights, temperatures, speeds and more.",
         "save_note": "Saves a note for you to find later; asks you first.",
         "list_notes": "Lists the notes you saved.",
-        "delete_note": "Deletes one of your saved notes.",
+        "delete_note": "Deletes one of your saved notes; asks you first.",
     }
 
     class NoArgs(BaseModel):

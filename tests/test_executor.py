@@ -56,7 +56,8 @@ async def _echo(args: TextArgs, ctx: ToolContext) -> dict[str, str]:
     return {"echo": args.text, "session": ctx.session_id}
 
 
-MUTATING = ToolEffect()
+MUTATING = ToolEffect(requires_approval=False)
+"""Changes something, set not to ask (the scope here has read nothing untrusted)."""
 
 
 def tool(name: str, fn: Any, effect: ToolEffect = MUTATING, **extra: Any) -> Tool[Any]:
@@ -175,7 +176,9 @@ async def test_rate_limit_applies_to_mutating_tools_per_session() -> None:
 
 
 async def test_timeout_of_a_non_idempotent_tool_is_not_retried() -> None:
-    h = Harness(tool("hang", _forever, ToolEffect(timeout_s=0.05)))
+    h = Harness(
+        tool("hang", _forever, ToolEffect(requires_approval=False, timeout_s=0.05))
+    )
     outcome = await h.call("hang")
     assert (outcome.status, outcome.error, outcome.attempts) == (
         "timeout",
@@ -185,7 +188,13 @@ async def test_timeout_of_a_non_idempotent_tool_is_not_retried() -> None:
 
 
 async def test_idempotent_timeouts_are_retried_then_reported() -> None:
-    h = Harness(tool("hang", _forever, ToolEffect(idempotent=True, timeout_s=0.02)))
+    h = Harness(
+        tool(
+            "hang",
+            _forever,
+            ToolEffect(requires_approval=False, idempotent=True, timeout_s=0.02),
+        )
+    )
     outcome = await h.call("hang")
     assert (outcome.status, outcome.error, outcome.attempts) == (
         "timeout",
@@ -205,7 +214,7 @@ async def test_idempotent_retry_succeeds() -> None:
 
 async def test_non_idempotent_failure_is_not_retried() -> None:
     flaky = Flaky([RuntimeError("socket reset")])
-    h = Harness(tool("send", flaky, ToolEffect(idempotent=False)))
+    h = Harness(tool("send", flaky, ToolEffect(requires_approval=False)))
     outcome = await h.call("send")
     assert (outcome.status, outcome.error, flaky.calls) == (
         "failed",

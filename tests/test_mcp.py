@@ -178,7 +178,7 @@ class TestSharedServer:
         assert tools["demo__echo"].effect.read_only is False
         assert tools["demo__echo"].effect.idempotent is False
         assert tools["fx__echo"].effect == ToolEffect(
-            read_only=True, idempotent=True, timeout_s=7
+            requires_approval=False, read_only=True, idempotent=True, timeout_s=7
         )
         assert tools["fx__add"].effect == ToolEffect(
             read_only=True, requires_approval=True, timeout_s=7
@@ -534,7 +534,9 @@ def test_config_loads_stdio_and_http_servers(tmp_path: Path) -> None:
     )
     assert files.env == {"TOKEN": "pre-s3cret-post"}
     assert files.cwd == str(tmp_path / "work")
-    assert files.effect_for("read") == ToolEffect(read_only=True, timeout_s=5)
+    assert files.effect_for("read") == ToolEffect(
+        requires_approval=False, read_only=True, timeout_s=5
+    )
     assert files.effect_for("write") == ToolEffect(requires_approval=True, timeout_s=5)
     assert (web.name, web.transport, web.enabled) == ("web-search_2", "http", False)
     assert web.startup_timeout_s == 15
@@ -544,9 +546,11 @@ def test_the_example_config_parses() -> None:
     notes, remote = load_mcp_config(ROOT / "docs" / "mcp.example.json", environ={})
     assert notes.enabled and notes.cwd == str(ROOT)
     assert notes.effect_for("list_notes") == ToolEffect(
-        read_only=True, idempotent=True, timeout_s=20
+        requires_approval=False, read_only=True, idempotent=True, timeout_s=20
     )
-    assert notes.effect_for("add_note") == ToolEffect(timeout_s=20)
+    assert notes.effect_for("add_note") == ToolEffect(
+        requires_approval=False, timeout_s=20
+    )
     assert not remote.enabled and remote.transport == "http"
 
 

@@ -19,7 +19,7 @@ from backend.tools.mcp_config import MCPServerConfig, parse_mcp_config
 
 SCRIPT = str(Path(__file__).parent / "mcp_servers" / "hinted_server.py")
 ASKS = ToolEffect(requires_approval=True)
-READS = ToolEffect(read_only=True, idempotent=True)
+READS = ToolEffect(requires_approval=False, read_only=True, idempotent=True)
 READ_HINTS = mcp_types.ToolAnnotations(read_only_hint=True, idempotent_hint=True)
 
 
@@ -45,8 +45,12 @@ def test_the_config_decides_key_by_key() -> None:
         },
     }
     server = config(effects=effects)
-    assert server.effect_for("read") == ToolEffect(read_only=True, idempotent=True)
-    assert server.effect_for("send") == ToolEffect(idempotent=True)
+    assert server.effect_for("read") == ToolEffect(
+        requires_approval=False, read_only=True, idempotent=True
+    )
+    assert server.effect_for("send") == ToolEffect(
+        requires_approval=False, idempotent=True
+    )
     assert server.effect_for("wipe") == ToolEffect(
         idempotent=True, requires_approval=True
     )
@@ -103,9 +107,9 @@ async def test_live_servers_tools_ask_unless_configured_or_trusted(
         "trusted__lookup": READS,  # a trusted read-only hint: no approval
         "trusted__erase": ASKS,
         "trusted__plain": ASKS,
-        "vouched__lookup": ToolEffect(read_only=True),
-        "vouched__erase": ToolEffect(),
-        "vouched__plain": ToolEffect(),
+        "vouched__lookup": ToolEffect(requires_approval=False, read_only=True),
+        "vouched__erase": ToolEffect(requires_approval=False),
+        "vouched__plain": ToolEffect(requires_approval=False),
     }
     notes = [r.getMessage() for r in caplog.records if "approval" in r.getMessage()]
     assert notes == [

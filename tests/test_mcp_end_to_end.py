@@ -49,6 +49,8 @@ async def test_mcp_tools_are_listed_and_called(
         "read_only": False,
         "idempotent": False,
         "requires_approval": True,  # nothing configured: it asks first
+        "asks_after_untrusted": True,
+        "untrusted_result": True,  # another system's reply
         "finalize": False,
     }
     async with httpx.AsyncClient() as http:

@@ -21,7 +21,7 @@ from backend.protocol import (
     ToolError,
     ToolStart,
 )
-from backend.tools.base import Tool, ToolRegistry
+from backend.tools.base import Tool, ToolEffect, ToolRegistry
 from backend.tools.executor import ExecutorConfig, ToolExecutor
 from backend.tools.policy import RateLimiter
 from tests.fakes import (
@@ -524,8 +524,9 @@ async def test_side_effect_notes_reach_history_as_system_messages() -> None:
 
     from tests.test_executor import TextArgs
 
+    unasked = ToolEffect(requires_approval=False)
     registry = ToolRegistry(
-        [Tool("share", "Share.", TextArgs, echo, side_effects=(note,))]
+        [Tool("share", "Share.", TextArgs, echo, unasked, side_effects=(note,))]
     )
     llm = ScriptedLLM(
         reason(),

@@ -89,7 +89,14 @@ async def test_an_idle_session_leaves_memory_and_comes_back_whole(
 ) -> None:
     async with running(database_url, session_grace_s=60) as lw:
         client = await lw.client()
-        frames = await client.chat("forget note 1", agent_mode=True)
+        await client.send(type="chat", content="forget note 1", agent_mode=True)
+        frames = await client.until_label("tool_approval_request:delete_note")
+        await client.send(  # deleting asks
+            type="tool_approval_response",
+            tool_call_id=frames[-1]["tool_call_id"],
+            approved=True,
+        )
+        frames += await client.run()
         assert "tool_start:delete_note" in labels(frames)
         assert lw.executor.sessions_tracked == 1  # notes are rate limited
         session = leave(client)

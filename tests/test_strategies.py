@@ -5,13 +5,14 @@ budget. (The guarantees they share are in test_strategy_contract.py.)"""
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 from backend.agent.strategies.act import ActUntilAnswer
 from backend.agent.strategies.llm_only import LLMOnly
 from backend.agent.strategies.plan_execute import PlanAndExecute
 from backend.llm.base import Completion, Message
-from backend.protocol import AgentPlan, AgentReason, AgentRequestInput
+from backend.protocol import AgentPlan, AgentReason, AgentRequestInput, TokenStream
 from tests.fakes import ScriptedLLM, calls, observe, reason, test_registry
 from tests.run_harness import QUESTION, Run, make_kit
 
@@ -287,3 +288,20 @@ async def test_act_offers_request_input_in_agent_runs() -> None:
     )
     assert answer.tool_call_id == run.history[-2].tool_calls[0].id
     assert asked.purpose == "chat" and result.answer == "Done."
+
+
+async def test_a_20_mb_streamed_answer_is_joined_once() -> None:
+    """200,000 pieces of 100 characters: kept as pieces and joined once
+    (adding each to one string copied it every time: 17 s for 20 MB, and
+    the event loop stalled with it)."""
+    piece = "x" * 99 + " "
+    llm = ScriptedLLM(piece * 200_000)
+    run = Run(llm_only(llm), agent=False, max_steps=0)
+    started = time.perf_counter()
+    result = await run.go()
+    took = time.perf_counter() - started
+    print(f"a 20 MB answer in 200,000 pieces: {took:.2f} s")
+    assert result.answer is not None and len(result.answer) == 20_000_000 - 1
+    tokens = run.of(TokenStream)
+    assert "".join(t.token for t in tokens) == piece * 200_000
+    assert took < 10  # quadratic joining takes hours here

@@ -41,6 +41,9 @@ from tests.fakes import ScriptedLLM, calls, observe, reason
 from tests.fifo import fifo
 from tests.ws_client import labels
 
+UNASKED = ToolEffect(requires_approval=False)
+"""A tool that changes something yet runs without asking (approvals are
+not what these tests are about)."""
 BOUND_S = 20.0  # every wait is bounded by this; the tests need far less
 CTX = ToolContext(session_id="s1", run_id="r1", step=2)
 
@@ -50,9 +53,9 @@ class TextArgs(BaseModel):
 
 
 def cpu(name: str, fn: Any, args: type[BaseModel], **effect: Any) -> Tool[Any]:
-    return Tool(
-        name, f"The {name} tool.", args, fn, ToolEffect(cpu_bound=True, **effect)
-    )
+    """A CPU-bound tool that runs unasked (unless an effect says otherwise)."""
+    effect = {"cpu_bound": True, "requires_approval": False, **effect}
+    return Tool(name, f"The {name} tool.", args, fn, ToolEffect(**effect))
 
 
 class Harness:
@@ -207,8 +210,8 @@ async def test_a_blocking_tool_does_not_block_the_loop() -> None:
         return {"text": args.text, "thread": threading.current_thread().name}
 
     tools = (
-        Tool("block", "B.", TextArgs, blocking),
-        Tool("echo", "E.", TextArgs, _async_fn),
+        Tool("block", "B.", TextArgs, blocking, UNASKED),
+        Tool("echo", "E.", TextArgs, _async_fn, UNASKED),
     )
     async with harness(*tools) as h, asyncio.TaskGroup() as group:
         blocked = group.create_task(h.call("block", text="done"))
@@ -235,16 +238,92 @@ async def test_a_blocking_tool_times_out_and_its_thread_keeps_its_slot() -> None
         return "late"
 
     tools = (
-        Tool("stuck", "S.", TextArgs, stuck, ToolEffect(timeout_s=0.2)),
-        Tool("quick", "Q.", TextArgs, _plain_fn),
+        Tool(
+            "stuck",
+            "S.",
+            TextArgs,
+            stuck,
+            ToolEffect(requires_approval=False, timeout_s=0.2),
+        ),
+        Tool("quick", "Q.", TextArgs, _plain_fn, UNASKED),
     )
     async with harness(*tools, threads=1) as h, asyncio.TaskGroup() as group:
         outcome = await h.call("stuck")
-        assert (outcome.status, outcome.error) == ("timeout", "timed out after 0.2s")
+        assert (outcome.status, outcome.error) == (
+            "timeout",
+            "timed out after 0.2s and may still be running; it was not tried again",
+        )
         assert entered.is_set() and h.threads.running == 1  # abandoned, not stopped
         waiting = group.create_task(h.call("quick", text="after"))
         release.set()  # the abandoned function returns; its slot frees
     assert waiting.result().result == "after" and h.threads.running == 0
+
+
+async def test_a_timed_out_thread_is_never_run_again_beside_itself() -> None:
+    """An idempotent plain tool that times out is still running in its
+    thread: it is not retried (a second thread would burn the CPU beside
+    the first); one retried on an error it raised is."""
+    loop = asyncio.get_running_loop()
+    entered, release = asyncio.Event(), threading.Event()
+    started: list[str] = []
+
+    def stuck(args: TextArgs, ctx: ToolContext) -> str:
+        started.append(args.text)
+        loop.call_soon_threadsafe(entered.set)
+        release.wait(BOUND_S)
+        return "late"
+
+    effect = ToolEffect(idempotent=True, timeout_s=0.2, requires_approval=False)
+    async with harness(Tool("stuck", "S.", TextArgs, stuck, effect), threads=2) as h:
+        outcome = await h.call("stuck")
+        assert (outcome.status, outcome.attempts, started) == ("timeout", 1, ["x"])
+        assert h.threads.running == 1
+        release.set()
+
+
+async def test_an_async_tool_that_ignores_its_cancellation_still_times_out() -> None:
+    """It catches the cancellation and goes on: the call is reported at its
+    timeout (plus the grace it has to end), not retried although it is
+    idempotent, and watched until it ends."""
+    started: list[str] = []
+    ignored, release = asyncio.Event(), asyncio.Event()
+
+    async def stubborn(args: TextArgs, ctx: ToolContext) -> str:
+        started.append(args.text)
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            ignored.set()
+        await release.wait()
+        return "late"
+
+    effect = ToolEffect(idempotent=True, timeout_s=0.1, requires_approval=False)
+    async with harness(Tool("stubborn", "S.", TextArgs, stubborn, effect)) as h:
+        outcome = await h.call("stubborn")
+        assert (outcome.status, outcome.error) == (
+            "timeout",
+            "timed out after 0.1s and may still be running; it was not tried again",
+        )
+        assert ignored.is_set() and started == ["x"]
+        assert h.executor.abandoned == 1
+        release.set()  # it ends; closing the executor waits for it
+    assert h.executor.abandoned == 0
+
+
+async def test_an_async_tool_that_ends_when_cancelled_is_retried() -> None:
+    attempts: list[int] = []
+
+    async def slow_once(args: TextArgs, ctx: ToolContext) -> str:
+        attempts.append(len(attempts) + 1)
+        if len(attempts) == 1:
+            await asyncio.Event().wait()
+        return "second time"
+
+    effect = ToolEffect(idempotent=True, timeout_s=0.1, requires_approval=False)
+    async with harness(Tool("slow", "S.", TextArgs, slow_once, effect)) as h:
+        outcome = await h.call("slow")
+    assert (outcome.status, outcome.result, attempts) == ("ok", "second time", [1, 2])
+    assert h.executor.abandoned == 0
 
 
 async def test_a_plain_tools_errors_are_reported() -> None:
@@ -258,9 +337,9 @@ async def test_a_plain_tools_errors_are_reported() -> None:
         sys.exit(2)
 
     tools = (
-        Tool("refuses", "R.", TextArgs, refuses),
-        Tool("crashes", "C.", TextArgs, crashes),
-        Tool("exits", "X.", TextArgs, exits),
+        Tool("refuses", "R.", TextArgs, refuses, UNASKED),
+        Tool("crashes", "C.", TextArgs, crashes, UNASKED),
+        Tool("exits", "X.", TextArgs, exits, UNASKED),
     )
     async with harness(*tools) as h:
         assert (await h.call("refuses", text="way")).error == "no way"
@@ -275,7 +354,9 @@ async def test_a_plain_tools_errors_are_reported() -> None:
 async def test_a_plain_function_returning_an_awaitable_is_awaited() -> None:
     """A lambda around an async function is plain; its coroutine is awaited
     on the loop, as before plain functions ran in threads."""
-    wrapper = Tool("wrap", "W.", TextArgs, lambda args, ctx: _async_fn(args, ctx))
+    wrapper = Tool(
+        "wrap", "W.", TextArgs, lambda args, ctx: _async_fn(args, ctx), UNASKED
+    )
     assert wrapper.runs_in == "thread"
     async with harness(wrapper) as h:
         assert (await h.call("wrap", text="inner")).result == "inner"
@@ -285,7 +366,10 @@ async def test_calling_a_plain_tool_directly_runs_it_in_a_thread() -> None:
     def where(args: TextArgs, ctx: ToolContext) -> str:
         return threading.current_thread().name
 
-    assert await Tool("where", "W.", TextArgs, where)(TextArgs(), CTX) != "MainThread"
+    assert (
+        await Tool("where", "W.", TextArgs, where, UNASKED)(TextArgs(), CTX)
+        != "MainThread"
+    )
 
 
 # --- cpu_bound functions: worker processes -------------------------------------------

@@ -63,6 +63,8 @@ async def test_session_ready_is_the_first_frame(start_server: StartServer) -> No
         "read_only": True,
         "idempotent": True,
         "requires_approval": False,
+        "asks_after_untrusted": False,
+        "untrusted_result": False,
         "finalize": False,
     }
     assert ready["strategies"] == ["react", "act", "plan_execute", "llm_only"]

@@ -222,6 +222,7 @@ class RunDriver:
                 description=approval.description,
                 step=approval.step,
                 in_doubt=approval.in_doubt,
+                untrusted_sources=list(approval.untrusted_sources),
             )
         )
 
@@ -307,7 +308,7 @@ class RunDriver:
     def _close_stream(self) -> str:
         """End a stream a stop or an error cut off; return the text it had."""
         state = self.ctx.state
-        text, state.streamed = state.streamed, ""
+        text = state.take_streamed()
         if text:
             self.ctx.emit(TokenStream(token="", is_first=False, is_last=True))
         return text.strip()

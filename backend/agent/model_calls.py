@@ -5,8 +5,8 @@ history window, phase prompt]`, the window being the newest history that
 fits `history_window_tokens` (`History.window`; the budget bounds the history
 part only). `complete` and `stream` add the reply's
 usage to the run state, and `stream` reports the text as `token_stream`
-frames (joined per tick by `TokenBatcher`) while keeping it in
-`state.streamed`, so a stop in mid-stream keeps
+frames (joined per tick by `TokenBatcher`) while keeping its pieces in
+the run state (`RunState.stream`), so a stop in mid-stream keeps
 what the user already saw. `final_answer` is the one final-answer call every
 strategy shares: the final prompt, tools off, streamed.
 """
@@ -101,21 +101,20 @@ class ModelCalls:
     async def stream(self, ctx: AgentContext, request: LLMRequest) -> Completion:
         """The reply, its text streamed to the user as it comes."""
         state = ctx.state
-        state.streamed = ""
+        state.take_streamed()  # nothing left from an earlier stream
         final: Completion | None = None
         tokens = TokenBatcher(ctx.emit, self.config.token_batch_s)
         try:
             async for event in self.llm.stream(request):
                 if isinstance(event, TextDelta):
                     tokens.add(event.text)
-                    state.streamed += event.text
+                    state.stream(event.text)
                 else:
                     final = event
         finally:
             tokens.close()  # shown before whatever ends the run
-        if state.streamed:
+        if state.take_streamed():
             ctx.emit(TokenStream(token="", is_first=False, is_last=True))
-        state.streamed = ""
         if final is None:
             raise LLMError("the model's stream ended without a completion")
         state.usage += final.usage

@@ -16,19 +16,27 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 from backend.llm.base import ToolCall, Usage
 from backend.prompts import ResultLine
-from backend.protocol import CompletionReason, SourceRef, StopMode, ToolArguments
+from backend.protocol import (
+    CompletionReason,
+    SourceRef,
+    StopMode,
+    ToolArguments,
+    UntrustedSource,
+)
 from backend.tools.executor import ToolOutcome
 
 START = "start"
 """The phase of a run that has not begun: the driver announces it first."""
 ENDING = "ending"
 """The phase of a run whose `ending` is decided: only the final answer is left."""
+MAX_UNTRUSTED = 20
+"""Untrusted reads a run remembers by name (it stays tainted after more)."""
 
 
 class _Value(BaseModel):
@@ -80,6 +88,8 @@ class PendingApproval(_Value):
     in_doubt: bool = False
     """The call was running when its server stopped and may have taken
     effect: approving runs it again, declining reports it as may-have-run."""
+    untrusted_sources: tuple[UntrustedSource, ...] = ()
+    """What the run had read that the user did not write, when it asked."""
 
 
 class Answered(_Value):
@@ -209,14 +219,21 @@ class RunState(BaseModel):
     # counters and the record
     parse_failures: int = 0
     usage: Usage = Field(default_factory=Usage)
-    streamed: str = ""
-    """Text of the stream in progress (kept as the answer if a stop cuts it)."""
+    _streamed: list[str] = PrivateAttr(default_factory=list)
+    """The pieces of the stream in progress (kept as the answer if a stop
+    cuts it), joined once when taken: adding to one string would copy it
+    each time (a 20 MB answer took 17 s). Never in a checkpoint, which is
+    taken between phases."""
     started_at: float = Field(default_factory=time.time)
     active_ms: float = 0.0
     """Time spent working (waits for the user excluded), across resumptions."""
     trace: list[TraceEntry] = Field(default_factory=list)
     sources: list[SourceRef] = Field(default_factory=list)
     """What the run's citing tools found (`chat_response.sources`)."""
+    untrusted: list[UntrustedSource] = Field(default_factory=list)
+    """Tool results the run read whose text the user did not write (at most
+    `MAX_UNTRUSTED`, the first ones): once there is one, tools that change
+    something ask, and every approval request names them."""
 
     @property
     def waiting(self) -> bool:
@@ -229,6 +246,34 @@ class RunState(BaseModel):
         before = self.max_steps
         self.max_steps = min(before + steps, self.max_steps_cap)
         return self.max_steps - before
+
+    def read_untrusted(self, source: UntrustedSource) -> None:
+        """Remember that the run read `source` (once; the first few)."""
+        known = any(
+            (s.tool_name, s.origin) == (source.tool_name, source.origin)
+            for s in self.untrusted
+        )
+        if not known and len(self.untrusted) < MAX_UNTRUSTED:
+            self.untrusted.append(source)
+
+    def stream(self, text: str) -> None:
+        """Add a piece of the reply being streamed."""
+        self._streamed.append(text)
+
+    def take_streamed(self) -> str:
+        """The text streamed since the last take, and forget it."""
+        text = "".join(self._streamed)
+        self._streamed.clear()
+        return text
+
+    @model_validator(mode="before")
+    @classmethod
+    def _drop_streamed(cls, data: Any) -> Any:
+        """Checkpoints written before the stream was kept in pieces have a
+        `streamed` key (always empty between phases)."""
+        if isinstance(data, dict) and data.get("streamed") == "":
+            data = {k: v for k, v in data.items() if k != "streamed"}
+        return data
 
     def take_resolution(self) -> WaitOutcome | None:
         """The outcome of the last wait, once."""

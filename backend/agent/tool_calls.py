@@ -39,13 +39,20 @@ from backend.agent.state import (
     Declined,
     InFlight,
     PendingApproval,
+    RunState,
     TimedOut,
     WaitOutcome,
 )
 from backend.llm.base import Completion, Message, ToolCall, ToolSpec
 from backend.prompts import ResultLine
-from backend.protocol import AgentDuplicateCall, ToolComplete, ToolError, ToolStart
-from backend.tools.base import ToolContext, ToolRegistry
+from backend.protocol import (
+    AgentDuplicateCall,
+    ToolComplete,
+    ToolError,
+    ToolStart,
+    UntrustedSource,
+)
+from backend.tools.base import AnyTool, ToolContext, ToolRegistry
 from backend.tools.executor import (
     CallScope,
     NeedsApproval,
@@ -160,6 +167,7 @@ class ToolCalls:
                         description=tool.people_summary,
                         step=state.step,
                         deadline=self._clock() + self.config.approval_timeout_s,
+                        untrusted_sources=tuple(state.untrusted),
                     )
                 )
             case Ready():
@@ -188,6 +196,7 @@ class ToolCalls:
                 step=state.step,
                 deadline=self._clock() + self.config.approval_timeout_s,
                 in_doubt=True,
+                untrusted_sources=tuple(state.untrusted),
             )
         )
 
@@ -210,6 +219,7 @@ class ToolCalls:
             ctx=_tool_context(ctx),
             allowed=[spec.name for spec in self.offered(ctx)],
             read_only=state.request.read_only,
+            untrusted_read=bool(state.untrusted),
         )
 
     def _announce(self, ctx: AgentContext, call: ToolCall) -> None:
@@ -284,7 +294,9 @@ class ToolCalls:
         state, call = ctx.state, outcome.call
         ctx.emit(_report(outcome))
         if outcome.ok:
-            citations.collect(state, self.registry.get(call.name), outcome.result)
+            tool = self.registry.get(call.name)
+            citations.collect(state, tool, outcome.result)
+            _note_untrusted(state, tool, outcome)
         self.rules.record(state, outcome)
         extra = ""
         if outcome.status == "rejected" and self.config.on_reject == "continue":
@@ -335,6 +347,18 @@ class ToolCalls:
             timeout = self.config.request_input_timeout_s
             return request_input.ask(ctx, call, timeout, self._clock())
         return request_input.settle(ctx, call, pending)
+
+
+def _note_untrusted(
+    state: RunState, tool: AnyTool | None, outcome: ToolOutcome
+) -> None:
+    """Remember the result's text if someone other than the user wrote it."""
+    if tool is None or not tool.effect.untrusted_result:
+        return
+    origin = tool.origin(outcome.result) if tool.origin is not None else ""
+    if origin is not None:
+        source = UntrustedSource(tool_name=tool.name, step=outcome.step, origin=origin)
+        state.read_untrusted(source)
 
 
 def _report(outcome: ToolOutcome) -> ToolComplete | ToolError:

@@ -561,7 +561,9 @@ def _tool_info(tool: AnyTool) -> ToolInfo:
         effect=ToolEffectInfo(
             read_only=effect.read_only,
             idempotent=effect.idempotent,
-            requires_approval=effect.requires_approval,
+            requires_approval=effect.asks(untrusted_read=False),
+            asks_after_untrusted=effect.asks(untrusted_read=True),
+            untrusted_result=effect.untrusted_result,
             finalize=effect.finalize,
         ),
     )

@@ -35,6 +35,8 @@ EXCERPT_CHARS = 160
 """Of each of the first `EXCERPTS` passages, in the summary."""
 EXCERPTS = 3
 MAX_QUERY_CHARS = 500
+ORIGIN_PATHS = 3
+"""Files named in an approval request's account of what a search read."""
 
 
 class Searcher(Protocol):
@@ -97,8 +99,21 @@ def search_documents_tool(
         ToolEffect(read_only=True, idempotent=True, finalize=finalize),
         offline=SearchDocumentsSkill(names),
         summary=f"Searches your documents ({listed}) and cites what it finds.",
+        origin=passages_origin,
         cites=True,
     )
+
+
+def passages_origin(result: Any) -> str | None:
+    """Where a search result's passages came from: their files, the first
+    few by name (None: it found nothing)."""
+    passages = result.get("passages", []) if isinstance(result, dict) else []
+    paths = list(dict.fromkeys(f"{p['source']}/{p['path']}" for p in passages))
+    if not paths:
+        return None
+    shown = ", ".join(paths[:ORIGIN_PATHS])
+    more = len(paths) - ORIGIN_PATHS
+    return f"{shown} and {more} more" if more > 0 else shown
 
 
 def _allowed(

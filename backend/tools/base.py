@@ -20,7 +20,9 @@ Registering is one call::
         a: float
         b: float
 
-    @registry.tool("add", "Add two numbers.", effect=ToolEffect(read_only=True))
+    pure = ToolEffect(read_only=True, untrusted_result=False)
+
+    @registry.tool("add", "Add two numbers.", effect=pure)
     async def add(args: AddArgs, ctx: ToolContext) -> float:
         return args.a + args.b
 
@@ -28,7 +30,9 @@ Registering is one call::
     def lookup(args: WordArgs, ctx: ToolContext) -> str:  # blocking: a thread
         return dictionary_file().definition(args.word)
 
-    @registry.tool("primes", "Count primes.", effect=ToolEffect(cpu_bound=True))
+    crunch = ToolEffect(read_only=True, untrusted_result=False, cpu_bound=True)
+
+    @registry.tool("primes", "Count primes.", effect=crunch)
     def primes(args: CountArgs, ctx: ToolContext) -> int:  # top level: a process
         return sum(1 for k in range(2, args.below) if is_prime(k))
 """
@@ -57,12 +61,29 @@ class ToolEffect:
 
     read_only: bool = False
     idempotent: bool = False
-    requires_approval: bool = False
+    requires_approval: bool | None = None
+    """Whether a call waits for the user's approval (see `asks`): None, the
+    default, asks when the tool changes something (not `read_only`); True
+    always asks; False asks only once the run has read untrusted content."""
+    untrusted_result: bool = True
+    """Its result may carry text the user did not write (documents, files,
+    web pages, other systems' replies), any instruction in which is not the
+    user's. After reading one, a run's every approval request names it, and
+    a tool that changes something asks even if it was set not to. False
+    for results the server makes itself (arithmetic, the time, a saved
+    note's id)."""
     finalize: bool = False
     timeout_s: float | None = None
     cpu_bound: bool = False
     """Run the (plain, module-level) function in a worker process, which is
     killed at the timeout; for computations that would hold the GIL."""
+
+    def asks(self, untrusted_read: bool) -> bool:
+        """Whether a call waits for approval, in a run that has
+        (`untrusted_read`) or has not read untrusted content yet."""
+        if self.requires_approval is None:
+            return not self.read_only
+        return self.requires_approval or (untrusted_read and not self.read_only)
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +150,11 @@ class Tool(Generic[A]):
     reconcile: Reconcile | None = None
     """Tells whether a call cut off by a crash took effect (by its
     idempotency key), so the run goes on without asking the user."""
+    origin: Callable[[Any], str | None] | None = None
+    """`origin(result)`: where an untrusted result's text came from, for
+    people (file names, document paths, a server), or None when this result
+    carried none (a search that found nothing). Without it, every result of
+    an `untrusted_result` tool counts, named by the tool alone."""
     cites: bool = False
     """Its result's `passages` ({source, path, location, score, text}) are
     what the run's answer rests on: the run collects them as its `sources`

@@ -36,7 +36,7 @@ WEEKDAYS = (
     "Sunday",
 )
 
-_EFFECT = ToolEffect(read_only=True, idempotent=True)
+_EFFECT = ToolEffect(read_only=True, idempotent=True, untrusted_result=False)
 
 
 def utc_now() -> datetime:

@@ -48,6 +48,10 @@ from backend.tools.threads import ThreadRunner
 
 log = logging.getLogger(__name__)
 
+CANCEL_GRACE_S = 1.0
+"""How long a timed-out async tool call has to end once cancelled before it
+is reported as still running (and left to run on, watched)."""
+
 
 class ToolOutcome(BaseModel):
     """What happened to one tool call (a value: it is part of the run state)."""
@@ -89,6 +93,8 @@ class CallScope:
     ctx: ToolContext
     allowed: Collection[str]
     read_only: bool = False
+    untrusted_read: bool = False
+    """The run has read content the user did not write (`RunState.untrusted`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,12 +184,24 @@ class ToolExecutor:
         )
         self._threads = threads or ThreadRunner(config.threads)
         self._processes = processes or ProcessPool(config.processes)
+        self._abandoned: set[asyncio.Future[Any]] = set()
+        """Async calls that ran past their timeout and ignored the cancel."""
+
+    @property
+    def abandoned(self) -> int:
+        """Async tool calls still running after their timeout."""
+        return len(self._abandoned)
 
     async def aclose(self) -> None:
         """Stop the worker processes (threads cannot be stopped; they are
-        daemons and do not hold up the exit)."""
+        daemons and do not hold up the exit), and cancel once more the
+        async calls that went on past their timeout, waiting a moment."""
         await self._threads.aclose()
         await self._processes.aclose()
+        if self._abandoned:
+            for call in self._abandoned:
+                call.cancel()
+            await asyncio.wait(self._abandoned, timeout=CANCEL_GRACE_S)
 
     def forget_session(self, session_id: str) -> None:
         self._limiter.forget(session_id)
@@ -213,7 +231,7 @@ class ToolExecutor:
             wait_s = self._limiter.acquire(scope.ctx.session_id)
             if wait_s is not None:
                 return Refused("rate_limited", self._rate_message(tool, wait_s))
-        if tool.effect.requires_approval:
+        if tool.effect.asks(scope.untrusted_read):
             return NeedsApproval(tool, parsed)
         return Ready(tool, parsed)
 
@@ -272,17 +290,22 @@ class ToolExecutor:
     ) -> _Try:
         timeout = tool.effect.timeout_s or self.config.default_timeout_s
         try:
+            if tool.runs_in == "loop":
+                return _Try("ok", await self._on_loop(tool, args, ctx, timeout))
             async with asyncio.timeout(timeout):
                 return _Try("ok", await self._run(tool, args, ctx))
         except TimeoutError:
             if tool.runs_in == "thread":
                 log.warning(
                     "tool %s timed out after %gs; its thread runs on until the "
-                    "function returns",
+                    "function returns (the call is not tried again)",
                     tool.name,
                     timeout,
                 )
+                return _Try("timeout", _still_running(timeout), transient=False)
             return _Try("timeout", f"timed out after {timeout:g}s", transient=True)
+        except _StillRunning:
+            return _Try("timeout", _still_running(timeout), transient=False)
         except ToolError as exc:
             return _Try("failed", str(exc), transient=exc.retryable)
         except OwnershipLost:
@@ -295,12 +318,55 @@ class ToolExecutor:
                 transient=True,
             )
 
+    async def _on_loop(
+        self, tool: AnyTool, args: BaseModel, ctx: ToolContext, limit_s: float
+    ) -> Any:
+        """An async tool's call, bounded even when it ignores its cancellation.
+
+        At the timeout it is cancelled; one that has not ended
+        `CANCEL_GRACE_S` later (it caught the cancellation, or shields its
+        work) is left to run on, watched in `_abandoned`, and reported as
+        still running: it is not tried again. A tool that blocks the event
+        loop itself cannot be stopped at all: plain functions belong in a
+        thread or process (`Tool.runs_in`)."""
+        call = asyncio.ensure_future(tool.fn(args, ctx))
+        try:
+            done, _ = await asyncio.wait({call}, timeout=limit_s)
+            if done:
+                return call.result()
+            call.cancel()
+            await asyncio.wait({call}, timeout=CANCEL_GRACE_S)
+        except asyncio.CancelledError:
+            call.cancel()  # Stop: the tool goes too, or is watched
+            self._watch(tool, call)
+            raise
+        if not call.done():
+            self._watch(tool, call)
+            raise _StillRunning
+        if not call.cancelled():
+            call.exception()  # ended with an error of its own once cancelled
+        raise TimeoutError
+
+    def _watch(self, tool: AnyTool, call: asyncio.Future[Any]) -> None:
+        """Keep an async call that would not stop until it ends, and log it."""
+        if call.done():
+            return
+        log.warning(
+            "tool %s did not stop when cancelled; it runs on (not tried again)",
+            tool.name,
+        )
+        self._abandoned.add(call)
+        call.add_done_callback(self._abandoned_ended)
+
+    def _abandoned_ended(self, call: asyncio.Future[Any]) -> None:
+        self._abandoned.discard(call)
+        if not call.cancelled() and call.exception() is not None:
+            log.info("an abandoned tool call ended with %r", call.exception())
+
     async def _run(self, tool: AnyTool, args: BaseModel, ctx: ToolContext) -> Any:
-        """Call the tool's function where it belongs (`Tool.runs_in`)."""
+        """Call a plain tool function where it belongs (`Tool.runs_in`)."""
         if tool.runs_in == "process":
             return await self._processes.run(tool.fn, args, ctx)
-        if tool.runs_in == "loop":
-            return await tool.fn(args, ctx)
         value = await self._threads.run(tool.fn, args, ctx)
         if inspect.isawaitable(value):  # a plain function wrapping an async one
             value = await value
@@ -336,6 +402,16 @@ class ToolExecutor:
 
     def _elapsed(self, started: float) -> float:
         return round((self._clock() - started) * 1000, 3)
+
+
+class _StillRunning(Exception):
+    """An async call went on after its timeout's cancellation."""
+
+
+def _still_running(timeout: float) -> str:
+    return (
+        f"timed out after {timeout:g}s and may still be running; it was not tried again"
+    )
 
 
 def _refuse(

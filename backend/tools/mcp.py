@@ -206,6 +206,7 @@ def _as_tool(server: _Server, spec: mcp_types.Tool, name: str) -> Tool[MCPArgume
         fn=call,
         effect=server.config.effect_for(spec.name, spec.annotations),
         parameters=object_schema(spec.input_schema),
+        origin=lambda _result: f"the MCP server {server.name}",
     )
 
 

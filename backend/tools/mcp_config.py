@@ -29,9 +29,12 @@ stdin/stdout) or `url` (streamable HTTP). Loopwire's own keys per server:
 
 Anything still unset is the safe default: mutating, not idempotent, and
 asking the user for approval unless the tool is read-only (so a tool nobody
-vouched for never runs unasked). The server's hints are untrusted by
-default, as the MCP specification says they must be for a server you do
-not control; `destructiveHint` and `openWorldHint` are never used.
+vouched for never runs unasked). `requires_approval: false` on a tool that
+is not read-only still asks once the run has read untrusted content, and
+every MCP tool's result counts as untrusted (it comes from another system).
+The server's hints are untrusted by default, as the MCP specification says
+they must be for a server you do not control; `destructiveHint` and
+`openWorldHint` are never used.
 
 `${VAR}` in `env` and `headers` values is replaced from the process
 environment; a missing variable is an error unless the server is disabled.
@@ -157,7 +160,7 @@ class MCPServerConfig(BaseModel):
         unset = all(
             layer.requires_approval is None for layer in self._layers(tool_name, hints)
         )
-        return unset and self.effect_for(tool_name, hints).requires_approval
+        return unset and self.effect_for(tool_name, hints).asks(untrusted_read=False)
 
     def _layers(
         self, tool_name: str, hints: mcp_types.ToolAnnotations | None

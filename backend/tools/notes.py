@@ -173,7 +173,7 @@ def note_tools(
             "Save a note the user asked you to remember. Asks the user for approval.",
             SaveNoteArgs,
             save_note,
-            ToolEffect(requires_approval=True),
+            ToolEffect(requires_approval=True, untrusted_result=False),
             offline=SaveNoteSkill(),
             summary="Saves a note for you to find later; asks you first.",
             reconcile=reconcile("saved"),
@@ -183,18 +183,19 @@ def note_tools(
             "List the notes the user saved (in any conversation).",
             ListNotesArgs,
             list_notes,
-            ToolEffect(read_only=True, idempotent=True),
+            # every note was approved by the user when it was saved
+            ToolEffect(read_only=True, idempotent=True, untrusted_result=False),
             offline=ListNotesSkill(),
             summary="Lists the notes you saved.",
         ),
         Tool(
             "delete_note",
-            "Delete a saved note by its number.",
+            "Delete a saved note by its number. Asks the user for approval.",
             DeleteNoteArgs,
             delete_note,
-            ToolEffect(idempotent=False),
+            ToolEffect(untrusted_result=False),  # asks: it deletes
             offline=DeleteNoteSkill(),
-            summary="Deletes one of your saved notes.",
+            summary="Deletes one of your saved notes; asks you first.",
             reconcile=reconcile("deleted"),
         ),
     ]

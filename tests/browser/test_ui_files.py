@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from playwright.async_api import expect
 
-from tests.browser.ui import App, OpenApp
+from tests.browser.geometry import why_not_clickable
+from tests.browser.ui import DESKTOP, PHONE, App, OpenApp
 from tests.conftest import StartServer
 from tests.fakes import ScriptedLLM, calls, observe, reason
 
@@ -93,9 +94,54 @@ async def test_a_tools_artifact_appears_as_it_is_made(
     harness = await start_server(llm)
     app = await open_app(harness)
     await app.type_and_send("write me a plan")
+    await expect(app.dialog).to_be_visible()  # writing a file asks
+    await expect(app.loc("#approval-untrusted")).to_be_hidden()  # read nothing
+    await app.page.get_by_role("button", name="Approve").click()
     await app.wait_idle()
     chip = app.loc(".file-chip[data-origin=artifact] a")
     await expect(chip).to_have_attribute(
         "aria-label", "Download plan.md (12 bytes, made by a tool)"
     )
     await expect(app.answers()).to_have_text("Saved plan.md.")
+
+
+async def test_an_approval_after_reading_a_file_says_where_the_request_may_come_from(
+    start_server: StartServer, open_app: OpenApp
+) -> None:
+    """The run read the user's uploaded file (text the user did not write),
+    then asks to write one: the dialog warns, naming the file, and the
+    notice and the buttons are on screen at desktop and phone sizes."""
+    llm = ScriptedLLM(
+        reason("Read it.", tools=["read_file"]),
+        calls(("read_file", {"file_id": "PLACEHOLDER"})),
+        observe("It lists Oslo."),
+        reason("Write it.", tools=["write_file"]),
+        calls(("write_file", {"name": "plan.md", "content": "# Plan\n1. Go"})),
+        observe(should_continue=False, final="Saved plan.md."),
+    )
+    harness = await start_server(llm)
+    app = await open_app(harness)
+    await app.loc("#file-picker").set_input_files(
+        files=[{"name": "cities.csv", "mimeType": "text/csv", "buffer": CSV}]
+    )
+    await expect(app.loc(".file-chip .file-name")).to_have_text(["cities.csv"])
+    file_id = await app.loc(".file-chip[data-file-id]").get_attribute("data-file-id")
+    assert file_id
+    llm._steps[1] = calls(("read_file", {"file_id": file_id}))
+    await app.type_and_send("make a plan from my file")
+    await expect(app.dialog).to_be_visible()
+    notice = app.loc("#approval-untrusted")
+    await expect(notice).to_contain_text("This run has read text you did not write.")
+    await expect(app.loc("#approval-untrusted-list li")).to_have_text(
+        ["read_file (step 1): the file cities.csv"]
+    )
+    approve = app.page.get_by_role("button", name="Approve")
+    reject = app.page.get_by_role("button", name="Reject")
+    for size in (DESKTOP, PHONE):
+        await app.page.set_viewport_size(size)  # type: ignore[arg-type]
+        assert await why_not_clickable(notice) == [], size
+        for button in (reject, approve):
+            assert await why_not_clickable(button) == [], size
+    await reject.click()
+    await app.wait_idle()
+    await expect(app.loc(".file-chip .file-name")).to_have_text(["cities.csv"])

@@ -6,6 +6,10 @@
 // stopped: nobody can tell whether it took effect. The dialog says so, and
 // its buttons are Run again / Don't run (declining reports it as a call that
 // may have run; no reason is sent).
+//
+// A request with `untrusted_sources` comes from a run that had read text the
+// user did not write (documents, files, other systems): the dialog warns that
+// the call may have been asked for there, and lists what was read.
 import { byId } from '../dom.js';
 import { prettyJson } from '../format.js';
 
@@ -21,6 +25,8 @@ export class ApprovalDialog {
     this.step = byId('approval-step');
     this.description = byId('approval-description');
     this.args = byId('approval-args');
+    this.untrusted = byId('approval-untrusted');
+    this.untrustedList = byId('approval-untrusted-list');
     this.reasonField = byId('approval-reason-field');
     this.reason = byId('approval-reason');
     this.approveButton = byId('approval-approve');
@@ -62,12 +68,25 @@ export class ApprovalDialog {
     this.step.textContent = frame.step ? `Step ${frame.step}` : '';
     this.description.textContent = again ? IN_DOUBT : frame.description || 'No description.';
     this.args.textContent = prettyJson(frame.arguments);
+    this.showUntrusted(frame.untrusted_sources ?? []);
     this.reason.value = '';
     this.reasonField.hidden = again;
     this.approveButton.textContent = again ? 'Run again' : 'Approve';
     this.rejectButton.textContent = again ? "Don't run" : 'Reject';
     if (!this.dialog.open) this.dialog.showModal();
     this.rejectButton.focus();
+  }
+
+  showUntrusted(sources) {
+    this.untrustedList.replaceChildren(
+      ...sources.map((source) => {
+        const item = document.createElement('li');
+        const where = source.origin ? `: ${source.origin}` : '';
+        item.textContent = `${source.tool_name} (step ${source.step})${where}`;
+        return item;
+      }),
+    );
+    this.untrusted.hidden = sources.length === 0;
   }
 
   decide(approved) {
