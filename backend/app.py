@@ -33,9 +33,10 @@ from backend.store.base import Store
 from backend.store.sql import SqlStore
 from backend.tools.base import AnyTool, ToolRegistry
 from backend.tools.builtin import builtin_tools
-from backend.tools.executor import ExecutorConfig, ToolExecutor
+from backend.tools.executor import ExecutorConfig, Runner, ToolExecutor
 from backend.tools.mcp import MCPManager, load_mcp_config
 from backend.tools.notes import MemoryNotebook, Notebook, note_tools
+from backend.tools.processes import ProcessPool
 from backend.transport import api, conversations, files, http
 from backend.transport.agent_api import AgentAPI
 from backend.transport.auth import Authenticate
@@ -73,13 +74,18 @@ def make_llm(settings: Settings, registry: ToolRegistry) -> LLMClient:
 
 
 def default_registry(
-    notebook: Notebook | None = None, shelf: FileShelf | None = None
+    notebook: Notebook | None = None,
+    shelf: FileShelf | None = None,
+    processes: Runner | None = None,
 ) -> ToolRegistry:
     """The built-in tools: calculator, current_time, convert_units, notes
-    (kept in `notebook`: the store, or server memory) and, with a `shelf`,
-    read_file and write_file (the conversation's files)."""
+    (kept in `notebook`: the store, or server memory) and, with a `shelf`
+    and worker `processes` (for PDFs), read_file and write_file (the
+    conversation's files)."""
     notes = note_tools(notebook if notebook is not None else MemoryNotebook())
-    files = file_tools(shelf) if shelf is not None else []
+    files = []
+    if shelf is not None and processes is not None:
+        files = file_tools(shelf, processes)
     return ToolRegistry([*builtin_tools(), *notes, *files])
 
 
@@ -95,7 +101,10 @@ def make_service(
     strategies: StrategyFactory | None = None,
     store: Store | None = None,
     data_sources: Sequence[str] = (),
+    processes: Runner | None = None,
 ) -> ChatService:
+    """The service and its loop; `processes` (the executor's worker
+    processes) may be shared with tools that need them, such as read_file."""
     executor = ToolExecutor(
         registry,
         ExecutorConfig(
@@ -108,6 +117,7 @@ def make_service(
             threads=settings.tool_threads,
             processes=settings.tool_processes,
         ),
+        processes=processes,
     )
     config = LoopConfig(
         tool_result_max_chars=settings.tool_result_max_chars,
@@ -208,7 +218,10 @@ def create_app(
         max_files=settings.max_files_per_conversation,
         clock=time.time,
     )
-    tools = registry if registry is not None else default_registry(chosen_store, shelf)
+    processes = ProcessPool(settings.tool_processes)
+    tools = registry
+    if tools is None:
+        tools = default_registry(chosen_store, shelf, processes)
     library = Library(settings) if settings.data_source_folders else None
     if library is not None:
         tools.add(library.tool())
@@ -223,6 +236,7 @@ def create_app(
         strategies,
         chosen_store,
         data_sources=library.names if library is not None else (),
+        processes=processes,
     )
     shelf.on_added = service.files_added
     mcp_configs = load_mcp_config(settings.mcp_config) if settings.mcp_config else []

@@ -5,8 +5,11 @@ manifest in the reason prompt, and the `read_file` / `write_file` tools."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import hashlib
 import json
+import time
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +18,11 @@ import pytest
 
 from backend.files.kinds import clean_name
 from tests.conftest import Harness, StartServer
+from tests.fake_openai import FakeOpenAIServer, Reply
 from tests.fakes import ScriptedLLM, calls, observe, reason
-from tests.ws_client import Client, label
+from tests.pdf_files import pdf_bytes
+from tests.server_process import server_process
+from tests.ws_client import Client, label, labels
 
 ALICE = "alice-token-0123456789abcdef"
 BOB = "bob-token-0123456789abcdefgh"
@@ -271,7 +277,17 @@ async def test_the_manifest_lists_the_files_and_tools_read_and_write_them(
     # the scripted call names the uploaded file's id
     llm._steps[1] = calls(("read_file", {"file_id": added["id"]}))
 
-    frames = await client.chat("sum up my file", agent_mode=True)
+    await client.send(type="chat", content="sum up my file", agent_mode=True)
+    frames = await client.until_label("tool_approval_request:write_file")
+    await client.send(  # writing asks; the run had read the file: it says so
+        type="tool_approval_response",
+        tool_call_id=frames[-1]["tool_call_id"],
+        approved=True,
+    )
+    assert frames[-1]["untrusted_sources"] == [
+        {"tool_name": "read_file", "step": 1, "origin": "the file cities.csv"}
+    ]
+    frames += await client.run()
     complete = [f for f in frames if f["type"] == "tool_complete"]
     assert complete[0]["tool_name"] == "read_file"
     assert "Oslo,709000" in complete[0]["result"]["text"]
@@ -350,3 +366,58 @@ async def test_an_upload_that_trickles_is_cut_off_in_time(
     async with httpx.AsyncClient(base_url=harness.server.url("")) as http:
         listed = await http.get(f"/api/conversations/{conversation}/files")
     assert listed.json() == {"items": []}
+
+
+def crafted_pdf() -> bytes:
+    """6 KB that pypdf needs over ten seconds of CPU to read: one page of
+    300,000 one-letter lines, deflated."""
+    return pdf_bytes(["\n".join("a" for _ in range(300_000))], compress=True)
+
+
+async def test_a_crafted_pdf_never_freezes_the_server(
+    fake_openai: FakeOpenAIServer, tmp_path: Path
+) -> None:
+    """`read_file` extracts a PDF's text in a worker process, killed at the
+    tool's timeout: meanwhile a real server process answers /healthz as
+    fast as ever (it froze for 10.8 s when the text was extracted on the
+    event loop)."""
+    database = f"sqlite+aiosqlite:///{tmp_path / 'loopwire.db'}"
+    content = crafted_pdf()
+    assert len(content) < 10_000
+    async with (
+        server_process(
+            database, llm_base_url=fake_openai.base_url, tool_timeout_s=2
+        ) as server,
+        AsyncExitStack() as stack,
+        httpx.AsyncClient(base_url=f"http://127.0.0.1:{server.port}") as http,
+    ):
+        client = await server.client(stack)
+        ready = await client.recv()
+        conversation = str(ready["session_id"])
+        added = (await upload(http, conversation, "invoice.pdf", content)).json()
+        assert label(await client.recv()) == "files_update"
+        fake_openai.script(
+            Reply(tool_calls=[("read_file", {"file_id": added["id"]})]),
+            Reply(content="Unreadable."),
+        )
+        await client.send(type="chat", content="read it", selected_tools=["read_file"])
+        await client.until_label("tool_start:read_file")
+        ended = asyncio.create_task(client.run())
+        round_trips: list[float] = []
+        gc.freeze()  # the test process's own heap: not the server's pauses
+        try:
+            while not ended.done():
+                started = time.perf_counter()
+                assert (await http.get("/healthz")).status_code == 200
+                round_trips.append(time.perf_counter() - started)
+        finally:
+            gc.unfreeze()
+        frames = await ended
+    assert labels(frames)[0] == "tool_error:read_file:timeout"
+    round_trips.sort()
+    print(
+        f"/healthz during the PDF: {len(round_trips)} round trips, median "
+        f"{round_trips[len(round_trips) // 2] * 1000:.1f} ms, max "
+        f"{round_trips[-1] * 1000:.1f} ms"
+    )
+    assert len(round_trips) > 10 and round_trips[-1] < 0.1

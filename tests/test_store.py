@@ -30,6 +30,7 @@ from backend.store.base import (
 from backend.store.schema import metadata
 from backend.store.sql import SqlStore, engine_url
 from backend.tools.base import Reconciled, ToolContext
+from backend.tools.threads import ThreadRunner
 
 
 @pytest.fixture
@@ -434,7 +435,8 @@ async def test_a_tools_file_is_made_once_per_key_and_fenced(
     )
     announced: list[str] = []
     shelf.on_added = lambda record: announced.append(record.id)
-    (write_file,) = [t for t in file_tools(shelf) if t.name == "write_file"]
+    tools = file_tools(shelf, ThreadRunner(1))  # no PDF is read here
+    (write_file,) = [t for t in tools if t.name == "write_file"]
     args = write_file.args_model(name="sum.md", content="# Sum")
     ctx = ToolContext("c1", "run1", idempotency_key="run1:call1", epoch=taken.epoch)
     assert write_file.reconcile is not None

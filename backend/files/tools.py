@@ -4,6 +4,12 @@ A tool names a file by its id (the manifest in the reason prompt lists
 them), never by a path. `read_file` gives text files' text (PDFs' text
 when `pypdf` can read them); `write_file` makes a text artifact that joins
 the conversation's files, announced to its clients with `files_update`.
+
+A PDF's text is extracted in a worker process (`Runner`, the executor's
+`ProcessPool`): pypdf is pure Python, and a crafted file of a few KB can
+keep it busy for many seconds. On the event loop that froze the whole
+server; in a thread it could not be stopped. In a process it is killed at
+the tool's timeout (or on Stop) and the server goes on answering.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from backend.files.shelf import FileShelf
 from backend.store.base import FileRecord, LimitReached
 from backend.tools.base import Reconciled, Tool, ToolContext, ToolEffect
 from backend.tools.effects import effect_key
+from backend.tools.executor import Runner
 
 READ_CHARS = 20_000
 """Characters of a file `read_file` returns at most (the executor cuts a
@@ -42,7 +49,9 @@ class WriteFileArgs(BaseModel):
     )
 
 
-def _pdf_text(content: bytes) -> str:
+def pdf_text(content: bytes) -> str:
+    """The text of a PDF's first `PDF_PAGES` pages (in a worker process:
+    see the module's docstring)."""
     try:
         from pypdf import PdfReader
     except ImportError:  # pragma: no cover - pypdf is a dependency
@@ -55,7 +64,9 @@ def _pdf_text(content: bytes) -> str:
     return "\n\n".join(f"[page {n}]\n{text}" for n, text in enumerate(pages, 1))
 
 
-def file_tools(shelf: FileShelf) -> list[Tool[Any]]:
+def file_tools(shelf: FileShelf, pdfs: Runner) -> list[Tool[Any]]:
+    """The file tools; `pdfs` runs `pdf_text` away from the event loop."""
+
     async def read_file(args: ReadFileArgs, ctx: ToolContext) -> dict[str, Any]:
         found = await shelf.read(ctx.session_id, args.file_id)
         if found is None:
@@ -66,7 +77,7 @@ def file_tools(shelf: FileShelf) -> list[Tool[Any]]:
             )
         record, content = found
         if record.media_type == "application/pdf":
-            text = _pdf_text(content)
+            text = await pdfs.run(pdf_text, content)
         elif record.media_type.startswith("image/"):
             raise ToolError(f"{record.name} is an image; its content is not text")
         else:
@@ -110,6 +121,7 @@ def file_tools(shelf: FileShelf) -> list[Tool[Any]]:
             read_file,
             ToolEffect(read_only=True, idempotent=True),
             summary="Reads one of this conversation's files.",
+            origin=lambda result: f"the file {result['name']}",
         ),
         Tool(
             "write_file",
@@ -117,8 +129,9 @@ def file_tools(shelf: FileShelf) -> list[Tool[Any]]:
             "that joins this conversation's files for the user to download.",
             WriteFileArgs,
             write_file,
-            ToolEffect(),
-            summary="Saves a text file in this conversation for you to download.",
+            ToolEffect(untrusted_result=False),  # asks: it writes
+            summary="Saves a text file in this conversation for you to download; "
+            "asks you first.",
             reconcile=wrote,
         ),
     ]
