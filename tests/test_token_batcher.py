@@ -111,7 +111,7 @@ class TwoPiecesThenSilence:
 async def test_a_cancelled_stream_shows_what_it_took_before_it_ends() -> None:
     """A stop cancels the stream with text still waiting for its tick: it is
     sent before the cancellation goes on, so the frames hold all of
-    `state.streamed` (what a stopped run keeps as its partial answer)."""
+    the run state's streamed text (what a stopped run keeps as its partial answer)."""
     llm = TwoPiecesThenSilence()
     calls = ModelCalls(llm, PromptProvider(), LoopConfig(token_batch_s=60.0))  # type: ignore[arg-type]
     events: list[RunEvent] = []
@@ -136,4 +136,4 @@ async def test_a_cancelled_stream_shows_what_it_took_before_it_ends() -> None:
         ("Half ", True, False),
         ("an answer", False, False),
     ]
-    assert state.streamed == "Half an answer"
+    assert state.take_streamed() == "Half an answer"
