@@ -337,24 +337,28 @@ class ToolExecutor:
             call.cancel()
             await asyncio.wait({call}, timeout=CANCEL_GRACE_S)
         except asyncio.CancelledError:
-            call.cancel()  # Stop: the tool goes too, or is watched
-            self._watch(tool, call)
+            call.cancel()  # Stop: the tool goes too (ending on its next turn)
+            self._watch(tool, call, stubborn=False)
             raise
         if not call.done():
-            self._watch(tool, call)
+            self._watch(tool, call, stubborn=True)
             raise _StillRunning
         if not call.cancelled():
             call.exception()  # ended with an error of its own once cancelled
         raise TimeoutError
 
-    def _watch(self, tool: AnyTool, call: asyncio.Future[Any]) -> None:
-        """Keep an async call that would not stop until it ends, and log it."""
+    def _watch(
+        self, tool: AnyTool, call: asyncio.Future[Any], *, stubborn: bool
+    ) -> None:
+        """Keep a cancelled async call until it ends (`stubborn`: it already
+        went on past its grace, which is logged)."""
         if call.done():
             return
-        log.warning(
-            "tool %s did not stop when cancelled; it runs on (not tried again)",
-            tool.name,
-        )
+        if stubborn:
+            log.warning(
+                "tool %s did not stop when cancelled; it runs on (not tried again)",
+                tool.name,
+            )
         self._abandoned.add(call)
         call.add_done_callback(self._abandoned_ended)
 
