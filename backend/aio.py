@@ -44,7 +44,13 @@ def stop_if_cancelled() -> None:
         raise asyncio.CancelledError
 
 
-async def cancel_all(tasks: Iterable[asyncio.Task[Any]], *, again_s: float) -> None:
+CANCEL_AGAIN_S = 0.5
+"""How long a cancelled task has to end before it is cancelled again."""
+
+
+async def cancel_all(
+    tasks: Iterable[asyncio.Task[Any]], *, again_s: float = CANCEL_AGAIN_S
+) -> None:
     """Cancel `tasks` and wait until every one has ended, cancelling again,
     each `again_s`, any that swallowed its cancellation and went on."""
     pending = [task for task in tasks if not task.done()]

@@ -101,7 +101,7 @@ class ModelCalls:
     async def stream(self, ctx: AgentContext, request: LLMRequest) -> Completion:
         """The reply, its text streamed to the user as it comes."""
         state = ctx.state
-        state.take_streamed()  # nothing left from an earlier stream
+        state.drop_streamed()  # nothing left from an earlier stream
         final: Completion | None = None
         tokens = TokenBatcher(ctx.emit, self.config.token_batch_s)
         try:
@@ -113,7 +113,7 @@ class ModelCalls:
                     final = event
         finally:
             tokens.close()  # shown before whatever ends the run
-        if state.take_streamed():
+        if state.drop_streamed():  # the completion has the whole text
             ctx.emit(TokenStream(token="", is_first=False, is_last=True))
         if final is None:
             raise LLMError("the model's stream ended without a completion")

@@ -260,6 +260,13 @@ class RunState(BaseModel):
         """Add a piece of the reply being streamed."""
         self._streamed.append(text)
 
+    def drop_streamed(self) -> bool:
+        """Forget the text streamed since the last take (without joining
+        it); whether there was any."""
+        had = bool(self._streamed)
+        self._streamed.clear()
+        return had
+
     def take_streamed(self) -> str:
         """The text streamed since the last take, and forget it."""
         text = "".join(self._streamed)

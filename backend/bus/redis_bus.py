@@ -84,9 +84,6 @@ RETRY_MIN_S = 0.05
 """The first pause before trying Redis again (it doubles); also how close to
 its safe expiry a lease is given up rather than renewed once more."""
 RECONNECT_MAX_S = 2.0
-CANCEL_AGAIN_S = 0.5
-"""How long a loop has to end after it is cancelled before it is cancelled
-again (redis-py may swallow a cancellation that meets its read timeout)."""
 
 RENEW = """
 local lost = {}
@@ -257,7 +254,7 @@ class RedisBus:
         if tasks is not None:
             await self._drain_queue()
         try:
-            await cancel_all([*self._loops, *self._answering], again_s=CANCEL_AGAIN_S)
+            await cancel_all([*self._loops, *self._answering])
             if tasks is not None:
                 await tasks.__aexit__(None, None, None)
         finally:

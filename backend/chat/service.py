@@ -78,9 +78,6 @@ from backend.users import LOCAL_USER
 
 log = logging.getLogger(__name__)
 
-CANCEL_AGAIN_S = 0.5
-"""How long a background loop has to end once cancelled before it is
-cancelled again (a library may turn a cancellation into its own error)."""
 RESTARTING = "the server is restarting; reconnect with your session_id to continue"
 
 
@@ -205,7 +202,7 @@ class ChatService:
         self.runs.tasks = None
         self.cluster.stop()
         try:
-            await cancel_all(self._loops, again_s=CANCEL_AGAIN_S)
+            await cancel_all(self._loops)
             if tasks is not None:
                 await tasks.__aexit__(exc_type, exc, tb)
             await self.flush_all()
