@@ -6,6 +6,7 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
+from urllib.parse import urlsplit
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -23,8 +24,15 @@ from backend.bus.base import Bus
 from backend.bus.local import LocalBus
 from backend.chat.service import ChatService
 from backend.files.blobs import BlobStore
+from backend.files.collector import BlobCollector
 from backend.files.shelf import FileShelf
 from backend.files.tools import file_tools
+from backend.identity.claims import ClaimMap
+from backend.identity.identities import Identities
+from backend.identity.jwks import Jwks
+from backend.identity.jwt_bearer import JwtVerifier
+from backend.identity.oidc import OidcProvider
+from backend.identity.signins import SignIns
 from backend.llm.base import LLMClient
 from backend.prompts import PromptProvider
 from backend.settings import Settings
@@ -37,14 +45,16 @@ from backend.tools.executor import ExecutorConfig, Runner, ToolExecutor
 from backend.tools.mcp import MCPManager, load_mcp_config
 from backend.tools.notes import MemoryNotebook, Notebook, note_tools
 from backend.tools.processes import ProcessPool
-from backend.transport import api, conversations, files, http
+from backend.transport import admin, api, conversations, files, http
 from backend.transport.agent_api import AgentAPI
 from backend.transport.auth import Authenticate
 from backend.transport.guard import Guard
+from backend.transport.guesses import Guesses
 from backend.transport.incidents import Incidents
 from backend.transport.instance import InstanceHeader
-from backend.transport.limits import UserLimits
+from backend.transport.limits import ClientLimits
 from backend.transport.login import Login
+from backend.transport.oidc import OidcLogin
 from backend.transport.openapi import openapi_route
 from backend.transport.websocket import websocket_endpoint
 from backend.users import Users
@@ -184,6 +194,56 @@ def _add_mcp_tools(registry: ToolRegistry, mcp: MCPManager) -> None:
         log.info("MCP tools: %s", ", ".join(t.name for t in mcp.tools()))
 
 
+def make_identities(settings: Settings, store: Store) -> Identities:
+    """Who may use the server: the tokens, sign-ins kept in `store`, and the
+    identity providers the settings name (JWT bearer tokens, OIDC)."""
+    users = Users.configured(
+        settings.auth_token,
+        settings.auth_tokens_file,
+        external=settings.jwt_enabled or settings.oidc_enabled,
+    )
+    signins = SignIns(store, users, ttl_s=settings.auth_cookie_ttl_s)
+    identities = Identities(users, signins)
+    if settings.jwt_enabled:
+        assert settings.jwt_issuer and settings.jwt_audience and settings.jwt_jwks_url
+        identities.jwt = JwtVerifier(
+            issuer=settings.jwt_issuer,
+            audience=settings.jwt_audience,
+            jwks=Jwks(settings.jwt_jwks_url, refetch_s=settings.jwt_jwks_refetch_s),
+            claims=ClaimMap(
+                settings.jwt_user_claim,
+                settings.jwt_roles_claim,
+                settings.jwt_admin_role,
+            ),
+        )
+    if settings.oidc_enabled:
+        issuer, client_id = settings.oidc_issuer, settings.oidc_client_id
+        assert issuer and client_id and settings.oidc_client_secret
+        identities.oidc = OidcProvider(
+            issuer=issuer,
+            client_id=client_id,
+            client_secret=settings.oidc_client_secret,
+            claims=ClaimMap(
+                settings.oidc_user_claim,
+                settings.oidc_roles_claim,
+                settings.oidc_admin_role,
+            ),
+            name=settings.oidc_name or urlsplit(issuer).netloc,
+            scopes=settings.oidc_scopes,
+            jwks_refetch_s=settings.jwt_jwks_refetch_s,
+        )
+    return identities
+
+
+def oidc_routes(
+    identities: Identities, login: Login, settings: Settings
+) -> list[Route]:
+    """`/login/oidc` and its callback, when an OIDC provider is configured."""
+    if identities.oidc is None:
+        return []
+    return OidcLogin(identities.oidc, login, public_url=settings.public_url).routes()
+
+
 def create_app(
     settings: Settings | None = None,
     *,
@@ -203,20 +263,26 @@ def create_app(
     `store` defaults to the database `LOOPWIRE_DATABASE_URL` names.
     """
     settings = settings or Settings()
-    users = Users.configured(
-        settings.auth_token,
-        settings.auth_tokens_file,
-        cookie_ttl_s=settings.auth_cookie_ttl_s,
-    )
     prompts = prompts or PromptProvider()
     prompts.check()
     chosen_store = store if store is not None else SqlStore(settings.database_url)
+    identities = make_identities(settings, chosen_store)
+    users = identities.users
+    guesses = Guesses(settings.auth_failures_per_minute)
+    login = Login(identities, settings, guesses)
     shelf = FileShelf(
         chosen_store,
         BlobStore(settings.files_dir),
         max_bytes=settings.max_file_bytes,
         max_files=settings.max_files_per_conversation,
         clock=time.time,
+        max_user_bytes=settings.max_file_bytes_per_user,
+    )
+    collector = BlobCollector(
+        shelf.blobs,
+        chosen_store,
+        grace_s=settings.blob_gc_grace_s,
+        every_s=settings.blob_gc_s,
     )
     processes = ProcessPool(settings.tool_processes)
     tools = registry
@@ -250,7 +316,7 @@ def create_app(
                 app.state.mcp = mcp
                 _add_mcp_tools(tools, mcp)
                 documents = library.running() if library else contextlib.nullcontext()
-                async with documents, service:
+                async with documents, service, collector:
                     yield
         finally:
             await chosen_store.close()
@@ -259,7 +325,9 @@ def create_app(
     app = Starlette(
         routes=[
             *http.routes(),
-            *Login(users, settings).routes(),
+            *login.routes(),
+            *oidc_routes(identities, login, settings),
+            *admin.routes(),
             *api.routes(),
             *AgentAPI().routes(),
             Route("/openapi.json", openapi_route),
@@ -272,14 +340,18 @@ def create_app(
             Middleware(InstanceHeader, instance_id=service.bus.instance_id),
             Middleware(Incidents),
             Middleware(Guard, settings=settings),
-            Middleware(Authenticate, users=users),
+            Middleware(Authenticate, identities=identities, guesses=guesses),
         ],
     )
     app.state.chat = service
     app.state.settings = settings
     app.state.users = users
-    app.state.user_limits = UserLimits(settings)
+    app.state.identities = identities
+    app.state.signins = identities.signins
+    app.state.guesses = guesses
+    app.state.limits = ClientLimits(settings, signed_in=users.enabled)
     app.state.store = chosen_store
     app.state.files = shelf
+    app.state.blob_collector = collector
     app.state.library = library
     return app

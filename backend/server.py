@@ -122,6 +122,10 @@ def uvicorn_config(
         "ws": WebSocketProtocol,
         "ws_max_size": max(4 * settings.max_message_bytes, 1 << 20),
         "ws_per_message_deflate": settings.ws_compression,
+        # forwarded headers are believed only from the configured proxies
+        # (uvicorn's own default trusts any local process to name a client)
+        "proxy_headers": bool(settings.proxies),
+        "forwarded_allow_ips": list(settings.proxies) or None,
     }
     config.update(options)
     return uvicorn.Config(app, **config)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit
 
 from pydantic import AliasChoices, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -78,19 +80,71 @@ class Settings(BaseSettings):
     max_files_per_conversation: int = Field(default=100, ge=1)
     upload_timeout_s: float = Field(default=120.0, gt=0)
     """An upload's body must have arrived within this many seconds."""
+    max_file_bytes_per_user: int = Field(default=1024**3, ge=1024)
+    """The bytes of files one user may hold: the sizes of the files in all
+    their conversations, added up (a file held twice counts twice). An
+    upload or an artifact that would take them past it is refused."""
+    blob_gc_s: float = Field(default=3600.0, ge=0)
+    """How often file contents no file refers to any more (their
+    conversations were deleted) are removed from `files_dir`, besides a
+    pass soon after each deletion; 0 turns the collector off."""
+    blob_gc_grace_s: float = Field(default=600.0, ge=60)
+    """A file in `files_dir` younger than this (by its modification time)
+    is never removed: an upload writes its content before its record."""
     auth_token: str | None = None
     """One token for the whole server; its user is `local`."""
     auth_tokens_file: Path | None = None
     """A file of `user: token` lines, one per user (see docs/security.md)."""
     auth_cookie_ttl_s: float = Field(default=7 * 24 * 3600.0, gt=0)
     """How long a browser stays signed in."""
+    auth_failures_per_minute: int = Field(default=30, ge=1, le=100_000)
+    """Wrong bearer tokens, JWTs and session cookies one client address may
+    present per minute (bursts of as many); past it, HTTP 429 with
+    Retry-After, before any credential is compared."""
+    jwt_issuer: str | None = None
+    jwt_audience: str | None = None
+    jwt_jwks_url: str | None = None
+    """With all three set, `Authorization: Bearer <JWT>` from this identity
+    provider is accepted: RS256/ES256 signed by a key of the JWKS at this
+    URL, with this `iss` and `aud`, not expired."""
+    jwt_user_claim: str = "sub"
+    jwt_roles_claim: str = "roles"
+    """A list (or space-separated string) of roles; a dotted path reaches a
+    nested claim (`realm_access.roles`)."""
+    jwt_admin_role: str = "admin"
+    jwt_jwks_refetch_s: float = Field(default=60.0, ge=0, le=86_400)
+    """A token naming a key the JWKS lacks fetches it again, at most this often."""
+    oidc_issuer: str | None = None
+    oidc_client_id: str | None = None
+    oidc_client_secret: str | None = None
+    """With all three set, the login page offers "Sign in with <provider>"
+    (OpenID Connect, found at `<issuer>/.well-known/openid-configuration`;
+    register `<public URL>/login/oidc/callback` as the redirect URI)."""
+    oidc_name: str = ""
+    """The provider's name on the login page (default: the issuer's host)."""
+    oidc_scopes: str = "openid profile email"
+    oidc_user_claim: str = "sub"
+    oidc_roles_claim: str = "roles"
+    oidc_admin_role: str = "admin"
     allow_insecure: bool = False
     """Serve a non-loopback address without authentication (not advised)."""
     max_connections_per_user: int = Field(default=32, ge=1)
-    """Open WebSockets per user at once (when authentication is on)."""
+    """WebSockets and event streams one client has open at once. A client
+    is a user when authentication is on, else a client address (loopback
+    ones are not limited: a server without sign-in is one person's)."""
+    max_connections: int = Field(default=5000, ge=1)
+    """WebSockets and event streams open at once on this server, everyone's."""
+    connects_per_s: float = Field(default=5.0, gt=0)
+    connect_burst: int = Field(default=60, ge=1)
+    """New connections per second of one client, and the burst: one that
+    reconnects in a loop gets HTTP 429 at the handshake."""
     user_messages_per_s: float = Field(default=50.0, gt=0)
     user_message_burst: int = Field(default=150, ge=1)
-    """A user's frames per second over all their sockets, and the burst."""
+    """A client's frames per second over all their sockets, and the burst."""
+    runs_per_minute: float = Field(default=60.0, gt=0)
+    run_burst: int = Field(default=20, ge=1)
+    """Runs one client may start per minute, and the burst: a `chat` frame
+    and `POST /api/agent` alike."""
     allowed_origins: str = ""
     """Browser origins (comma-separated) besides loopback ones and the public URL's."""
     allowed_hosts: str = ""
@@ -98,6 +152,12 @@ class Settings(BaseSettings):
     public_url: str | None = None
     """Where people reach the server (e.g. https://chat.example.com), when
     that is not a loopback address: its host and origin are allowed."""
+    trusted_proxies: str = ""
+    """Addresses or networks (comma-separated, e.g. `127.0.0.1,10.0.0.0/8`) of
+    the reverse proxies in front of the server: only a request from one of
+    them has its `X-Forwarded-For` and `X-Forwarded-Proto` believed. Empty:
+    no one's are, and the client address is the connection's own (it is
+    what the per-address limits count by)."""
 
     agent_max_steps: int = Field(default=10, ge=1)
     agent_max_steps_cap: int = Field(default=50, ge=1)
@@ -136,7 +196,17 @@ class Settings(BaseSettings):
     frame_log_bytes: int = Field(default=2 * 1024 * 1024, ge=4096)
     """Frames each session holds for replay (newest first), in bytes."""
     max_sessions: int = Field(default=10_000, ge=1)
-    """Sessions held in memory at once (idle ones are evicted to make room)."""
+    """Sessions held in memory at once (idle ones are evicted to make room,
+    then runs waiting unwatched for their user are parked in the store)."""
+    max_sessions_per_user: int = Field(default=1000, ge=1)
+    """Sessions of one user held in memory at once, made room for the same
+    way; past it that user (not the others) is refused until one frees.
+    Without sign-in everyone is the user `local`."""
+    park_waiting_after_s: float = Field(default=120.0, gt=0)
+    """A run waiting for its user's answer or approval with no socket or
+    stream on its conversation for this long is parked in the store and
+    leaves memory; it goes on when the conversation is next opened (its
+    deadline still counts)."""
     session_grace_s: float = Field(default=300.0, gt=0)
     """A session with no socket and no run leaves memory after this long."""
     shutdown_grace_s: float = Field(default=3.0, ge=0)
@@ -195,6 +265,24 @@ class Settings(BaseSettings):
         return self
 
     @model_validator(mode="after")
+    def _identity_providers(self) -> Settings:
+        for prefix, names in IDENTITY_SETTINGS.items():
+            given = [n for n in names if getattr(self, n)]
+            if given and len(given) < len(names):
+                missing = ", ".join(
+                    f"LOOPWIRE_{n.upper()}" for n in names if n not in given
+                )
+                raise ValueError(f"{prefix} needs {missing} too (or none of them)")
+        for name in ("jwt_jwks_url", "oidc_issuer"):
+            url = getattr(self, name)
+            if url and not _secure_url(url):
+                raise ValueError(
+                    f"LOOPWIRE_{name.upper()} must be an https:// URL "
+                    "(http:// only on a loopback address)"
+                )
+        return self
+
+    @model_validator(mode="after")
     def _real_token(self) -> Settings:
         if self.auth_token is not None and not self.auth_token.strip():
             raise ValueError(
@@ -214,6 +302,18 @@ class Settings(BaseSettings):
                 "LOOPWIRE_DATABASE_URL to a PostgreSQL URL (postgresql://…), "
                 "not SQLite"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _proxies(self) -> Settings:
+        for proxy in self.proxies:
+            try:
+                ipaddress.ip_network(proxy, strict=False)
+            except ValueError:
+                raise ValueError(
+                    f"LOOPWIRE_TRUSTED_PROXIES: {proxy!r} is not an IP address "
+                    "or network (e.g. 127.0.0.1 or 10.0.0.0/8)"
+                ) from None
         return self
 
     @model_validator(mode="after")
@@ -251,6 +351,21 @@ class Settings(BaseSettings):
         return tuple(m.strip() for m in self.llm_models.split(",") if m.strip())
 
     @property
+    def proxies(self) -> tuple[str, ...]:
+        """`LOOPWIRE_TRUSTED_PROXIES` as a tuple (each checked at start-up)."""
+        return tuple(p.strip() for p in self.trusted_proxies.split(",") if p.strip())
+
+    @property
+    def jwt_enabled(self) -> bool:
+        return bool(self.jwt_issuer and self.jwt_audience and self.jwt_jwks_url)
+
+    @property
+    def oidc_enabled(self) -> bool:
+        return bool(
+            self.oidc_issuer and self.oidc_client_id and self.oidc_client_secret
+        )
+
+    @property
     def hosts(self) -> tuple[str, ...]:
         return tuple(h.strip() for h in self.allowed_hosts.split(",") if h.strip())
 
@@ -258,6 +373,28 @@ class Settings(BaseSettings):
         """The budget a run gets: the client's ask, capped by the server."""
         steps = self.agent_max_steps if requested is None else requested
         return max(1, min(steps, self.agent_max_steps_cap))
+
+
+IDENTITY_SETTINGS = {
+    "LOOPWIRE_JWT_ISSUER": ("jwt_issuer", "jwt_audience", "jwt_jwks_url"),
+    "LOOPWIRE_OIDC_ISSUER": ("oidc_issuer", "oidc_client_id", "oidc_client_secret"),
+}
+"""An identity provider's settings that go together."""
+
+
+def _secure_url(url: str) -> bool:
+    """https://, or http:// to a loopback address (a provider on this machine)."""
+    parts = urlsplit(url)
+    if parts.scheme == "https" and parts.hostname:
+        return True
+    if parts.scheme != "http" or not parts.hostname:
+        return False
+    if parts.hostname == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(parts.hostname).is_loopback
+    except ValueError:
+        return False
 
 
 DATA_SOURCE_NAME = re.compile(r"[a-z0-9_-]{1,40}")

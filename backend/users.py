@@ -1,31 +1,30 @@
-"""`Users`: who may use the server, by token, and their signed-in browsers.
+"""`Users`: who may use the server by token, and with which role.
 
-Authentication is on when `LOOPWIRE_AUTH_TOKEN` (one token, user `local`) or
-`LOOPWIRE_AUTH_TOKENS_FILE` (a token per user) is set. Scripts present the
-token as `Authorization: Bearer …`; a browser presents it once to the login
-form and gets a cookie.
+Authentication is on when `LOOPWIRE_AUTH_TOKEN` (one token, user `local`),
+`LOOPWIRE_AUTH_TOKENS_FILE` (a token per user), or an identity provider
+(OIDC sign-in, JWT bearer tokens: `backend/identity/`) is configured.
+Scripts present a token as `Authorization: Bearer …`; a browser presents it
+once to the login form and gets a sign-in (`backend/identity/signins.py`).
 
-The cookie is `user.expiry.signature`, signed with a key derived from that
-user's token: nothing is kept on the server, a cookie outlives a restart and
-works on every instance that has the same tokens, and changing a user's token
-signs out that user's browsers (and only theirs).
-
-A tokens file has one `user: token` line per user; blank lines and lines
+A tokens file has one `user: token` line per user, or `user: token role`
+with the role `admin` or `user` (the default); blank lines and lines
 starting with `#` are skipped. User names are 1 to 64 letters, digits and
-`_.@-`; tokens are at least 16 visible characters and unique.
+`_.@-`; tokens are at least 16 visible characters and unique. The single
+token's user, `local`, is an admin, and so is everyone when there is no
+authentication at all (only loopback can reach such a server).
 """
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import hmac
 import logging
 import re
 import stat
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal, NamedTuple, get_args
 
 from backend.errors import ConfigError
 
@@ -38,25 +37,52 @@ TOKEN = re.compile(r"[!-~]{16,512}")
 COOKIE_NAME = "loopwire_session"
 COOKIE_MAX_CHARS = 256
 
+Role = Literal["admin", "user"]
+ADMIN: Role = "admin"
+USER: Role = "user"
+ROLES: tuple[Role, ...] = get_args(Role)
+
+
+@dataclass(frozen=True, slots=True)
+class Identity:
+    """Who a request is from: a user name (the owner of what they make) and
+    their role."""
+
+    user: str
+    role: Role
+
+    @property
+    def admin(self) -> bool:
+        return self.role == ADMIN
+
+
+class Account(NamedTuple):
+    """A tokens file's line: the user's token and role."""
+
+    token: str
+    role: Role
+
 
 class Users:
-    """Token → user, and signed session cookies for browsers."""
+    """Token → user, and each user's role."""
 
     def __init__(
         self,
         tokens: Mapping[str, str],
         *,
-        cookie_ttl_s: float = 7 * 24 * 3600.0,
-        clock: Callable[[], float] = time.time,
+        admins: Collection[str] = (),
+        external: bool = False,
     ) -> None:
-        """`tokens` maps each user to their token; empty: no authentication."""
+        """`tokens` maps each user to their token; `admins` have the admin
+        role; `external`: users also come from an identity provider, so
+        authentication is on even without tokens."""
         self._by_digest = {_digest(token): user for user, token in tokens.items()}
         self._keys = {
             user: hashlib.sha256(b"loopwire-cookie\0" + token.encode()).digest()
             for user, token in tokens.items()
         }
-        self.cookie_ttl_s = cookie_ttl_s
-        self._clock = clock
+        self._admins = frozenset(admins)
+        self.external = external
 
     @classmethod
     def configured(
@@ -64,30 +90,56 @@ class Users:
         token: str | None,
         tokens_file: Path | None,
         *,
-        cookie_ttl_s: float = 7 * 24 * 3600.0,
+        external: bool = False,
     ) -> Users:
         """From the settings: the single token, the tokens file, or both."""
-        tokens = read_tokens_file(tokens_file) if tokens_file is not None else {}
+        accounts = read_tokens_file(tokens_file) if tokens_file is not None else {}
         if token is not None:
             if not token.strip():
                 raise ConfigError("LOOPWIRE_AUTH_TOKEN is set but empty")
-            if LOCAL_USER in tokens:
+            if LOCAL_USER in accounts:
                 raise ConfigError(
                     f"user {LOCAL_USER!r} is in the tokens file and has "
                     "LOOPWIRE_AUTH_TOKEN too; give it one token"
                 )
             if len(token) < 16:
                 log.warning("LOOPWIRE_AUTH_TOKEN is short; use 16 or more characters")
-            tokens[LOCAL_USER] = token.strip()
-        return cls(tokens, cookie_ttl_s=cookie_ttl_s)
+            accounts[LOCAL_USER] = Account(token.strip(), ADMIN)
+        return cls(
+            {user: account.token for user, account in accounts.items()},
+            admins=[
+                user for user, account in accounts.items() if account.role == ADMIN
+            ],
+            external=external,
+        )
 
     @property
     def enabled(self) -> bool:
+        """Whether requests must say who they are from."""
+        return bool(self._by_digest) or self.external
+
+    @property
+    def has_tokens(self) -> bool:
         return bool(self._by_digest)
 
     @property
     def names(self) -> tuple[str, ...]:
         return tuple(self._keys)
+
+    def role(self, user: str) -> Role | None:
+        """The role of a user of the tokens (None: not one of them)."""
+        if user not in self._keys:
+            return None
+        return ADMIN if user in self._admins else USER
+
+    def identity(self, user: str) -> Identity | None:
+        role = self.role(user)
+        return None if role is None else Identity(user, role)
+
+    def key(self, user: str) -> bytes | None:
+        """A key derived from the user's token (None: no such user): what
+        their sign-ins are bound to, so that a new token signs them out."""
+        return self._keys.get(user)
 
     def by_token(self, token: str) -> str | None:
         """The user whose token this is (compared as digests, in constant time
@@ -102,45 +154,25 @@ class Users:
 
     def by_authorization(self, header: str) -> str | None:
         """The user an `Authorization: Bearer …` header names."""
-        scheme, _, value = header.partition(" ")
-        if scheme.lower() != "bearer":
-            return None
-        return self.by_token(value.strip())
+        return self.by_token(bearer_value(header) or "")
 
-    def cookie(self, user: str) -> str:
-        """A cookie value that signs `user` in until the TTL runs out."""
-        expiry = int(self._clock() + self.cookie_ttl_s)
-        return f"{user}.{expiry}.{self._sign(user, expiry)}"
 
-    def by_cookie(self, value: str) -> str | None:
-        """The user a cookie signs in, if its signature holds and it is fresh."""
-        if len(value) > COOKIE_MAX_CHARS:
-            return None
-        parts = value.rsplit(".", 2)
-        if len(parts) != 3:
-            return None
-        user, expiry_text, signature = parts
-        if user not in self._keys or not expiry_text.isdigit():
-            return None
-        expiry = int(expiry_text)
-        if expiry < self._clock():
-            return None
-        expected = self._sign(user, expiry)
-        if not hmac.compare_digest(expected.encode(), signature.encode()):
-            return None
-        return user
-
-    def _sign(self, user: str, expiry: int) -> str:
-        mac = hmac.new(self._keys[user], f"{user}.{expiry}".encode(), hashlib.sha256)
-        return base64.urlsafe_b64encode(mac.digest()).rstrip(b"=").decode()
+def bearer_value(header: str) -> str | None:
+    """The credential of an `Authorization: Bearer …` header (None: another
+    scheme)."""
+    scheme, _, value = header.partition(" ")
+    if scheme.lower() != "bearer":
+        return None
+    return value.strip()
 
 
 def _digest(token: str) -> bytes:
     return hashlib.sha256(token.encode()).digest()
 
 
-def read_tokens_file(path: Path) -> dict[str, str]:
-    """`user: token` lines → {user: token}; a ConfigError says which line is wrong."""
+def read_tokens_file(path: Path) -> dict[str, Account]:
+    """`user: token [role]` lines → {user: Account}; a ConfigError says which
+    line is wrong."""
     try:
         text = path.read_text(encoding="utf-8")
         mode = path.stat().st_mode
@@ -148,29 +180,40 @@ def read_tokens_file(path: Path) -> dict[str, str]:
         raise ConfigError(f"cannot read the tokens file {path}: {exc}") from exc
     if mode & (stat.S_IRWXG | stat.S_IRWXO):
         log.warning("the tokens file %s can be read by others; chmod 600 it", path)
-    tokens: dict[str, str] = {}
+    accounts: dict[str, Account] = {}
     seen: set[str] = set()
     for number, line in enumerate(text.splitlines(), start=1):
         line = line.strip()
         if not line or line.startswith("#"):
             continue
-        user, colon, token = (part.strip() for part in line.partition(":"))
-        where = f"{path}, line {number}"
-        if not colon or not USER_NAME.fullmatch(user):
+        user, account = _line(line, f"{path}, line {number}")
+        if user in accounts:
+            raise ConfigError(f"{path}, line {number}: user {user!r} is listed twice")
+        if account.token in seen:
             raise ConfigError(
-                f"{where}: expected `user: token` with a user name of letters, "
-                "digits and _.@- (at most 64)"
+                f"{path}, line {number}: this token is already another user's"
             )
-        if not TOKEN.fullmatch(token):
-            raise ConfigError(
-                f"{where}: the token must be 16 to 512 visible characters, no spaces"
-            )
-        if user in tokens:
-            raise ConfigError(f"{where}: user {user!r} is listed twice")
-        if token in seen:
-            raise ConfigError(f"{where}: this token is already another user's")
-        tokens[user] = token
-        seen.add(token)
-    if not tokens:
+        accounts[user] = account
+        seen.add(account.token)
+    if not accounts:
         raise ConfigError(f"the tokens file {path} lists no users")
-    return tokens
+    return accounts
+
+
+def _line(line: str, where: str) -> tuple[str, Account]:
+    user, colon, rest = (part.strip() for part in line.partition(":"))
+    if not colon or not USER_NAME.fullmatch(user):
+        raise ConfigError(
+            f"{where}: expected `user: token` with a user name of letters, "
+            "digits and _.@- (at most 64)"
+        )
+    token, *extra = rest.split() if rest else ("",)
+    if not TOKEN.fullmatch(token) or len(extra) > 1:
+        raise ConfigError(
+            f"{where}: the token must be 16 to 512 visible characters, no spaces "
+            "(then, optionally, the role: admin or user)"
+        )
+    role = extra[0] if extra else USER
+    if role not in ROLES:
+        raise ConfigError(f"{where}: the role must be admin or user, not {role!r}")
+    return user, Account(token, USER if role == USER else ADMIN)

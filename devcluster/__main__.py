@@ -66,6 +66,7 @@ def main(argv: list[str] | None = None) -> int:
             "LOOPWIRE_REDIS_URL": redis.url,
             "LOOPWIRE_HOST": "127.0.0.1",
             "LOOPWIRE_FILES_DIR": str(scratch / "files"),  # one folder, shared
+            "LOOPWIRE_TRUSTED_PROXIES": "127.0.0.1",  # nginx names the client
             "PYTHONUNBUFFERED": "1",
         }
         if "LOOPWIRE_DATA_SOURCES" not in env:

@@ -558,6 +558,10 @@ async def test_the_openapi_document_is_served_and_matches_the_routes(
     assert served.json() == openapi()
     paths = served.json()["paths"]
     assert sorted(paths) == [
+        "/api/admin/signins",
+        "/api/admin/signins/{signin_id}",
+        "/api/admin/usage",
+        "/api/admin/users/{user}/revoke",
         "/api/agent",
         "/api/conversations",
         "/api/conversations/{conversation_id}",

@@ -75,7 +75,7 @@ async def test_open_migrates_to_the_newest_revision_and_again_changes_nothing(
     for _ in range(2):
         store = SqlStore(database_url)
         await store.open()
-        assert await store.revision() == migrate.head() == "0004"
+        assert await store.revision() == migrate.head() == "0005"
         await store.close()
 
 
@@ -114,7 +114,7 @@ async def test_a_database_at_the_first_schema_is_upgraded_in_place(
     upgraded = SqlStore(database_url)
     await upgraded.open()
     try:
-        assert await upgraded.revision() == "0004"
+        assert await upgraded.revision() == "0005"
         assert await upgraded.messages("c1") == [Message.user("hello from 0001")]
         record = await upgraded.conversation("c1")
         assert record is not None and record.title == "old"
@@ -300,6 +300,26 @@ async def test_runs_are_upserted_and_live_ones_listed_oldest_first(
     assert stored["r2"].usage == Usage(
         prompt_tokens=3, completion_tokens=4, total_tokens=7, llm_calls=5
     )
+
+
+async def test_a_waiting_run_let_go_cleanly_is_parked(store: SqlStore) -> None:
+    """A run waiting in a conversation its owner let go cleanly (made room,
+    shut down) is left out of what a starting or adopting server takes; one
+    whose owner died holding it is not, nor is a working run."""
+    for cid in ("c1", "c2"):
+        await store.create_conversation(conversation(cid))
+    await store.write(Batch("c1", 1.0, runs=[run("r1", "c1", "waiting", at=10)]))
+    await store.write(Batch("c2", 1.0, runs=[run("r2", "c2", "suspended", at=20)]))
+    for cid in ("c1", "c2"):
+        taken = await store.take(cid, max_frame_bytes=1000)
+        assert taken is not None
+        await store.release([(cid, taken.epoch)])
+    assert [r.id for r in await store.live_runs(parked=False)] == ["r2"]
+    assert await store.live_conversations(parked=False) == ["c2"]
+    assert [r.id for r in await store.live_runs()] == ["r1", "r2"]
+    assert [r.id for r in await store.live_runs("c1")] == ["r1"]  # opened: it goes on
+    await store.take("c1", max_frame_bytes=1000)  # held again, e.g. then crashed
+    assert [r.id for r in await store.live_runs(parked=False)] == ["r1", "r2"]
 
 
 async def test_a_batch_from_a_stale_owner_writes_nothing(store: SqlStore) -> None:

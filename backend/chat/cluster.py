@@ -44,7 +44,7 @@ from backend.chat.ownership import MISSING, Ownership
 from backend.chat.session import Session
 from backend.chat.sessions import SessionTable
 from backend.chat.target import Target
-from backend.errors import Busy, Unavailable
+from backend.errors import Busy, NoSuchConversation, Unavailable
 from backend.settings import Settings
 from backend.store.base import StoreError
 
@@ -98,15 +98,20 @@ class Cluster:
 
     # ------------------------------------------------------------ opening
 
-    async def open(self, session_id: str | None, user: str) -> tuple[Target, bool]:
+    async def open(
+        self, session_id: str | None, user: str, *, create: bool = True
+    ) -> tuple[Target, bool]:
         """The conversation to attach a client to: the local session (owned
-        here, or taken now), a mirror of another instance's, or a new one."""
+        here, or taken now), a mirror of another instance's, or a new one
+        (`create`; else `NoSuchConversation`)."""
         try:
             if session_id:
                 found = await self._find(session_id, user)
                 if found is not None:
                     found.touch()
                     return found, True
+            if not create:
+                raise NoSuchConversation(f"no conversation {session_id!r}")
             return await self._new(user), False
         except BusError as exc:
             log.error("cannot open a session: %s", exc)
@@ -138,6 +143,7 @@ class Cluster:
         raise Unavailable(UNREACHABLE)
 
     async def _new(self, user: str) -> Session:
+        await self.table.room.make(user)
         session_id = uuid.uuid4().hex
         if not await self.bus.claim(session_id):  # a collision of 128 bits
             raise Unavailable("could not start a conversation; try again")
@@ -316,10 +322,16 @@ class Cluster:
 
     # ------------------------------------------------------------ the loop
 
+    async def _adopt(self) -> None:
+        """Take the orphaned conversations that must go on: working runs, and
+        those clients here follow (through a mirror whose owner is gone)."""
+        watched = [i for i, mirror in self.mirrors.items() if not mirror.idle]
+        await self.ownership.adopt_orphans(watched)
+
     async def _every_period(self) -> None:
         while True:
             await asyncio.sleep(self.period_s)
-            for step in (self.ownership.adopt_orphans, self._report_watching):
+            for step in (self._adopt, self._report_watching):
                 try:
                     await step()
                 except (BusError, StoreError) as exc:

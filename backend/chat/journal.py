@@ -4,8 +4,11 @@ The session's frames, its new history messages, and its runs' records
 collect here between flushes; `take` turns them into one `Batch` (one
 transaction), and `give_back` returns a batch the store could not write, so
 nothing is lost and the next flush tries again. A conversation is created in
-the store by its first batch that holds anything: a socket that connects and
-leaves without chatting stores nothing.
+the store by its first batch that holds something of the conversation (a
+message, a run, a file): a socket that connects and leaves without chatting
+stores nothing, nor does one that only sent frames the server refused (the
+error frames it got go with the first real batch, the latest
+`UNSTORED_FRAMES` of them).
 
 A run started with `save_chat: false` is never journalled: its frames are
 skipped here and its messages never reach the session's history.
@@ -26,6 +29,9 @@ from backend.notifications import Frame
 from backend.store.base import Batch, ConversationRecord, RunRecord
 
 TITLE_CHARS = 80
+UNSTORED_FRAMES = 100
+"""Frames kept for a conversation not in the store yet (errors answering
+refused frames; the oldest go first)."""
 UNSAVED_REMEMBERED = 100
 """Ended unsaved runs whose ids are kept, to say why an edit cannot use one."""
 
@@ -74,6 +80,8 @@ class Journal:
         if frame.run_id is not None and frame.run_id in self.unsaved_runs:
             return
         self.frames.append(frame)
+        if not self.stored and len(self.frames) > UNSTORED_FRAMES:
+            del self.frames[0]
         self.on_change()
 
     def run(self, record: RunRecord) -> None:
@@ -115,8 +123,10 @@ class Journal:
     # ------------------------------------------------------------ flushing
 
     def pending(self, history: History) -> bool:
+        """Something to write: for a conversation not stored yet, something
+        that creates it (frames alone do not)."""
         return bool(
-            self.frames
+            (self.frames and self.stored)
             or self.runs
             or self.deleted_runs
             or self.truncate_at is not None

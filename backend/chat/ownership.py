@@ -9,8 +9,11 @@ fence). Its live runs then go on here (`Recovers`: `Recovery`). A take that
 fails half way leaves nothing behind: neither served nor leased.
 
 - a conversation opened where nobody owns it is taken there (by `Cluster`);
-- conversations with live runs that nobody owns (their owner died or shut
-  down) are taken by whichever instance looks first (`adopt_orphans`);
+- conversations that nobody owns (their owner died or shut down) are taken
+  by whichever instance looks first (`adopt_orphans`) if they have live
+  runs or that instance has clients following them; a parked one (its run
+  waiting for its user, the conversation let go cleanly) is taken when that
+  user opens it;
 - a lease that could not be kept (`lost`), like a write the fence refused,
   lets the conversation go at once (`SessionTable.let_go`): its run is
   cancelled unsaved and its clients are closed with 1012, to reconnect
@@ -25,7 +28,7 @@ import asyncio
 import contextlib
 import enum
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Collection, Sequence
 from typing import Protocol
 
 from backend.bus.base import Bus
@@ -109,13 +112,16 @@ class Ownership:
             log.info("cluster: took over conversation %s", session_id)
             return session
 
-    async def adopt_orphans(self) -> list[str]:
-        """Take the conversations with live runs that nobody owns (their
-        owner died or shut down); the ids taken."""
+    async def adopt_orphans(self, watched: Collection[str] = ()) -> list[str]:
+        """Take the conversations that nobody owns (their owner died or shut
+        down) with live runs, and those in `watched` (someone follows them
+        here); the ids taken. (A parked run, waiting in a conversation let go
+        cleanly, is taken when its user opens the conversation.)"""
         if self.store is None:
             return []
         table = self.table
-        ids = [i for i in await self.store.live_conversations() if i not in table.by_id]
+        live = await self.store.live_conversations(parked=False)
+        ids = [i for i in dict.fromkeys([*live, *watched]) if i not in table.by_id]
         taken = []
         for session_id, holder in zip(ids, await self.bus.owners(ids), strict=True):
             if holder is None and isinstance(await self.take(session_id), Session):

@@ -8,9 +8,11 @@ run cut off inside a tool call (the call *in doubt*, settled by the tool's
 call) is ended here, reported `interrupted` (`RunDriver.interrupted`). A
 checkpoint that cannot be read ends its run `error`.
 
-A starting instance recovers every conversation with live runs (`recover`);
-in a cluster, an instance recovers each conversation it takes over
-(`recover_session`, from `Ownership.take`).
+A starting instance recovers every conversation with live runs (`recover`)
+but the parked ones (a run waiting for its user in a conversation let go
+cleanly, to make room or at a shutdown): those are recovered when they are
+next opened (`recover_session`, from `Ownership.take`), as is each
+conversation an instance of a cluster takes over.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from backend.agent.state import RunState
 from backend.chat.runs import RunSupervisor
 from backend.chat.session import ActiveRun, Session
 from backend.chat.sessions import SessionTable
+from backend.errors import Busy
 from backend.store.base import RunRecord, Store
 
 log = logging.getLogger(__name__)
@@ -55,13 +58,21 @@ class Recovery:
         self._clock = clock
 
     async def recover(self) -> None:
-        """Continue what a previous process left: waiting and parked runs go
-        on; runs it was in the middle of are reported interrupted."""
+        """Continue what a previous process left: waiting runs and runs a
+        shutdown parked at a phase boundary go on; runs it was in the middle
+        of are reported interrupted. A run parked while it waited (its
+        conversation let go cleanly) stays in the store until its
+        conversation is opened (`recover_session`): memory holds none for a
+        user who is away."""
         assert self.store is not None
-        for record in await self.store.live_runs():
-            session = self.table.by_id.get(
-                record.conversation_id
-            ) or await self.table.load(record.conversation_id)
+        for record in await self.store.live_runs(parked=False):
+            try:
+                session = self.table.by_id.get(
+                    record.conversation_id
+                ) or await self.table.load(record.conversation_id)
+            except Busy as exc:  # it goes on when its conversation is opened
+                log.warning("run %s left in the store: %s", record.id, exc)
+                continue
             if session is not None:
                 await self._continue(session, record)
 

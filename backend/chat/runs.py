@@ -232,9 +232,10 @@ class RunSupervisor:
         self.table.mark(session)  # response_complete, for the write-behind task
 
     def _park(self, session: Session, run: ActiveRun) -> None:
-        """A shutdown parked the run: save it as `suspended`; it goes on
-        after the restart."""
-        self._keep(session, run.state, "suspended")
+        """A shutdown (or the need for room) parked the run: save it as
+        `suspended`, to go on after the restart; or, parked in a wait for
+        its user, as `waiting`, to go on when its conversation is opened."""
+        self._keep(session, run.state, "waiting" if run.state.waiting else "suspended")
         self._detach(session)
 
     def _detach(self, session: Session) -> None:

@@ -241,14 +241,36 @@ class ChatService:
     # ------------------------------------------------------------ sessions
 
     async def open_session(
-        self, session_id: str | None = None, *, owner: str = LOCAL_USER
+        self,
+        session_id: str | None = None,
+        *,
+        owner: str = LOCAL_USER,
+        create: bool = True,
     ) -> tuple[Target, bool]:
         """The session to attach to: the named one if it exists (in memory,
         in the store, or on another instance: then its `Mirror`) and belongs
-        to `owner`, else a new one."""
+        to `owner`, else a new one; with `create=False`, `NoSuchConversation`
+        instead (a lookup leaves nothing behind)."""
         if self.bus.clustered:
-            return await self.cluster.open(session_id, owner)
-        return await self.table.open(session_id, owner=owner)
+            return await self.cluster.open(session_id, owner, create=create)
+        if session_id:
+            found = await self._here(session_id)
+            if found is not None and found.owner == owner:
+                found.touch()
+                return found, True
+        if not create:
+            raise NoSuchConversation(f"no conversation {session_id!r}")
+        return await self.table.create(owner), False
+
+    async def _here(self, session_id: str) -> Session | None:
+        """One process: the session in memory, else loaded from the store
+        with its live runs going on again (a run parked while it waited for
+        its user goes on now); None if there is no such conversation."""
+        session = self.table.by_id.get(session_id)
+        if session is None and self.store is not None:
+            taken = await self.ownership.take(session_id)
+            session = taken if isinstance(taken, Session) else None
+        return session
 
     async def flush(self, session: Session) -> None:
         await self.table.flush(session)
@@ -389,14 +411,12 @@ class ChatService:
         """A control message sent over HTTP (answer, stop, steps, approval)
         to the conversation, on whichever instance holds it. Raises
         `NoSuchConversation` when none of `user`'s is in memory anywhere."""
-        session = self.table.by_id.get(conversation_id)
-        if session is not None:
-            if session.owner != user:
+        if not self.bus.clustered or conversation_id in self.table.by_id:
+            session = await self._here(conversation_id)
+            if session is None or session.owner != user:
                 raise NoSuchConversation(conversation_id)
             session.touch()
             return await self.dispatch(session, message)
-        if not self.bus.clustered:
-            raise NoSuchConversation(conversation_id)
         body = {"message": wire(message)}
         reply = await self.cluster.request(conversation_id, user, "dispatch", body)
         if reply.status == "not_here":  # nobody owns it (its owner died): here

@@ -4,9 +4,10 @@ A session is looked up by id in memory, else loaded from the `Store`
 (history, the replay window, `last_seq`), else made new. Each session's
 `Journal` reports what it holds unsaved; `flush` writes it as one batch, and
 `write_behind` (a task in `ChatService`'s TaskGroup) flushes sessions with
-frames sent outside runs and evicts those idle past the grace period. Memory
-stays bounded: at most `max_sessions`, the longest idle evicted first (an
-evicted session keeps nothing unsaved, and its executor state goes with it).
+frames sent outside runs, evicts those idle past the grace period and parks
+runs left waiting unwatched. Memory stays bounded, in all and per user, by
+`Room` (an evicted session keeps nothing unsaved, and its executor state
+goes with it).
 """
 
 from __future__ import annotations
@@ -17,9 +18,10 @@ import logging
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 from backend.chat.journal import Journal
+from backend.chat.room import Room
 from backend.chat.session import Dispatcher, Session
 from backend.errors import Busy
 from backend.files.shelf import info
@@ -66,29 +68,27 @@ class SessionTable:
         self._forget_session = forget_session
         self._clock = clock
         self.by_id: dict[str, Session] = {}
+        self._by_owner: dict[str, dict[str, Session]] = {}
+        self.room = Room(settings, self.sessions_of, self.evict_if_idle)
         self._dirty: set[Session] = set()
         self._releasing: list[tuple[str, int]] = []
         """Conversations evicted cleanly whose release the next pass writes."""
         self._let_go: OrderedDict[str, int] = OrderedDict()
         """The latest conversations let go cleanly here, with their epoch:
         taken back here, they need no gap even before the release is stored."""
+        self._next_park = 0.0
+        """When `write_behind` next looks for waiting runs to park."""
         self._wake = asyncio.Event()
         self._swept = asyncio.Condition()
 
-    async def open(self, session_id: str | None, *, owner: str) -> tuple[Session, bool]:
-        """The session to attach to: the named one if it exists (in memory or
-        in the store) and belongs to `owner`, else a new one."""
-        if session_id:
-            session = self.by_id.get(session_id) or await self.load(session_id)
-            if session is not None and session.owner == owner:
-                session.touch()
-                return session, True
-        return self.new(uuid.uuid4().hex, owner), False
+    async def create(self, owner: str) -> Session:
+        """A new conversation of `owner`, once there is room for it."""
+        await self.room.make(owner)
+        return self.new(uuid.uuid4().hex, owner)
 
     def new(self, session_id: str, owner: str) -> Session:
         """A new conversation of `owner` in memory (stored with its first
-        message)."""
-        self._make_room()
+        message); the caller made room (`room.make`)."""
         now = self._clock()
         record = ConversationRecord(
             id=session_id, owner=owner, created_at=now, updated_at=now
@@ -100,8 +100,18 @@ class SessionTable:
             dispatcher=self.dispatcher,
             journal=self._journal(record, stored=False) if self.store else None,
         )
-        self.by_id[session.id] = session
+        self._add(session)
         return session
+
+    def _add(self, session: Session) -> None:
+        self.by_id[session.id] = session
+        self._by_owner.setdefault(session.owner, {})[session.id] = session
+
+    def sessions_of(self, owner: str | None) -> Collection[Session]:
+        """The sessions in memory of `owner` (None: everyone's)."""
+        if owner is None:
+            return self.by_id.values()
+        return self._by_owner.get(owner, {}).values()
 
     def _journal(
         self,
@@ -138,7 +148,7 @@ class SessionTable:
             return None
         if session_id in self.by_id:
             return self.by_id[session_id]
-        self._make_room()
+        await self.room.make(None)
         loaded = await self.store.take(
             session_id, max_frame_bytes=self.settings.frame_log_bytes
         )
@@ -147,7 +157,12 @@ class SessionTable:
         if session_id in self.by_id:  # loaded meanwhile by another caller
             return self.by_id[session_id]
         session = self._session(loaded, released=self._was_ours(loaded))
-        self.by_id[session_id] = session
+        self._add(session)
+        try:
+            await self.room.make(session.owner, keep=session)
+        except Busy:
+            self._evict(session)  # released cleanly: nothing of it is unsaved
+            raise
         return session
 
     def _was_ours(self, loaded: Loaded) -> bool:
@@ -178,30 +193,26 @@ class SessionTable:
             session.notify.skip(CRASH_SEQ_GAP)
         return session
 
-    def _make_room(self) -> None:
-        """Keep at most `max_sessions` in memory: the longest idle go first
-        (they are in the store); if every one is busy, refuse."""
-        excess = len(self.by_id) + 1 - self.settings.max_sessions
-        if excess <= 0:
-            return
-        idle = sorted(
-            (s for s in self.by_id.values() if s.idle and self._evictable(s)),
-            key=lambda s: s.last_active,
-        )
-        for session in idle[:excess]:
-            self._evict(session)
-        if len(self.by_id) >= self.settings.max_sessions:
-            raise Busy(
-                f"the server holds {len(self.by_id)} active sessions, its "
-                "limit; try again later"
-            )
-
     def _evictable(self, session: Session) -> bool:
         journal = session.journal
         return journal is None or not journal.pending(session.history)
 
+    def evict_if_idle(self, session: Session) -> bool:
+        """Let an idle session go if all it holds is saved (for `Room`)."""
+        if self.by_id.get(session.id) is not session or not (
+            session.idle and self._evictable(session)
+        ):
+            return False
+        self._evict(session)
+        return True
+
     def _evict(self, session: Session) -> None:
         self.by_id.pop(session.id, None)
+        owned = self._by_owner.get(session.owner)
+        if owned is not None:
+            owned.pop(session.id, None)
+            if not owned:
+                del self._by_owner[session.owner]
         self._dirty.discard(session)
         journal = session.journal
         if (
@@ -344,15 +355,20 @@ class SessionTable:
     async def write_behind(self) -> None:
         """Save frames sent outside runs, and let idle sessions go."""
         sweep_s = max(min(self.settings.session_grace_s / 2, 30.0), 0.01)
+        park_sweep_s = max(min(self.settings.park_waiting_after_s / 4, 30.0), 0.01)
         while True:
             with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(sweep_s):  # wait_for could eat a cancel
+                # wait_for could eat a cancel
+                async with asyncio.timeout(min(sweep_s, park_sweep_s)):
                     await self._wake.wait()
             self._wake.clear()
             dirty, self._dirty = self._dirty, set()
             await self._flush_together(dirty)
             del dirty  # hold no session past its eviction
             self.evict_idle()
+            if time.monotonic() >= self._next_park:
+                self._next_park = time.monotonic() + park_sweep_s
+                await self.room.sweep()
             await self.release_evicted()
             async with self._swept:
                 self._swept.notify_all()

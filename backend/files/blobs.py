@@ -5,11 +5,17 @@ same content is kept once however many conversations hold it. A blob is
 written to a temporary file in the same folder, flushed, then renamed into
 place, so a reader never sees half of one. No client-chosen name or path
 is ever part of a blob's path. Disk work runs in a worker thread.
+
+Content kept already is touched (its modification time set to now) rather
+than written again: `BlobCollector` (`collector.py`) removes only blobs
+older than its grace that no file record names, so a blob an upload is
+about to name again is young, or gone and written afresh.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import os
 import re
@@ -38,7 +44,8 @@ class BlobStore:
     def _put(self, content: bytes) -> str:
         sha256 = hashlib.sha256(content).hexdigest()
         target = self.path_of(sha256)
-        if target.exists():
+        with contextlib.suppress(FileNotFoundError):  # kept already: touched,
+            os.utime(target)  # so the collector leaves it alone
             return sha256
         target.parent.mkdir(parents=True, exist_ok=True)
         handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=".part-")

@@ -97,11 +97,12 @@ def file_tools(shelf: FileShelf, pdfs: Runner) -> list[Tool[Any]]:
                 args.name,
                 args.content.encode(),
                 origin="artifact",
+                owner=ctx.owner,
                 description=args.description,
                 run_id=ctx.run_id,
                 effect=effect_key(ctx, "write_file"),
             )
-        except (FileRefused, LimitReached) as exc:
+        except (FileRefused, LimitReached) as exc:  # the quota's too
             raise ToolError(str(exc)) from exc
         return _written(record)
 

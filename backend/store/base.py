@@ -22,7 +22,7 @@ it through its `Journal`s (`chat/journal.py`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -49,8 +49,12 @@ a shutdown parked it at a phase boundary; otherwise how it ended (a
 `CompletionReason`), or `interrupted` when the process died mid-phase."""
 
 LIVE_STATUSES: tuple[RunStatus, ...] = ("running", "waiting", "suspended")
-"""Runs in these states were not ended: a starting server continues or closes
-them."""
+"""Runs in these states were not ended: a server that loads their
+conversation continues or closes them."""
+PARKED = "a waiting run whose conversation was let go cleanly"
+"""Such a run (parked to make room, or by a shutdown) needs nobody until
+its user comes back: it goes on when its conversation is next opened, not
+when a server starts or an owner dies (`parked=False` leaves it out)."""
 
 
 class _Record(BaseModel):
@@ -111,6 +115,38 @@ class NoteRecord(_Record):
     """Numbered from 1 per owner."""
     text: str
     saved_at: float
+
+
+SignInMethod = Literal["token", "oidc"]
+
+
+class SignInRecord(_Record):
+    """A browser's sign-in, as stored (`identity/signins.py`)."""
+
+    id: str
+    """Random, public (admins name it to revoke it); not the cookie's secret."""
+    user: str
+    role: Literal["admin", "user"]
+    """The role it was made with (a token user's role is read from the
+    tokens file again at each check)."""
+    method: SignInMethod
+    secret_hash: str
+    """A keyed SHA-256 of the cookie's secret: the database holds nothing a
+    browser could present."""
+    created_at: float
+    expires_at: float
+    last_seen_at: float
+    revoked_at: float | None = None
+    user_agent: str = ""
+
+
+class UsageRecord(_Record):
+    """What one user keeps: conversations, stored runs, bytes of files."""
+
+    user: str
+    conversations: int = 0
+    runs: int = 0
+    file_bytes: int = 0
 
 
 class Page(_Record):
@@ -208,6 +244,39 @@ class LimitReached(StoreError):
     """A per-owner limit (such as the number of notes) would be exceeded."""
 
 
+def files_full(limit: int) -> LimitReached:
+    """What adding a file to a conversation that holds `limit` is refused with."""
+    return LimitReached(
+        f"this conversation has {limit} files already, the most it takes"
+    )
+
+
+class QuotaExceeded(LimitReached):
+    """A file would take its owner's files past their quota (the bytes one
+    user may hold: `LOOPWIRE_MAX_FILE_BYTES_PER_USER`)."""
+
+    def __init__(self, what: str, used: int, quota: int) -> None:
+        self.used = used
+        self.quota = quota
+        super().__init__(
+            f"{what} would take your files past your quota: {shown_bytes(used)} "
+            f"of {shown_bytes(quota)} used; delete conversations whose files "
+            "you no longer need"
+        )
+
+
+def shown_bytes(count: int) -> str:
+    """`count` bytes for people: `300 bytes`, `1.5 KiB`, `100 MiB`."""
+    if count < 1024:
+        return f"{count} bytes"
+    value = count / 1024
+    units = ["KiB", "MiB", "GiB", "TiB"]
+    while value >= 1024 and len(units) > 1:
+        value /= 1024
+        units.pop(0)
+    return f"{value:.1f}".removesuffix(".0") + f" {units[0]}"
+
+
 class Store(Protocol):
     """Where conversations, runs, frames and notes live."""
 
@@ -249,13 +318,16 @@ class Store(Protocol):
 
     async def runs(self, conversation_id: str) -> list[RunRecord]: ...
 
-    async def live_runs(self, conversation_id: str | None = None) -> list[RunRecord]:
+    async def live_runs(
+        self, conversation_id: str | None = None, *, parked: bool = True
+    ) -> list[RunRecord]:
         """Runs in a `LIVE_STATUSES` state (of one conversation, or all),
-        oldest first."""
+        oldest first; without `PARKED` ones unless `parked`."""
         ...
 
-    async def live_conversations(self) -> list[str]:
-        """The conversations with a run in a `LIVE_STATUSES` state."""
+    async def live_conversations(self, *, parked: bool = True) -> list[str]:
+        """The conversations with a run in a `LIVE_STATUSES` state (without
+        those whose only live runs are `PARKED`, unless `parked`)."""
         ...
 
     async def frames(self, conversation_id: str, *, max_bytes: int) -> list[Frame]:
@@ -275,11 +347,29 @@ class Store(Protocol):
 
     # files, per conversation
     async def add_file(
-        self, record: FileRecord, *, limit: int, effect: EffectKey | None = None
+        self,
+        record: FileRecord,
+        *,
+        limit: int,
+        quota: int | None = None,
+        effect: EffectKey | None = None,
     ) -> FileRecord:
-        """Keep `record`; `LimitReached` if the conversation has `limit` files.
+        """Keep `record`; `LimitReached` if the conversation has `limit` files,
+        `QuotaExceeded` if its owner's files (`file_bytes`) would be over
+        `quota` bytes with it. The check and the insert are one transaction
+        that excludes every other `add_file` of the same owner with a quota,
+        on any instance, so two of them cannot both take the last room.
         With `effect` (a tool's artifact, its id made from the call's key):
         fenced, and a file already kept under that id is returned instead."""
+        ...
+
+    async def file_bytes(self, owner: str) -> int:
+        """The bytes of files `owner` holds: the sizes of the files of all
+        their conversations, added up (a file held twice counts twice)."""
+        ...
+
+    async def referenced_blobs(self, digests: Collection[str]) -> set[str]:
+        """Which of `digests` (SHA-256 hex) some file record names."""
         ...
 
     async def files(self, conversation_id: str) -> list[FileRecord]:
@@ -313,3 +403,34 @@ class Store(Protocol):
     async def delete_note(
         self, owner: str, note_id: int, *, effect: EffectKey | None = None
     ) -> NoteRecord | None: ...
+
+    # sign-ins (browsers), and what each user keeps
+    async def add_signin(self, record: SignInRecord, *, forget_before: float) -> None:
+        """Keep a new sign-in; delete those that expired or were revoked
+        before `forget_before`."""
+        ...
+
+    async def signin(self, signin_id: str) -> SignInRecord | None: ...
+
+    async def live_signins(
+        self, now: float, *, user: str | None = None, limit: int = 1000
+    ) -> list[SignInRecord]:
+        """Sign-ins neither revoked nor expired at `now` (of one user, or
+        all), newest first."""
+        ...
+
+    async def revoke_signin(self, signin_id: str, at: float) -> SignInRecord | None:
+        """Revoke a live sign-in; None if there is no such live one."""
+        ...
+
+    async def revoke_signins(self, user: str, at: float) -> list[str]:
+        """Revoke all of a user's live sign-ins; their ids."""
+        ...
+
+    async def touch_signin(self, signin_id: str, at: float) -> None:
+        """Note that the sign-in was used at `at`."""
+        ...
+
+    async def usage(self) -> list[UsageRecord]:
+        """Per owner of anything: conversations, runs and file bytes, by user."""
+        ...

@@ -144,3 +144,22 @@ tool_effects = Table(
 call id>`), written in the transaction that made the change: a second
 execution with the same key changes nothing and returns this result, and
 `reconcile` reads it to tell whether a call cut off by a crash took effect."""
+
+signins = Table(
+    "signins",
+    metadata,
+    Column("id", ID, primary_key=True),
+    Column("user_name", String(128), nullable=False, index=True),
+    Column("role", String(16), nullable=False),
+    Column("method", String(16), nullable=False),
+    Column("secret_hash", String(64), nullable=False),
+    Column("created_at", Float, nullable=False),
+    Column("expires_at", Float, nullable=False, index=True),
+    Column("last_seen_at", Float, nullable=False),
+    Column("revoked_at", Float, nullable=True),
+    Column("user_agent", String(200), nullable=False),
+)
+"""A browser's sign-in (the login form or OIDC): its cookie carries the id
+and a secret whose keyed hash only is kept here (`identity/signins.py`).
+Revoked (`revoked_at`) by signing out or by an admin; past `expires_at` it
+is refused, and old rows are deleted when new sign-ins are made."""

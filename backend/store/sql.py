@@ -11,7 +11,7 @@ import asyncio
 import base64
 import contextlib
 import json
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Collection, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -35,11 +35,13 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, IntegrityError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.pool import StaticPool
+from sqlalchemy.sql.elements import ColumnElement
 
-from backend.errors import ConfigError
+from backend.bounded_json import load_json
+from backend.errors import ConfigError, InvalidMessage
 from backend.llm.base import Message, ToolCall, ToolResultMeta
 from backend.notifications import Frame
-from backend.store import migrate
+from backend.store import migrate, sql_identity
 from backend.store.base import (
     LIVE_STATUSES,
     Batch,
@@ -51,8 +53,13 @@ from backend.store.base import (
     Loaded,
     NoteRecord,
     Page,
+    QuotaExceeded,
     RunRecord,
+    SignInRecord,
     StoreError,
+    UsageRecord,
+    files_full,
+    shown_bytes,
 )
 from backend.store.schema import (
     conversations,
@@ -233,6 +240,11 @@ class _Writes:
 MIGRATION_LOCK = 0x6C6F6F70  # "loop"
 """The PostgreSQL advisory lock held while the schema is migrated."""
 
+QUOTA_LOCK = text("SELECT pg_advisory_xact_lock(1903521652, hashtext(:owner))")
+"""The PostgreSQL advisory lock (`quot`, the owner's hash) an insert under
+a quota holds until its transaction ends (the two-key space: no clash with
+`MIGRATION_LOCK`; two owners that share a hash merely take turns)."""
+
 
 class SqlStore:
     def __init__(self, url: str) -> None:
@@ -388,8 +400,10 @@ class SqlStore:
             rows = (await conn.execute(query)).all()
         return [_run(row) for row in rows]
 
-    async def live_runs(self, conversation_id: str | None = None) -> list[RunRecord]:
-        query = select(runs).where(runs.c.status.in_(LIVE_STATUSES))
+    async def live_runs(
+        self, conversation_id: str | None = None, *, parked: bool = True
+    ) -> list[RunRecord]:
+        query = select(runs).where(_live(parked))
         if conversation_id is not None:
             query = query.where(runs.c.conversation_id == conversation_id)
         query = query.order_by(runs.c.started_at, runs.c.id)
@@ -397,12 +411,8 @@ class SqlStore:
             rows = (await conn.execute(query)).all()
         return [_run(row) for row in rows]
 
-    async def live_conversations(self) -> list[str]:
-        query = (
-            select(runs.c.conversation_id)
-            .where(runs.c.status.in_(LIVE_STATUSES))
-            .distinct()
-        )
+    async def live_conversations(self, *, parked: bool = True) -> list[str]:
+        query = select(runs.c.conversation_id).where(_live(parked)).distinct()
         async with self._connect() as conn:
             return [str(row[0]) for row in (await conn.execute(query)).all()]
 
@@ -589,7 +599,12 @@ class SqlStore:
     # ------------------------------------------------------------ files
 
     async def add_file(
-        self, record: FileRecord, *, limit: int, effect: EffectKey | None = None
+        self,
+        record: FileRecord,
+        *,
+        limit: int,
+        quota: int | None = None,
+        effect: EffectKey | None = None,
     ) -> FileRecord:
         try:
             async with self._begin() as conn:
@@ -597,7 +612,7 @@ class SqlStore:
                     done = await self._file(conn, record.conversation_id, record.id)
                     if done is not None:  # made before under this key
                         return done
-                await self._add_file(conn, record, limit)
+                await self._add_file(conn, record, limit, quota)
                 if effect is not None:
                     made = record.model_dump_json()
                     await self._record_effect(conn, effect, made, record.created_at)
@@ -607,30 +622,71 @@ class SqlStore:
             raise StoreError(f"cannot keep file {record.name!r}: {exc}") from exc
 
     async def _add_file(
-        self, conn: AsyncConnection, record: FileRecord, limit: int
+        self, conn: AsyncConnection, record: FileRecord, limit: int, quota: int | None
     ) -> None:
-        f = files.c
-        # the conversation's row is locked (PostgreSQL; SQLite writes one
-        # at a time anyway), so two uploads cannot both take the last place
+        f, c = files.c, conversations.c
         owner = (
-            await conn.execute(
-                select(conversations.c.id)
-                .where(conversations.c.id == record.conversation_id)
-                .with_for_update()
-            )
-        ).first()
+            await conn.execute(select(c.owner).where(c.id == record.conversation_id))
+        ).scalar()
         if owner is None:
             raise StoreError(f"no conversation {record.conversation_id!r}")
+        if quota is not None and self._dialect == "postgresql":
+            # every quota-checked insert of this owner's takes turns, on any
+            # instance (SQLite writes one at a time anyway): the sum below,
+            # read after the lock, counts the files the one before inserted
+            await conn.execute(QUOTA_LOCK, {"owner": owner})
+        # the conversation's row is locked (PostgreSQL), so two uploads
+        # cannot both take its last place
+        await conn.execute(
+            select(c.id).where(c.id == record.conversation_id).with_for_update()
+        )
         count = (
             await conn.execute(
                 select(func.count()).where(f.conversation_id == record.conversation_id)
             )
         ).scalar_one()
         if count >= limit:
-            raise LimitReached(
-                f"this conversation has {limit} files already, the most it takes"
-            )
+            raise files_full(limit)
+        if quota is not None:
+            used = await self._file_bytes(conn, owner)
+            if used + record.size > quota:
+                shown = f"{record.name!r} ({shown_bytes(record.size)})"
+                raise QuotaExceeded(shown, used, quota)
         await conn.execute(insert(files).values(**record.model_dump()))
+
+    async def file_bytes(self, owner: str) -> int:
+        try:
+            async with self._connect() as conn:
+                return await self._file_bytes(conn, owner)
+        except (SQLAlchemyError, OSError) as exc:
+            raise StoreError(f"cannot count the files of {owner!r}: {exc}") from exc
+
+    async def _file_bytes(self, conn: AsyncConnection, owner: str) -> int:
+        query = (
+            select(func.coalesce(func.sum(files.c.size), 0))
+            .select_from(files.join(conversations))
+            .where(conversations.c.owner == owner)
+        )
+        return int((await conn.execute(query)).scalar_one())
+
+    async def referenced_blobs(self, digests: Collection[str]) -> set[str]:
+        """One pass over the files' digests (streamed, not held: the
+        collector asks about nearly every blob on disk, which an `IN` list
+        per chunk would answer with as many scans of the table)."""
+        wanted = set(digests)
+        found: set[str] = set()
+        if not wanted:
+            return found
+        try:
+            async with self._connect() as conn:
+                result = await conn.stream(select(files.c.sha256).distinct())
+                async for (sha256,) in result:
+                    if sha256 in wanted:
+                        found.add(sha256)
+                await result.close()
+        except (SQLAlchemyError, OSError) as exc:
+            raise StoreError(f"cannot list the files' contents: {exc}") from exc
+        return found
 
     async def files(self, conversation_id: str) -> list[FileRecord]:
         async with self._connect() as conn:
@@ -753,6 +809,48 @@ class SqlStore:
         except (SQLAlchemyError, OSError) as exc:
             raise StoreError(f"cannot delete the note: {exc}") from exc
 
+    # ------------------------------------------------------------ sign-ins
+
+    async def add_signin(self, record: SignInRecord, *, forget_before: float) -> None:
+        async with self._failing("cannot keep the sign-in"), self._begin() as conn:
+            await sql_identity.add_signin(conn, record, forget_before)
+
+    async def signin(self, signin_id: str) -> SignInRecord | None:
+        async with self._failing("cannot read a sign-in"), self._connect() as conn:
+            return await sql_identity.signin(conn, signin_id)
+
+    async def live_signins(
+        self, now: float, *, user: str | None = None, limit: int = 1000
+    ) -> list[SignInRecord]:
+        async with self._failing("cannot list sign-ins"), self._connect() as conn:
+            return await sql_identity.live_signins(conn, now, user, limit)
+
+    async def revoke_signin(self, signin_id: str, at: float) -> SignInRecord | None:
+        async with self._failing("cannot revoke a sign-in"), self._begin() as conn:
+            done = await sql_identity.revoke(conn, at, signin_id=signin_id, user=None)
+        return done[0] if done else None
+
+    async def revoke_signins(self, user: str, at: float) -> list[str]:
+        async with self._failing("cannot revoke sign-ins"), self._begin() as conn:
+            done = await sql_identity.revoke(conn, at, signin_id=None, user=user)
+        return [record.id for record in done]
+
+    async def touch_signin(self, signin_id: str, at: float) -> None:
+        async with self._failing("cannot note a sign-in's use"), self._begin() as conn:
+            await sql_identity.touch(conn, signin_id, at)
+
+    async def usage(self) -> list[UsageRecord]:
+        async with self._failing("cannot count usage"), self._connect() as conn:
+            return await sql_identity.usage(conn)
+
+    @contextlib.asynccontextmanager
+    async def _failing(self, what: str) -> AsyncIterator[None]:
+        """A database failure as a `StoreError` saying `what` failed."""
+        try:
+            yield
+        except (SQLAlchemyError, OSError) as exc:
+            raise StoreError(f"{what}: {exc}") from exc
+
     # ------------------------------------------------------------ for tests
 
     async def run_sync(self, fn: Any) -> Any:
@@ -831,10 +929,39 @@ def _encode_cursor(record: ConversationRecord) -> str:
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
+CURSOR_MAX_CHARS = 200
+"""A cursor this server wrote is about 80 characters."""
+
+
+def _live(parked: bool) -> ColumnElement[bool]:
+    """Runs in a `LIVE_STATUSES` state; without `PARKED` ones (waiting, in a
+    conversation let go cleanly: its epoch negative) unless `parked`."""
+    live = runs.c.status.in_(LIVE_STATUSES)
+    if parked:
+        return live
+    released = (
+        select(conversations.c.id)
+        .where(conversations.c.id == runs.c.conversation_id, conversations.c.epoch < 0)
+        .exists()
+    )
+    return and_(live, or_(runs.c.status != "waiting", ~released))
+
+
 def _decode_cursor(cursor: str) -> tuple[float, str]:
+    """A page's cursor back to its key; `ValueError` for anything this server
+    did not write (too long, not base64, not a `[number, id]` pair)."""
     try:
+        if len(cursor) > CURSOR_MAX_CHARS or not cursor.isascii():
+            raise ValueError("not a cursor of this server")
         padded = cursor + "=" * (-len(cursor) % 4)
-        updated_at, last_id = json.loads(base64.urlsafe_b64decode(padded))
-        return float(updated_at), str(last_id)
-    except (ValueError, TypeError) as exc:
+        pair = load_json(base64.urlsafe_b64decode(padded))
+        if not isinstance(pair, list) or len(pair) != 2:
+            raise ValueError("not a [time, id] pair")
+        updated_at, last_id = pair
+        if isinstance(updated_at, bool) or not isinstance(updated_at, int | float):
+            raise ValueError("not a time")
+        if not isinstance(last_id, str):
+            raise ValueError("not an id")
+        return float(updated_at), last_id
+    except (ValueError, InvalidMessage) as exc:
         raise ValueError(f"invalid cursor {cursor[:40]!r}") from exc

@@ -29,7 +29,7 @@ the conversation is busy or has nothing to answer.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -37,6 +37,7 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
 
 from backend.aio import race
 from backend.chat.service import ChatService
@@ -55,8 +56,15 @@ from backend.protocol import (
     ToolApprovalResponseMessage,
 )
 from backend.store.base import StoreError
-from backend.transport.api import ApprovalBody, error, read_model
+from backend.transport.api import (
+    ApprovalBody,
+    error,
+    limited,
+    read_model,
+    whole_number,
+)
 from backend.transport.auth import user_of
+from backend.transport.limits import ClientLimits, Limited
 
 PING_S = 15.0
 CONVERSATION_ID = r"^[0-9a-f]{32}$"
@@ -206,6 +214,12 @@ class AgentAPI:
                     "Last-Event-ID resumes a conversation: send its conversation_id",
                 )
             return await self._resume(request, body.conversation_id, resume_from)
+        return await _connected(request, lambda: self._run(request, body), run=True)
+
+    async def _run(self, request: Request, body: AgentRequest) -> Response:
+        """A new run of `body` in the caller's conversation: its stream, or
+        (not streaming) its outcome once it ends."""
+        service: ChatService = request.app.state.chat
         opened = await self._open(request, body.conversation_id)
         if isinstance(opened, Response):
             return opened
@@ -237,15 +251,24 @@ class AgentAPI:
     async def _resume(
         self, request: Request, conversation_id: str, last_event_id: str
     ) -> Response:
-        if not last_event_id.isdigit() or len(last_event_id) > 18:
+        after = whole_number(last_event_id)
+        if after is None:
             return error(
                 400, "invalid_message", "Last-Event-ID must be a seq (a whole number)"
             )
+        return await _connected(
+            request, lambda: self._follow(request, conversation_id, after), run=False
+        )
+
+    async def _follow(
+        self, request: Request, conversation_id: str, after: int
+    ) -> Response:
+        """The frames after `after`, then the run in progress to its end."""
         opened = await self._open(request, conversation_id)
         if isinstance(opened, Response):
             return opened
         session = opened
-        subscription = session.outbox.subscribe(int(last_event_id))
+        subscription = session.outbox.subscribe(after)
         follow = _Follow(session.run_id)
         return EventSourceResponse(
             self._stream(request, session, subscription, follow, detach=True),
@@ -260,17 +283,17 @@ class AgentAPI:
         if service.draining:
             return error(503, "server_restarting", "the server is restarting")
         try:
-            session, found = await service.open_session(
-                conversation_id, owner=user_of(request)
+            session, _ = await service.open_session(
+                conversation_id, owner=user_of(request), create=conversation_id is None
             )
+        except NoSuchConversation:
+            return error(404, "not_found", f"no conversation {conversation_id!r}")
         except ProtocolError as exc:
             return error(503, exc.error_type, str(exc))
         except StoreError:
             return error(
                 503, "store_error", "the conversation store is unavailable; try later"
             )
-        if conversation_id is not None and not found:
-            return error(404, "not_found", f"no conversation {conversation_id!r}")
         return session
 
     async def _stream(
@@ -401,6 +424,54 @@ class AgentAPI:
         if answer is None and "max_steps" in done:  # steps granted
             answer = {"status": "granted", "max_steps": done["max_steps"]}
         return JSONResponse(answer or {"status": "done"})
+
+
+async def _connected(
+    request: Request, respond: Callable[[], Awaitable[Response]], *, run: bool
+) -> Response:
+    """`respond()`, holding one of the caller's connections until what it
+    answers is sent (a stream: until it ends); spending one of the caller's
+    runs first if it starts one (`run`). 429 past either limit."""
+    limits: ClientLimits = request.app.state.limits
+    key = limits.key(request.scope, user_of(request))
+    try:
+        limits.connect(key)
+    except Limited as exc:
+        return limited(exc)
+    try:
+        if run:
+            limits.start_run(key)
+        response = await respond()
+    except Limited as exc:
+        limits.leave(key)
+        return limited(exc)
+    except BaseException:
+        limits.leave(key)
+        raise
+    return _held(response, lambda: limits.leave(key))
+
+
+class _Held(Response):
+    """A response that holds one of its client's connections until it has
+    been sent (or the client went away)."""
+
+    def __init__(self, inner: Response, release: Callable[[], None]) -> None:
+        self.inner = inner
+        self.release = release
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await self.inner(scope, receive, send)
+        finally:
+            self.release()
+
+
+def _held(response: Response, release: Callable[[], None]) -> Response:
+    """`release` once `response` is sent: at once for one already complete."""
+    if isinstance(response, EventSourceResponse):
+        return _Held(response, release)
+    release()
+    return response
 
 
 async def _gone(request: Request) -> None:

@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -21,6 +22,7 @@ from backend.chat.service import ChatService
 from backend.errors import InvalidMessage, NoSuchConversation, ProtocolError
 from backend.protocol import ToolApprovalResponseMessage
 from backend.transport.auth import user_of
+from backend.transport.limits import Limited
 
 MAX_BODY_BYTES = 16 * 1024
 MAX_PROBLEMS = 20
@@ -40,10 +42,28 @@ def _preview(name: str, limit: int = 40) -> str:
     return name if len(name) <= limit else name[: limit - 1] + "…"
 
 
+WHOLE_NUMBER = re.compile(r"[0-9]{1,18}")
+
+
+def whole_number(text: str) -> int | None:
+    """`text` as a count (ASCII digits only, at most 18 of them), else None.
+    (`str.isdigit` alone takes `²` and other digits `int` refuses.)"""
+    return int(text) if WHOLE_NUMBER.fullmatch(text) else None
+
+
 def error(status: int, error_type: str, message: str) -> JSONResponse:
     return JSONResponse(
         {"error_type": error_type, "message": message}, status_code=status
     )
+
+
+def limited(exc: Limited) -> JSONResponse:
+    """429 for a client past one of its limits, with `Retry-After` when
+    waiting helps."""
+    response = error(429, exc.error_type, str(exc))
+    if exc.retry_after is not None:
+        response.headers["Retry-After"] = exc.retry_after
+    return response
 
 
 async def read_json(request: Request, limit: int) -> Any:
@@ -56,8 +76,8 @@ async def read_json(request: Request, limit: int) -> Any:
             "invalid_message",
             "send the body as JSON (Content-Type: application/json)",
         )
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
+    declared = whole_number(request.headers.get("content-length", ""))
+    if declared is not None and declared > limit:
         return error(
             413, "invalid_message", f"body is {declared} bytes; the limit is {limit}"
         )

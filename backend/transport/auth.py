@@ -1,12 +1,18 @@
 """`Authenticate`: who is asking, for every request that passes the `Guard`.
 
-With authentication on (`Users.enabled`), a request names its user with
-`Authorization: Bearer <token>` (scripts) or the session cookie the login
-form sets (browsers); tokens never travel in URLs. Without it, every caller
-is the user `local`. The user is put in the ASGI scope for the routes
-(`user_of`), which scope everything they touch to that user.
+With authentication on (`Identities.enabled`), a request names its user
+with `Authorization: Bearer <token>` (a token of the tokens file, or a JWT
+from the identity provider: scripts) or the session cookie of a sign-in
+(browsers); tokens never travel in URLs. Without it, every caller is the
+user `local`, an admin. The user and their role are put in the ASGI scope
+for the routes (`user_of`, `role_of`), which scope everything they touch to
+that user.
 
-Only `/healthz` (bare liveness), the login form and the static files (the
+Wrong credentials spend a bucket of the client address (`Guesses`); once
+it is empty, requests that carry credentials get 429 with `Retry-After`
+before any is compared.
+
+Only `/healthz` (bare liveness), the login routes and the static files (the
 repository's own, the same for everyone) are open. Anything else without a
 user is refused before a route runs: the page redirects to the login form,
 a WebSocket handshake gets HTTP 401 (no socket is accepted) and any other
@@ -15,20 +21,29 @@ route a JSON 401.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Literal
+
 from starlette.datastructures import Headers
 from starlette.requests import HTTPConnection, cookie_parser
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from backend.transport.refusal import handshake_refusal, http_refusal
-from backend.users import COOKIE_NAME, LOCAL_USER, Users
+from backend.identity.identities import Identities
+from backend.transport.guesses import Guesses, client_address
+from backend.transport.refusal import Header, handshake_refusal, http_refusal
+from backend.users import ADMIN, COOKIE_NAME, LOCAL_USER, ROLES, Identity, Role
 
 USER_KEY = "loopwire.user"
-OPEN_PATHS = frozenset({"/healthz", "/login", "/logout"})
+ROLE_KEY = "loopwire.role"
+OPEN_PATHS = frozenset(
+    {"/healthz", "/login", "/logout", "/login/oidc", "/login/oidc/callback"}
+)
 OPEN_PREFIXES = ("/static/",)
 PAGES = frozenset({"/"})
 CONVERSATION_PAGE = "/c/"
 """The page opened on a conversation: `/c/<id>`."""
 SIGN_IN = "sign in first: the login page's cookie, or Authorization: Bearer <token>"
+TOO_MANY = "too many wrong credentials from this address; try again in {} s"
 
 
 def user_of(connection: HTTPConnection) -> str:
@@ -39,46 +54,111 @@ def user_of(connection: HTTPConnection) -> str:
     return user
 
 
-def identify(users: Users, headers: Headers) -> str | None:
-    """The user a request's bearer token or session cookie names."""
+def role_of(connection: HTTPConnection) -> Role:
+    """The role of the user the request is from; fails closed like `user_of`."""
+    role = connection.scope.get(ROLE_KEY)
+    if role not in ROLES:
+        raise RuntimeError("no role in scope: is the Authenticate middleware in place?")
+    return ADMIN if role == ADMIN else "user"
+
+
+@dataclass(frozen=True, slots=True)
+class Credentials:
+    kind: Literal["bearer", "cookie"]
+    value: str
+
+
+def credentials(headers: Headers) -> Credentials | None:
+    """What the request presents: its `Authorization` header (whatever the
+    scheme) before its session cookie; None if neither."""
     authorization = headers.get("authorization")
-    if authorization:
-        return users.by_authorization(authorization)
+    if authorization is not None:
+        scheme, _, value = authorization.partition(" ")
+        return Credentials(
+            "bearer", value.strip() if scheme.lower() == "bearer" else ""
+        )
     cookie = cookie_parser(headers.get("cookie", "")).get(COOKIE_NAME)
-    return users.by_cookie(cookie) if cookie else None
+    return None if cookie is None else Credentials("cookie", cookie)
+
+
+async def identify(identities: Identities, presented: Credentials) -> Identity | None:
+    if not presented.value:
+        return None
+    if presented.kind == "bearer":
+        return await identities.by_bearer(presented.value)
+    return await identities.by_cookie(presented.value)
 
 
 class Authenticate:
-    def __init__(self, app: ASGIApp, users: Users) -> None:
+    def __init__(self, app: ASGIApp, identities: Identities, guesses: Guesses) -> None:
         self.app = app
-        self.users = users
+        self.identities = identities
+        self.guesses = guesses
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]
         if kind not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
-        if not self.users.enabled:
-            scope[USER_KEY] = LOCAL_USER
+        if not self.identities.enabled:
+            scope[USER_KEY], scope[ROLE_KEY] = LOCAL_USER, ADMIN
             await self.app(scope, receive, send)
             return
-        user = identify(self.users, Headers(scope=scope))
         path: str = scope["path"]
-        if user is not None:
-            scope[USER_KEY] = user
-        elif path in OPEN_PATHS or path.startswith(OPEN_PREFIXES):
-            pass  # open to all; `user_of` fails for it
-        elif kind == "websocket":
-            await handshake_refusal(scope, receive, send, 401, "unauthorized", SIGN_IN)
+        if path in OPEN_PATHS or path.startswith(OPEN_PREFIXES):
+            await self.app(scope, receive, send)  # open to all; no user in scope
             return
-        elif _is_page(path) and scope["method"] in ("GET", "HEAD"):
-            await _redirect(send, "/login")
+        presented = credentials(Headers(scope=scope))
+        address = client_address(scope)
+        if presented is not None and not self.guesses.allowed(address):
+            await _too_many(scope, receive, send, self.guesses.retry_after(address))
             return
-        else:
-            challenge = (b"www-authenticate", b'Bearer realm="loopwire"')
-            await http_refusal(send, 401, "unauthorized", SIGN_IN, [challenge])
+        identity = None
+        if presented is not None:
+            identity = await identify(self.identities, presented)
+            if identity is None:
+                self.guesses.failed(address)
+        if identity is None:
+            await _refuse(scope, receive, send, presented)
             return
+        scope[USER_KEY], scope[ROLE_KEY] = identity.user, identity.role
         await self.app(scope, receive, send)
+
+
+async def _refuse(
+    scope: Scope, receive: Receive, send: Send, presented: Credentials | None
+) -> None:
+    """401 (a handshake, or JSON), or the login form for the page; a refused
+    cookie is cleared, so the browser stops presenting it."""
+    if scope["type"] == "websocket":
+        await handshake_refusal(scope, receive, send, 401, "unauthorized", SIGN_IN)
+        return
+    headers = []
+    if presented is not None and presented.kind == "cookie":
+        headers.append(clear_cookie(scope))
+    if _is_page(scope["path"]) and scope["method"] in ("GET", "HEAD"):
+        await _redirect(send, "/login", headers)
+        return
+    headers.append((b"www-authenticate", b'Bearer realm="loopwire"'))
+    await http_refusal(send, 401, "unauthorized", SIGN_IN, headers)
+
+
+async def _too_many(scope: Scope, receive: Receive, send: Send, wait_s: int) -> None:
+    message = TOO_MANY.format(max(1, wait_s))
+    retry = [(b"retry-after", str(max(1, wait_s)).encode())]
+    if scope["type"] == "websocket":
+        await handshake_refusal(
+            scope, receive, send, 429, "rate_limited", message, retry
+        )
+    else:
+        await http_refusal(send, 429, "rate_limited", message, retry)
+
+
+def clear_cookie(scope: Scope) -> Header:
+    """A `Set-Cookie` header that deletes the session cookie."""
+    secure = "; Secure" if scope.get("scheme") in ("https", "wss") else ""
+    value = f'{COOKIE_NAME}=""; Max-Age=0; Path=/; HttpOnly; SameSite=Strict{secure}'
+    return (b"set-cookie", value.encode())
 
 
 def _is_page(path: str) -> bool:
@@ -86,7 +166,7 @@ def _is_page(path: str) -> bool:
     return path in PAGES or path.startswith(CONVERSATION_PAGE)
 
 
-async def _redirect(send: Send, location: str) -> None:
+async def _redirect(send: Send, location: str, headers: list[Header]) -> None:
     await send(
         {
             "type": "http.response.start",
@@ -95,6 +175,7 @@ async def _redirect(send: Send, location: str) -> None:
                 (b"location", location.encode()),
                 (b"content-length", b"0"),
                 (b"cache-control", b"no-store"),
+                *headers,
             ],
         }
     )

@@ -29,7 +29,7 @@ from backend.chat.run_requests import PLAIN
 from backend.chat.service import ChatService
 from backend.errors import NoSuchConversation, ProtocolError
 from backend.store.base import ConversationRecord, RunRecord, Store
-from backend.transport.api import error, read_model
+from backend.transport.api import error, read_model, whole_number
 from backend.transport.auth import user_of
 
 DEFAULT_PAGE = 20
@@ -80,12 +80,12 @@ def _mode(state: RunState) -> str:
 
 
 def _limit(request: Request) -> int | JSONResponse:
-    raw = request.query_params.get("limit", str(DEFAULT_PAGE))
-    if not raw.isdigit() or not 1 <= int(raw) <= MAX_PAGE:
+    limit = whole_number(request.query_params.get("limit", str(DEFAULT_PAGE)))
+    if limit is None or not 1 <= limit <= MAX_PAGE:
         return error(
             400, "invalid_message", f"limit must be a whole number from 1 to {MAX_PAGE}"
         )
-    return int(raw)
+    return limit
 
 
 def _context(request: Request) -> tuple[ChatService, Store] | JSONResponse:
@@ -175,6 +175,7 @@ async def delete_conversation(request: Request) -> Response:
     if not forgotten:
         return error(409, "busy", "a run is active in this conversation; stop it first")
     await store.delete_conversation(record.id)
+    request.app.state.blob_collector.wake()  # its files' contents may be unused now
     return Response(status_code=204)
 
 

@@ -13,9 +13,12 @@ Only the conversation's owner sees its files (anyone else: 404). Bounds:
 the body is read no further than `LOOPWIRE_MAX_FILE_BYTES` plus the form's
 own overhead (413 past it) and within `LOOPWIRE_UPLOAD_TIMEOUT_S` (408
 past it, for a client that trickles its body), one file and one field per
-request, the kinds `backend/files/kinds.py` takes (415 otherwise, with the reason), and
-`LOOPWIRE_MAX_FILES_PER_CONVERSATION` files (409). A file arriving in a
-conversation a session shows is announced there with `files_update`.
+request, the kinds `backend/files/kinds.py` takes (415 otherwise, with the reason),
+`LOOPWIRE_MAX_FILES_PER_CONVERSATION` files (409), and the owner's quota,
+`LOOPWIRE_MAX_FILE_BYTES_PER_USER` (413 `quota_exceeded`: before the body
+is read when its declared length cannot fit, when it streams past the room
+left, and on the file's real size). A file arriving in a conversation a
+session shows is announced there with `files_update`.
 """
 
 from __future__ import annotations
@@ -35,9 +38,14 @@ from starlette.types import Message
 
 from backend.chat.service import ChatService
 from backend.files.kinds import FileRefused, FileTooLarge
-from backend.files.shelf import FileShelf, info
-from backend.store.base import ConversationRecord, LimitReached
-from backend.transport.api import error
+from backend.files.shelf import FileShelf, Room, info
+from backend.store.base import (
+    ConversationRecord,
+    LimitReached,
+    QuotaExceeded,
+    shown_bytes,
+)
+from backend.transport.api import error, whole_number
 from backend.transport.auth import user_of
 
 FORM_OVERHEAD = 64 * 1024
@@ -94,8 +102,8 @@ async def upload(request: Request) -> Response:
             "send the file as multipart/form-data (a `file` part)",
         )
     limit = shelf.max_bytes + FORM_OVERHEAD
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
+    declared = whole_number(request.headers.get("content-length", ""))
+    if declared is not None and declared > limit:
         return error(
             413,
             "invalid_message",
@@ -104,20 +112,24 @@ async def upload(request: Request) -> Response:
     record = await _conversation(request, service, create=True)
     if isinstance(record, JSONResponse):
         return record
+    room = await shelf.room(record.owner)
+    try:
+        if declared is not None:  # the file is at least the body less the form
+            size = max(1, declared - FORM_OVERHEAD)
+            room.check(f"the upload ({shown_bytes(declared)})", size)
+    except QuotaExceeded as exc:
+        return error(413, "quota_exceeded", str(exc))
+    largest = shelf.max_bytes if room.left is None else min(room.left, shelf.max_bytes)
     seconds = service.settings.upload_timeout_s
     try:
         async with asyncio.timeout(seconds):
-            sent = await _read_form(request, limit)
+            sent = await _read_form(request, largest + FORM_OVERHEAD)
     except TimeoutError:
         return error(
             408, "invalid_message", f"the upload took longer than {seconds:g} s"
         )
     except BodyTooLarge:
-        return error(
-            413,
-            "invalid_message",
-            f"the file is over {shelf.max_bytes} bytes, the limit",
-        )
+        return _too_large(shelf, room)
     if isinstance(sent, JSONResponse):
         return sent
     try:
@@ -126,15 +138,32 @@ async def upload(request: Request) -> Response:
             sent.name,
             sent.content,
             origin="upload",
+            owner=record.owner,
             description=sent.description,
         )
     except FileTooLarge as exc:
         return error(413, "invalid_message", str(exc))
     except FileRefused as exc:
         return error(415, "invalid_message", str(exc))
+    except QuotaExceeded as exc:
+        return error(413, "quota_exceeded", str(exc))
     except LimitReached as exc:
         return error(409, "limit_reached", str(exc))
     return JSONResponse(info(added).model_dump(mode="json"), status_code=201)
+
+
+def _too_large(shelf: FileShelf, room: Room) -> JSONResponse:
+    """The answer to a body cut off: past the largest file, or past the
+    room its owner has left."""
+    if room.quota is not None and room.left is not None and room.left < shelf.max_bytes:
+        over = f"the upload (over {shown_bytes(room.left)})"
+        refused = QuotaExceeded(over, room.used, room.quota)
+        return error(413, "quota_exceeded", str(refused))
+    return error(
+        413,
+        "invalid_message",
+        f"the file is over {shelf.max_bytes} bytes, the limit",
+    )
 
 
 async def _read_form(request: Request, limit: int) -> Upload | JSONResponse:

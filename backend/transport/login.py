@@ -1,67 +1,49 @@
-"""The login form: a browser trades a token for a session cookie.
+"""The login form: a browser trades a token for a sign-in.
 
 - `GET /login` — the form (or straight to the chat when already signed in,
-  or when the server has no authentication).
+  or when the server has no authentication); with OIDC configured, also a
+  "Sign in with …" link (`transport/oidc.py`).
 - `POST /login` with `token=…` (a form, at most 4 KiB) — on success a
-  `303` to the chat and the cookie: HttpOnly (scripts cannot read it),
+  sign-in is stored (`identity/signins.py`) and the browser gets a `303`
+  to the chat and its cookie: HttpOnly (scripts cannot read it),
   SameSite=Strict (other sites' requests do not carry it), Secure when the
-  page is served over HTTPS. A wrong token shows the form again (401);
-  an address that keeps guessing is slowed to 10 tries a minute (429).
-- `POST /logout` — the cookie is cleared.
+  page is served over HTTPS. A wrong token shows the form again (401); an
+  address that keeps guessing is slowed to 10 tries a minute (429).
+- `POST /logout` — the sign-in is revoked on the server and the cookie
+  cleared.
 """
 
 from __future__ import annotations
 
-import time
-from collections import OrderedDict
-from collections.abc import Callable
 from urllib.parse import parse_qs
 
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
+from backend.identity.identities import Identities
 from backend.settings import Settings
-from backend.transport.auth import identify
+from backend.store.base import SignInMethod
+from backend.transport.auth import clear_cookie
+from backend.transport.guesses import Guesses, client_address
 from backend.transport.http import PAGE_HEADERS, templates
-from backend.transport.limits import TokenBucket
-from backend.users import COOKIE_NAME, Users
+from backend.users import COOKIE_NAME, Identity
 
 FORM_BYTES = 4096
 GUESSES_PER_MINUTE = 10
-TRACKED_ADDRESSES = 10_000
-
-
-class Guesses:
-    """Failed logins per client address: a bucket each, the oldest forgotten
-    past `TRACKED_ADDRESSES`."""
-
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
-        self._clock = clock
-        self._buckets: OrderedDict[str, TokenBucket] = OrderedDict()
-
-    def allowed(self, address: str) -> bool:
-        """May `address` try again? (Its bucket is only spent on failures.)"""
-        bucket = self._buckets.get(address)
-        return bucket is None or bucket.peek() >= 1
-
-    def failed(self, address: str) -> None:
-        bucket = self._buckets.get(address)
-        if bucket is None:
-            rate = GUESSES_PER_MINUTE / 60
-            bucket = TokenBucket(rate, GUESSES_PER_MINUTE, self._clock)
-            self._buckets[address] = bucket
-            if len(self._buckets) > TRACKED_ADDRESSES:
-                self._buckets.popitem(last=False)
-        self._buckets.move_to_end(address)
-        bucket.take()
 
 
 class Login:
-    def __init__(self, users: Users, settings: Settings) -> None:
-        self.users = users
+    def __init__(
+        self, identities: Identities, settings: Settings, credentials: Guesses
+    ) -> None:
+        """`credentials`: the per-address bucket of wrong cookies and bearer
+        tokens (`Authenticate`'s); the form's own is `self.guesses`."""
+        self.identities = identities
+        self.users = identities.users
         self.secure_default = (settings.public_url or "").startswith("https://")
-        self.guesses = Guesses()
+        self.guesses = Guesses(GUESSES_PER_MINUTE)
+        self.credentials = credentials
 
     def routes(self) -> list[Route]:
         return [
@@ -71,53 +53,103 @@ class Login:
         ]
 
     async def form(self, request: Request) -> Response:
-        if not self.users.enabled or identify(self.users, request.headers):
+        if not self.identities.enabled:
             return RedirectResponse("/", status_code=303)
-        return self._page(request)
+        cookie = request.cookies.get(COOKIE_NAME)
+        if cookie is None:
+            return self.page(request)
+        if await self._signed_in(request, cookie) is not None:
+            return RedirectResponse("/", status_code=303)
+        response = self.page(request)  # the cookie is refused: forget it
+        name, value = clear_cookie(request.scope)
+        response.headers.append(name.decode(), value.decode())
+        return response
 
     async def submit(self, request: Request) -> Response:
-        if not self.users.enabled:
+        if not self.identities.enabled:
             return RedirectResponse("/", status_code=303)
-        address = request.client.host if request.client else "unknown"
+        address = client_address(request.scope)
         if not self.guesses.allowed(address):
-            return self._page(request, "Too many wrong tokens; wait a minute.", 429)
+            response = self.page(request, "Too many wrong tokens; wait a minute.", 429)
+            response.headers["Retry-After"] = str(
+                max(1, self.guesses.retry_after(address))
+            )
+            return response
         token = await _form_token(request)
         if token is None:
-            return self._page(request, "Send the token from the form.", 400)
+            return self.page(request, "Send the token from the form.", 400)
         user = self.users.by_token(token)
-        if user is None:
+        identity = self.users.identity(user) if user is not None else None
+        if identity is None:
             self.guesses.failed(address)
-            return self._page(request, "That token is not valid here.", 401)
-        response = RedirectResponse("/", status_code=303)
+            return self.page(request, "That token is not valid here.", 401)
+        return await self.signed_in(request, identity, "token")
+
+    async def signed_in(
+        self,
+        request: Request,
+        identity: Identity,
+        method: SignInMethod,
+        response: Response | None = None,
+    ) -> Response:
+        """Store a sign-in and give the browser its cookie (on `response`,
+        or a `303` to the chat)."""
+        agent = request.headers.get("user-agent", "")
+        cookie = await self.identities.signins.create(identity, method, agent)
+        response = response or RedirectResponse("/", status_code=303)
         response.set_cookie(
             COOKIE_NAME,
-            self.users.cookie(user),
-            max_age=int(self.users.cookie_ttl_s),
+            cookie,
+            max_age=int(self.identities.signins.ttl_s),
             path="/",
             httponly=True,
             samesite="strict",
-            secure=self._secure(request),
+            secure=self.secure(request),
         )
         response.headers["Cache-Control"] = "no-store"
         return response
 
     async def logout(self, request: Request) -> Response:
+        cookie = request.cookies.get(COOKIE_NAME)
+        address = client_address(request.scope)
+        if cookie is not None and self.credentials.allowed(address):
+            signins = self.identities.signins
+            if not await signins.sign_out(cookie):
+                self.credentials.failed(address)
         response = RedirectResponse("/login", status_code=303)
         response.delete_cookie(
             COOKIE_NAME,
             path="/",
             httponly=True,
             samesite="strict",
-            secure=self._secure(request),
+            secure=self.secure(request),
         )
         return response
 
-    def _secure(self, request: Request) -> bool:
+    async def _signed_in(self, request: Request, cookie: str) -> Identity | None:
+        """Who the cookie signs in, if the address may still try cookies."""
+        address = client_address(request.scope)
+        if not self.credentials.allowed(address):
+            return None
+        identity = await self.identities.by_cookie(cookie)
+        if identity is None:
+            self.credentials.failed(address)
+        return identity
+
+    def secure(self, request: Request) -> bool:
         return self.secure_default or request.url.scheme == "https"
 
-    def _page(self, request: Request, problem: str = "", status: int = 200) -> Response:
+    def page(self, request: Request, problem: str = "", status: int = 200) -> Response:
+        oidc = self.identities.oidc
         response = templates.TemplateResponse(
-            request, "login.html", {"problem": problem}, status_code=status
+            request,
+            "login.html",
+            {
+                "problem": problem,
+                "tokens": self.users.has_tokens,
+                "provider": oidc.name if oidc is not None else None,
+            },
+            status_code=status,
         )
         response.headers.update(PAGE_HEADERS)
         return response

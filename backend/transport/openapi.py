@@ -18,6 +18,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from backend.protocol import FileInfo
+from backend.transport.admin import Revoked, SignInList, Usage
 from backend.transport.agent_api import AgentRequest, InputBody, StepsBody, StopBody
 from backend.transport.api import ApprovalBody
 from backend.transport.conversations import Rename
@@ -32,6 +33,9 @@ MODELS: tuple[type[BaseModel], ...] = (
     ApprovalBody,
     Rename,
     FileInfo,
+    SignInList,
+    Revoked,
+    Usage,
 )
 FILE = {"$ref": "#/components/schemas/FileInfo"}
 CONVERSATION = {
@@ -58,11 +62,13 @@ def _errors(*codes: int) -> dict[str, Any]:
     meaning = {
         400: "a bad body or parameter (`fields` names each problem)",
         401: "not signed in",
+        403: "the admin role is needed",
         404: "no such conversation for this user",
         408: "the body did not arrive in time",
         409: "busy, or nothing waiting for this (files: the conversation has "
         "as many as it takes)",
-        413: "the body is over the limit",
+        413: "the body is over the limit (files: `quota_exceeded` when the "
+        "user's files would be over their quota)",
         415: "the body is not application/json (files: not multipart, or a "
         "kind of file not taken)",
         503: "the server is restarting or its store is unavailable",
@@ -101,6 +107,70 @@ def _control(summary: str, model: type[BaseModel]) -> dict[str, Any]:
     }
 
 
+def _returns(model: type[BaseModel], description: str) -> dict[str, Any]:
+    ref = {"$ref": f"#/components/schemas/{model.__name__}"}
+    return {
+        "description": description,
+        "content": {"application/json": {"schema": ref}},
+    }
+
+
+def _admin_paths() -> dict[str, Any]:
+    """`transport/admin.py`'s routes: all need the admin role (else 403)."""
+    signin = {
+        "name": "signin_id",
+        "in": "path",
+        "required": True,
+        "schema": {"type": "string"},
+    }
+    user = {
+        "name": "user",
+        "in": "path",
+        "required": True,
+        "schema": {"type": "string"},
+    }
+    return {
+        "/api/admin/signins": {
+            "get": {
+                "summary": "Live sign-ins (not revoked, not expired), newest first",
+                "parameters": [
+                    {"name": "user", "in": "query", "schema": {"type": "string"}}
+                ],
+                "responses": {
+                    "200": _returns(SignInList, "the sign-ins"),
+                    **_errors(400, 403),
+                },
+            }
+        },
+        "/api/admin/signins/{signin_id}": {
+            "delete": {
+                "summary": "Revoke a sign-in",
+                "parameters": [signin],
+                "responses": {
+                    "204": {"description": "revoked"},
+                    **_errors(403, 404),
+                },
+            }
+        },
+        "/api/admin/users/{user}/revoke": {
+            "post": {
+                "summary": "Revoke all of a user's sign-ins",
+                "parameters": [user],
+                "responses": {
+                    "200": _returns(Revoked, "the ids revoked"),
+                    **_errors(403),
+                },
+            }
+        },
+        "/api/admin/usage": {
+            "get": {
+                "summary": "Per user: conversations, stored runs, bytes of files",
+                "responses": {"200": _returns(Usage, "by user"), **_errors(403)},
+            }
+        },
+    }
+
+
 def openapi() -> dict[str, Any]:
     schemas: dict[str, Any] = {
         "Error": {
@@ -132,8 +202,10 @@ def openapi() -> dict[str, Any]:
         "info": {
             "title": "loopwire HTTP API",
             "version": "1",
-            "description": "Authentication: `Authorization: Bearer <token>` (or "
-            "the login cookie) when the server requires it. Frames streamed as "
+            "description": "Authentication: `Authorization: Bearer <token>` (a "
+            "token of the tokens file, or a JWT from the configured identity "
+            "provider) or the login cookie, when the server requires it; the "
+            "`/api/admin/` routes need the admin role. Frames streamed as "
             "events follow the WebSocket protocol's schema.",
         },
         "components": {
@@ -296,6 +368,7 @@ def openapi() -> dict[str, Any]:
                     },
                 }
             },
+            **_admin_paths(),
             "/api/info": {
                 "get": {
                     "summary": "What the server offers",

@@ -54,6 +54,7 @@ async def handshake_refusal(
     status: int,
     error_type: str,
     message: str,
+    headers: Sequence[Header] = (),
 ) -> None:
     """Refuse a WebSocket handshake with `status` and a JSON reason where the
     server supports it (uvicorn does), else with a bare HTTP 403."""
@@ -67,6 +68,7 @@ async def handshake_refusal(
                 "headers": [
                     (b"content-type", b"application/json"),
                     (b"content-length", str(len(content)).encode()),
+                    *headers,
                 ],
             }
         )

@@ -16,6 +16,7 @@ import contextlib
 import logging
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
@@ -29,6 +30,7 @@ from backend.errors import Busy, InvalidMessage, Unavailable, incident
 from backend.notifications import outside_session
 from backend.protocol import (
     CLIENT_MESSAGE_TYPES,
+    ChatMessage,
     ClientMessage,
     Error,
     ErrorType,
@@ -38,7 +40,7 @@ from backend.settings import Settings
 from backend.store.base import StoreError
 from backend.transport.auth import user_of
 from backend.transport.instance import HEADER
-from backend.transport.limits import TokenBucket, UserLimits
+from backend.transport.limits import Client, ClientLimits, Limited, TokenBucket
 from backend.transport.refusal import handshake_refusal
 
 log = logging.getLogger(__name__)
@@ -53,36 +55,50 @@ CLOSE_TRY_AGAIN_LATER = 1013
 
 
 async def websocket_endpoint(websocket: WebSocket) -> None:
-    """Authenticated already (`transport/auth.py`): the user is in the scope."""
+    """Authenticated already (`transport/auth.py`): the user is in the scope.
+    The client's limits (`transport/limits.py`) admit the socket first."""
     service: ChatService = websocket.app.state.chat
     user = user_of(websocket)
-    shared: TokenBucket | None = None
-    if websocket.app.state.users.enabled:
-        limits: UserLimits = websocket.app.state.user_limits
-        shared = limits.admit(user)
-        if shared is None:
-            message = (
-                f"you have {limits.max_sockets} connections open, the most "
-                "allowed; close one first"
-            )
-            await handshake_refusal(
-                websocket.scope,
-                websocket.receive,
-                websocket.send,
-                429,
-                "too_many_connections",
-                message,
-            )
-            return
+    limits: ClientLimits = websocket.app.state.limits
+    key = limits.key(websocket.scope, user)
     try:
-        await _connect(websocket, service, user, shared)
+        client = limits.connect(key)
+    except Limited as exc:
+        await limits.hold(key, exc)
+        retry = exc.retry_after
+        await handshake_refusal(
+            websocket.scope,
+            websocket.receive,
+            websocket.send,
+            429,
+            exc.error_type,
+            str(exc),
+            [(b"retry-after", retry.encode())] if retry else (),
+        )
+        return
+    try:
+        await _connect(websocket, service, user, Quota(limits, key, client))
     finally:
-        if shared is not None:
-            limits.leave(user)
+        limits.leave(key)
+
+
+@dataclass(frozen=True, slots=True)
+class Quota:
+    """What a socket's client may still do: its limits, its key, its entry
+    (None: not limited)."""
+
+    limits: ClientLimits
+    key: str | None
+    client: Client | None
+
+    @property
+    def shared(self) -> TokenBucket | None:
+        """The client's frame bucket, spent by all its sockets."""
+        return self.client.frames if self.client is not None else None
 
 
 async def _connect(
-    websocket: WebSocket, service: ChatService, user: str, shared: TokenBucket | None
+    websocket: WebSocket, service: ChatService, user: str, quota: Quota | None
 ) -> None:
     await websocket.accept(headers=[(HEADER, instance_id(service))])
     if service.draining:
@@ -111,7 +127,7 @@ async def _connect(
     subscription = session.outbox.subscribe(after)
     try:
         await websocket.send_text(service.ready_frame(session, resumed=resumed))
-        await _serve(websocket, service, session, subscription, shared)
+        await _serve(websocket, service, session, subscription, quota)
     finally:
         session.outbox.unsubscribe(subscription)
         session.touch()
@@ -122,12 +138,12 @@ async def _serve(
     service: ChatService,
     session: Target,
     subscription: Subscription,
-    shared: TokenBucket | None,
+    quota: Quota | None,
 ) -> None:
     async with asyncio.TaskGroup() as tasks:
         writer = tasks.create_task(_write(websocket, subscription))
         try:
-            closing = await _read(websocket, service, session, shared)
+            closing = await _read(websocket, service, session, quota)
             if closing is not None:  # the writer closes after what is queued
                 subscription.close(*closing)
                 with contextlib.suppress(TimeoutError):
@@ -156,13 +172,14 @@ async def _read(
     websocket: WebSocket,
     service: ChatService,
     session: Target,
-    shared: TokenBucket | None = None,
+    quota: Quota | None = None,
 ) -> tuple[int, str] | None:
     """Receive until the client leaves (None) or must be closed: then the
     code and reason, for the writer to close with after the queued frames.
 
-    Frames pass this socket's bucket and, when there is one, the user's
-    (`shared`, spent by all their sockets)."""
+    Frames pass this socket's bucket and, when there is one, the client's
+    (spent by all their sockets); a `chat` spends one of the client's runs."""
+    shared = quota.shared if quota is not None else None
     settings = service.settings
     limit = settings.max_message_bytes
     bucket = TokenBucket(settings.ws_messages_per_s, settings.ws_message_burst)
@@ -191,6 +208,12 @@ async def _read(
             await service.report(session, str(exc), "invalid_message")
             await asyncio.sleep(0)  # one read can hold thousands of bad frames
             continue
+        if quota is not None and isinstance(message, ChatMessage):
+            try:
+                quota.limits.start_run(quota.key)
+            except Limited as exc:
+                await service.report(session, str(exc), "rate_limited")
+                continue
         try:
             await service.handle(session, message)
         except Exception:  # never a silent drop: log it, tell the client
