@@ -144,6 +144,35 @@ async def test_another_instance_refuses_a_revoked_sign_in_within_the_cache_bound
     assert await handshake(two, **session(cookie)) == (401, REFUSED)
 
 
+async def test_a_revoked_sign_in_closes_its_open_sockets(
+    start_server: StartServer, tokens: Path
+) -> None:
+    """Signing out, or an admin's revocation, closes the sockets that sign-in
+    opened (1008, said why); another sign-in's socket stays open."""
+    harness = await start(start_server, tokens)
+    first, second, other = [await sign_in(harness, BOB) for _ in range(3)]
+    mine, _ = await harness.ready_client(**session(first))
+    also_mine, _ = await harness.ready_client(**session(second))
+    kept, _ = await harness.ready_client(**session(other))
+    async with httpx.AsyncClient(base_url=harness.server.url("")) as http:
+        http.cookies.set("loopwire_session", first)
+        assert (await http.post("/logout")).status_code == 303
+    await mine.connection.wait_closed()
+    assert (mine.connection.close_code, mine.connection.close_reason) == (
+        1008,
+        "signed out: this sign-in was revoked or has expired",
+    )
+    async with httpx.AsyncClient(
+        base_url=harness.server.url(""), headers=bearer(ALICE)
+    ) as admin:
+        revoked = await admin.delete(f"/api/admin/signins/{second.split('.')[0]}")
+    assert revoked.status_code == 204
+    await also_mine.connection.wait_closed()
+    assert also_mine.connection.close_code == 1008
+    await kept.send(type="chat", content="still here?")
+    assert (await kept.recv())["type"] != "error"
+
+
 async def test_an_admin_revokes_one_sign_in_or_all_of_a_users(
     start_server: StartServer, tokens: Path
 ) -> None:

@@ -13,6 +13,7 @@ made it, and on every other instance sharing the database within
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import logging
@@ -64,6 +65,13 @@ class SignIns:
         self._revocations = 0
         """Counts revocations here: a read that a revocation overtook is not
         cached (it may hold the record as it was before)."""
+        self._revoked = asyncio.Event()
+        """Set (and replaced) at each revocation here: open sockets check
+        their sign-in again at once (`revoked`)."""
+
+    async def revoked(self) -> None:
+        """Return at the next revocation made on this instance."""
+        await self._revoked.wait()
 
     async def create(
         self, identity: Identity, method: SignInMethod, user_agent: str = ""
@@ -120,10 +128,13 @@ class SignIns:
 
     def _forget(self, which: Callable[[str], bool]) -> None:
         """Drop cached sign-ins, before a revocation and after it: a read
-        that either overtook is not cached (`_record`)."""
+        that either overtook is not cached (`_record`); then wake whoever
+        waits for a revocation."""
         self._revocations += 1
         for signin_id in [cached for cached in self._cache if which(cached)]:
             del self._cache[signin_id]
+        revoked, self._revoked = self._revoked, asyncio.Event()
+        revoked.set()
 
     def _user_of(self, signin_id: str) -> str | None:
         record = self._cache[signin_id][1]

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
+from starlette.datastructures import Headers
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
 from backend.bounded_json import load_json
@@ -27,6 +28,7 @@ from backend.chat.service import RESTARTING, ChatService
 from backend.chat.session import CLOSING, OVERFLOW, Subscription
 from backend.chat.target import Target
 from backend.errors import Busy, InvalidMessage, Unavailable, incident
+from backend.identity.identities import Identities
 from backend.notifications import outside_session
 from backend.protocol import (
     CLIENT_MESSAGE_TYPES,
@@ -38,7 +40,7 @@ from backend.protocol import (
 )
 from backend.settings import Settings
 from backend.store.base import StoreError
-from backend.transport.auth import user_of
+from backend.transport.auth import Credentials, credentials, identify, user_of
 from backend.transport.instance import HEADER
 from backend.transport.limits import Client, ClientLimits, Limited, TokenBucket
 from backend.transport.refusal import handshake_refusal
@@ -52,6 +54,10 @@ CLOSE_TIMEOUT_S = 5.0
 """How long the writer may take to flush what is queued before a close."""
 CLOSE_SERVICE_RESTART = 1012
 CLOSE_TRY_AGAIN_LATER = 1013
+SIGNED_OUT = "signed out: this sign-in was revoked or has expired"
+RECHECK_S = 30.0
+"""How often an open socket's sign-in is checked again (besides at once
+after each revocation on this instance)."""
 
 
 async def websocket_endpoint(websocket: WebSocket) -> None:
@@ -76,10 +82,39 @@ async def websocket_endpoint(websocket: WebSocket) -> None:
             [(b"retry-after", retry.encode())] if retry else (),
         )
         return
+    identities: Identities = websocket.app.state.identities
+    presented = credentials(Headers(scope=websocket.scope))
+    signed_in = None
+    if identities.enabled and presented is not None:
+        signed_in = SignedIn(identities, presented)
     try:
-        await _connect(websocket, service, user, Quota(limits, key, client))
+        await _connect(websocket, service, user, Quota(limits, key, client), signed_in)
     finally:
         limits.leave(key)
+
+
+@dataclass(frozen=True, slots=True)
+class SignedIn:
+    """What a socket was opened with, checked again while it is open: at
+    each revocation here and every `RECHECK_S` (a revocation elsewhere, an
+    expired sign-in or JWT), so a revoked sign-in's sockets are closed."""
+
+    identities: Identities
+    presented: Credentials
+
+    async def until_signed_out(self, subscription: Subscription) -> None:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(RECHECK_S):
+                    await self.identities.signins.revoked()
+            try:
+                still = await identify(self.identities, self.presented)
+            except StoreError as exc:  # not known to be revoked: kept open
+                log.warning("cannot check a socket's sign-in: %s", exc)
+                continue
+            if still is None:
+                subscription.close(CLOSE_POLICY_VIOLATION, SIGNED_OUT)
+                return
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,7 +133,11 @@ class Quota:
 
 
 async def _connect(
-    websocket: WebSocket, service: ChatService, user: str, quota: Quota | None
+    websocket: WebSocket,
+    service: ChatService,
+    user: str,
+    quota: Quota | None,
+    signed_in: SignedIn | None = None,
 ) -> None:
     await websocket.accept(headers=[(HEADER, instance_id(service))])
     if service.draining:
@@ -127,7 +166,7 @@ async def _connect(
     subscription = session.outbox.subscribe(after)
     try:
         await websocket.send_text(service.ready_frame(session, resumed=resumed))
-        await _serve(websocket, service, session, subscription, quota)
+        await _serve(websocket, service, session, subscription, quota, signed_in)
     finally:
         session.outbox.unsubscribe(subscription)
         session.touch()
@@ -139,9 +178,13 @@ async def _serve(
     session: Target,
     subscription: Subscription,
     quota: Quota | None,
+    signed_in: SignedIn | None = None,
 ) -> None:
     async with asyncio.TaskGroup() as tasks:
         writer = tasks.create_task(_write(websocket, subscription))
+        watcher = None
+        if signed_in is not None:
+            watcher = tasks.create_task(signed_in.until_signed_out(subscription))
         try:
             closing = await _read(websocket, service, session, quota)
             if closing is not None:  # the writer closes after what is queued
@@ -151,6 +194,8 @@ async def _serve(
                         await asyncio.shield(writer)
         finally:
             writer.cancel()
+            if watcher is not None:
+                watcher.cancel()
 
 
 async def _write(websocket: WebSocket, subscription: Subscription) -> None:
