@@ -13,7 +13,6 @@ from starlette.middleware import Middleware
 from starlette.routing import Route, WebSocketRoute
 
 from backend.agent.kit import LoopKit
-from backend.agent.model_calls import LoopConfig
 from backend.agent.registry import StrategyRegistry
 from backend.agent.strategies.act import ActUntilAnswer
 from backend.agent.strategies.llm_only import LLMOnly
@@ -22,6 +21,7 @@ from backend.agent.strategies.react import ReasonActObserve
 from backend.agent.strategies.retrieve import RetrieveThenAnswer
 from backend.bus.base import Bus
 from backend.bus.local import LocalBus
+from backend.chat.run_requests import RunRequests
 from backend.chat.service import ChatService
 from backend.files.blobs import BlobStore
 from backend.files.collector import BlobCollector
@@ -41,7 +41,7 @@ from backend.store.base import Store
 from backend.store.sql import SqlStore
 from backend.tools.base import AnyTool, ToolRegistry
 from backend.tools.builtin import builtin_tools
-from backend.tools.executor import ExecutorConfig, Runner, ToolExecutor
+from backend.tools.executor import Runner, ToolExecutor
 from backend.tools.mcp import MCPManager, load_mcp_config
 from backend.tools.notes import MemoryNotebook, Notebook, note_tools
 from backend.tools.processes import ProcessPool
@@ -56,6 +56,7 @@ from backend.transport.limits import ClientLimits
 from backend.transport.login import Login
 from backend.transport.oidc import OidcLogin
 from backend.transport.openapi import openapi_route
+from backend.transport.refusal import Refused, answer_refused
 from backend.transport.websocket import websocket_endpoint
 from backend.users import Users
 
@@ -66,7 +67,7 @@ def make_llm(settings: Settings, registry: ToolRegistry) -> LLMClient:
     """The configured provider: OpenAI-compatible, or the embedded offline model
     (which learns the registry's tools from their offline skills)."""
     if settings.provider == "openai":
-        from backend.llm.openai_client import OpenAIClient
+        from backend.llm.openai_compat.client import OpenAIClient
 
         return OpenAIClient(
             model=settings.llm_model,
@@ -115,44 +116,22 @@ def make_service(
 ) -> ChatService:
     """The service and its loop; `processes` (the executor's worker
     processes) may be shared with tools that need them, such as read_file."""
-    executor = ToolExecutor(
-        registry,
-        ExecutorConfig(
-            default_timeout_s=settings.tool_timeout_s,
-            approval_timeout_s=settings.approval_timeout_s,
-            max_attempts=settings.tool_max_attempts,
-            retry_backoff_s=settings.tool_retry_backoff_s,
-            rate_limit_calls=settings.tool_rate_limit_calls,
-            rate_limit_window_s=settings.tool_rate_limit_window_s,
-            threads=settings.tool_threads,
-            processes=settings.tool_processes,
-        ),
-        processes=processes,
-    )
-    config = LoopConfig(
-        tool_result_max_chars=settings.tool_result_max_chars,
-        history_window_tokens=settings.history_window_tokens,
-        history_tool_output_chars=settings.history_tool_output_chars,
-        max_parse_failures=settings.agent_max_parse_failures,
-        request_input_timeout_s=settings.request_input_timeout_s,
-        approval_timeout_s=settings.approval_timeout_s,
-        max_consecutive_failures=settings.tool_max_consecutive_failures,
-        max_duplicate_calls=settings.agent_max_duplicate_calls,
-        on_reject=settings.approval_on_reject,
-        max_replans=settings.agent_max_replans,
-        max_tool_calls_per_step=settings.agent_max_tool_calls_per_step,
-        token_batch_s=settings.token_batch_ms / 1000,
-    )
+    executor = ToolExecutor(registry, settings.executor_config(), processes=processes)
+    config = settings.loop_config()
     kit = LoopKit.build(llm, registry, executor, prompts, config)
-    return ChatService(
+    requests = RunRequests(
         llm=llm,
         registry=registry,
         strategies=(strategies or default_strategies)(kit),
         settings=settings,
+        data_sources=data_sources,
+    )
+    return ChatService(
+        requests=requests,
+        settings=settings,
         store=store,
         forget_session=executor.forget_session,
         on_close=executor.aclose,
-        data_sources=data_sources,
         bus=make_bus(settings),
     )
 
@@ -336,6 +315,7 @@ def create_app(
             WebSocketRoute("/ws", websocket_endpoint),
         ],
         lifespan=lifespan,
+        exception_handlers={Refused: answer_refused},
         middleware=[
             Middleware(InstanceHeader, instance_id=service.bus.instance_id),
             Middleware(Incidents),

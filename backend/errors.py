@@ -30,6 +30,8 @@ from __future__ import annotations
 import secrets
 from collections.abc import Sequence
 
+from backend.text import shorten
+
 
 class LoopwireError(Exception):
     """Base of every error raised on purpose."""
@@ -50,9 +52,7 @@ class InvalidMessage(ProtocolError):
 def client_names(names: Sequence[str], *, most: int = 5, chars: int = 40) -> str:
     """Names a client sent, for an error: the first `most`, each cut to
     `chars` characters, the rest counted (never echo 256 of them in full)."""
-    shown = ", ".join(
-        n if len(n) <= chars else n[: chars - 1] + "…" for n in names[:most]
-    )
+    shown = ", ".join(shorten(n, chars) for n in names[:most])
     return shown + (f" and {len(names) - most} more" if len(names) > most else "")
 
 

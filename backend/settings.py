@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ipaddress
-import os
 import re
 from pathlib import Path
 from typing import Literal
@@ -12,10 +11,14 @@ from urllib.parse import urlsplit
 from pydantic import AliasChoices, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from backend.agent.config import LoopConfig, OnReject
 from backend.errors import ConfigError
+from backend.tools.config import ExecutorConfig
 
 ProviderName = Literal["offline", "openai"]
-DEFAULT_TOOL_PROCESSES = min(4, os.cpu_count() or 1)
+_LOOP = LoopConfig()
+_EXECUTOR = ExecutorConfig()
+"""Where the defaults of the loop's and the executor's settings live."""
 
 
 class Settings(BaseSettings):
@@ -162,32 +165,38 @@ class Settings(BaseSettings):
     agent_max_steps: int = Field(default=10, ge=1)
     agent_max_steps_cap: int = Field(default=50, ge=1)
     agent_loop_strategy: str = "react"
-    agent_max_parse_failures: int = Field(default=3, ge=1)
+    agent_max_parse_failures: int = Field(default=_LOOP.max_parse_failures, ge=1)
     run_timeout_s: float = Field(default=300.0, gt=0)
     """Seconds of work a run may do (waits for the user do not count)."""
     run_final_answer_timeout_s: float = Field(default=30.0, gt=0)
     """The least time a run's final answer gets once its time is up."""
-    request_input_timeout_s: float = Field(default=300.0, gt=0)
-    approval_timeout_s: float = Field(default=300.0, gt=0)
-    approval_on_reject: Literal["stop", "continue"] = "stop"
-    tool_timeout_s: float = Field(default=60.0, gt=0)
-    tool_max_attempts: int = Field(default=3, ge=1, le=10)
-    tool_retry_backoff_s: float = Field(default=0.2, ge=0)
-    tool_rate_limit_calls: int = Field(default=10, ge=1)
-    tool_rate_limit_window_s: float = Field(default=60.0, gt=0)
-    tool_max_consecutive_failures: int = Field(default=3, ge=1)
-    tool_threads: int = Field(default=8, ge=1, le=256)
+    request_input_timeout_s: float = Field(default=_LOOP.request_input_timeout_s, gt=0)
+    approval_timeout_s: float = Field(default=_LOOP.approval_timeout_s, gt=0)
+    approval_on_reject: OnReject = _LOOP.on_reject
+    tool_timeout_s: float = Field(default=_EXECUTOR.default_timeout_s, gt=0)
+    tool_max_attempts: int = Field(default=_EXECUTOR.max_attempts, ge=1, le=10)
+    tool_retry_backoff_s: float = Field(default=_EXECUTOR.retry_backoff_s, ge=0)
+    tool_rate_limit_calls: int = Field(default=_EXECUTOR.rate_limit_calls, ge=1)
+    tool_rate_limit_window_s: float = Field(default=_EXECUTOR.rate_limit_window_s, gt=0)
+    tool_max_consecutive_failures: int = Field(
+        default=_LOOP.max_consecutive_failures, ge=1
+    )
+    tool_threads: int = Field(default=_EXECUTOR.threads, ge=1, le=256)
     """Plain (synchronous) tool functions running at once, each in a thread."""
-    tool_processes: int = Field(default=DEFAULT_TOOL_PROCESSES, ge=1, le=64)
+    tool_processes: int = Field(default=_EXECUTOR.processes, ge=1, le=64)
     """`cpu_bound` tool calls running at once, each in a worker process."""
-    agent_max_duplicate_calls: int = Field(default=2, ge=1)
-    agent_max_replans: int = Field(default=2, ge=0)
-    agent_max_tool_calls_per_step: int = Field(default=10, ge=1, le=100)
+    agent_max_duplicate_calls: int = Field(default=_LOOP.max_duplicate_calls, ge=1)
+    agent_max_replans: int = Field(default=_LOOP.max_replans, ge=0)
+    agent_max_tool_calls_per_step: int = Field(
+        default=_LOOP.max_tool_calls_per_step, ge=1, le=100
+    )
     tool_mode_max_rounds: int = Field(default=4, ge=1)
-    tool_result_max_chars: int = Field(default=4000, ge=200)
-    history_window_tokens: int = Field(default=8000, ge=256)
+    tool_result_max_chars: int = Field(default=_LOOP.tool_result_max_chars, ge=200)
+    history_window_tokens: int = Field(default=_LOOP.history_window_tokens, ge=256)
     """Estimated tokens of history sent per LLM call (`History.window`)."""
-    history_tool_output_chars: int = Field(default=2000, ge=100)
+    history_tool_output_chars: int = Field(
+        default=_LOOP.history_tool_output_chars, ge=100
+    )
     """Characters of each older tool result kept in the window."""
 
     max_message_bytes: int = Field(default=65536, ge=256)
@@ -368,6 +377,35 @@ class Settings(BaseSettings):
     @property
     def hosts(self) -> tuple[str, ...]:
         return tuple(h.strip() for h in self.allowed_hosts.split(",") if h.strip())
+
+    def loop_config(self) -> LoopConfig:
+        """What every strategy shares, from these settings."""
+        return LoopConfig(
+            tool_result_max_chars=self.tool_result_max_chars,
+            history_window_tokens=self.history_window_tokens,
+            history_tool_output_chars=self.history_tool_output_chars,
+            max_parse_failures=self.agent_max_parse_failures,
+            request_input_timeout_s=self.request_input_timeout_s,
+            approval_timeout_s=self.approval_timeout_s,
+            max_consecutive_failures=self.tool_max_consecutive_failures,
+            max_duplicate_calls=self.agent_max_duplicate_calls,
+            on_reject=self.approval_on_reject,
+            max_replans=self.agent_max_replans,
+            max_tool_calls_per_step=self.agent_max_tool_calls_per_step,
+            token_batch_s=self.token_batch_ms / 1000,
+        )
+
+    def executor_config(self) -> ExecutorConfig:
+        """How tools are run, from these settings."""
+        return ExecutorConfig(
+            default_timeout_s=self.tool_timeout_s,
+            max_attempts=self.tool_max_attempts,
+            retry_backoff_s=self.tool_retry_backoff_s,
+            rate_limit_calls=self.tool_rate_limit_calls,
+            rate_limit_window_s=self.tool_rate_limit_window_s,
+            threads=self.tool_threads,
+            processes=self.tool_processes,
+        )
 
     def clamp_steps(self, requested: int | None) -> int:
         """The budget a run gets: the client's ask, capped by the server."""

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import atexit
+import ipaddress
 import os
 import shutil
+import socket
 import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import AsyncExitStack
@@ -22,11 +24,50 @@ from devcluster import nginx_server, redis_server
 from devcluster.postgres_server import PostgresServer, unavailable_reason
 from tests.databases import database_url, pg_database_url  # noqa: F401  (fixtures)
 from tests.fake_openai import FakeOpenAIServer, running_fake_openai
+from tests.fakes import SCRIPTED
 from tests.live_server import LiveServer, serving
 from tests.ws_client import Client
 
 if TYPE_CHECKING:
     from tests.cluster_harness import ClusterHarness
+
+
+@pytest.fixture(autouse=True)
+def _scripts_used_up() -> Iterator[None]:
+    """Every `ScriptedLLM` a test made answered all it was scripted to."""
+    SCRIPTED.clear()
+    yield
+    made, SCRIPTED[:] = list(SCRIPTED), []
+    for llm in made:
+        llm.assert_complete()
+
+
+@pytest.fixture(autouse=True)
+def _no_real_provider(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No test reaches a real LLM provider, nor anything past this machine:
+    no key or base URL comes from the environment, and a connection to any
+    address but a loopback one fails the test."""
+    for name in PROVIDER_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    connect = socket.socket.connect
+
+    def local_only(self: socket.socket, address: Any) -> None:
+        if self.family in (socket.AF_INET, socket.AF_INET6):
+            host = address[0]
+            if not ipaddress.ip_address(host.split("%")[0]).is_loopback:
+                raise AssertionError(f"a test tried to connect to {host}")
+        connect(self, address)
+
+    monkeypatch.setattr(socket.socket, "connect", local_only)
+
+
+PROVIDER_VARIABLES = (
+    "OPENAI_API_KEY",
+    "OPENAI_BASE_URL",
+    "LOOPWIRE_LLM_API_KEY",
+    "LOOPWIRE_LLM_BASE_URL",
+    "LOOPWIRE_LLM_PROVIDER",
+)
 
 
 @pytest.fixture

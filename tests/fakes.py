@@ -34,14 +34,33 @@ class Hang:
 Step = Completion | str | Hang | Exception | Callable[[LLMRequest], Completion]
 
 
+SCRIPTED: list[ScriptedLLM] = []
+"""Every `ScriptedLLM` made by the running test: `tests/conftest.py` checks
+at its end that each was asked for all it was scripted to answer."""
+
+
 class ScriptedLLM:
-    """Answers each call with the next scripted step and records every request."""
+    """Answers each call with the next scripted step and records every request.
+
+    A step the code never asked for is a failure of the test (a script that
+    says more than happens hides a change of behaviour): `assert_complete`,
+    called for every test by `tests/conftest.py`."""
 
     def __init__(self, *steps: Step, model: str = "scripted-model") -> None:
         self._steps: list[Step] = list(steps)
         self._model = model
         self.requests: list[LLMRequest] = []
         self.closed = False
+        SCRIPTED.append(self)
+
+    def assert_complete(self) -> None:
+        """Every scripted step was asked for."""
+        if self._steps:
+            shown = ", ".join(repr(step)[:60] for step in self._steps[:3])
+            raise AssertionError(
+                f"ScriptedLLM: {len(self._steps)} scripted replies were never "
+                f"asked for (after {len(self.requests)} calls): {shown}"
+            )
 
     @property
     def model(self) -> str:

@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, Self
 
+from backend.agent.config import LoopConfig
 from backend.agent.driver import RunDriver
 from backend.agent.kit import LoopKit
 from backend.agent.loop import AgentContext, AgentLoop, AgentResult
-from backend.agent.model_calls import LoopConfig
 from backend.agent.registry import StrategyRegistry
 from backend.agent.run_control import RunControl, UserAnswer
 from backend.agent.state import RunRequest, RunState
@@ -26,7 +26,8 @@ from backend.protocol import (
     ToolStart,
 )
 from backend.tools.base import ToolRegistry
-from backend.tools.executor import ExecutorConfig, ToolExecutor
+from backend.tools.config import ExecutorConfig
+from backend.tools.executor import ToolExecutor
 
 QUESTION = "What is 2+3?"
 

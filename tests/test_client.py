@@ -196,8 +196,6 @@ async def test_grant_steps_and_stop_after_step(start_server: StartServer) -> Non
         observe(),
         reason(),
         calls(("add", {"expression": "2+2"})),
-        observe(),
-        "Stopped after two sums.",
     )
     harness = await start_server(llm, test_registry())
     async with AgentClient(url(harness)) as client:
@@ -216,6 +214,8 @@ async def test_grant_steps_and_stop_after_step(start_server: StartServer) -> Non
     stopped = next(e for e in seen if label(e.model_dump()) == "agent_stopped")
     assert stopped.model_dump()["mode"] == "after_step"
     assert seen[-2].model_dump()["reason"] == "stopped"
+    # stopped after the second step's tool: neither observed nor summed up
+    assert llm.purposes[-2:] == ["reason", "act"]
 
 
 async def test_reconnect_replays_what_was_missed_exactly_once(

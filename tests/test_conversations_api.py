@@ -13,7 +13,7 @@ JSON = {"Content-Type": "application/json"}
 async def test_list_read_rename_and_delete_conversations(
     start_server: StartServer, database_url: str
 ) -> None:
-    llm = ScriptedLLM("four", "six", "eight")
+    llm = ScriptedLLM("four", "six")
     harness = await start_server(llm, database_url=database_url)
     ids = []
     for question in ("what is 2+2?", "what is 3+3?"):

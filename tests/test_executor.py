@@ -16,9 +16,9 @@ from pydantic import BaseModel
 from backend.errors import ToolError
 from backend.llm.base import Message, ToolCall
 from backend.tools.base import SideEffect, Tool, ToolContext, ToolEffect, ToolRegistry
+from backend.tools.config import ExecutorConfig
 from backend.tools.executor import (
     CallScope,
-    ExecutorConfig,
     NeedsApproval,
     Ready,
     Refused,
@@ -302,19 +302,19 @@ def test_arguments_cannot_skip_approval_and_checks_still_apply_once_approved() -
 
 
 def test_declined_approvals_explain_themselves() -> None:
-    h = Harness(config=ExecutorConfig(approval_timeout_s=7))
-    assert h.executor.declined("save", ApprovalDecision("rejected", "not now")) == (
-        Refused("rejected", "the user declined to run save (reason: not now)")
-    )
-    assert h.executor.declined("save", ApprovalDecision("rejected")) == Refused(
-        "rejected", "the user declined to run save"
-    )
-    assert h.executor.declined("save", ApprovalDecision("timeout")) == Refused(
-        "timeout", "no approval decision for save within 7s; it was not run"
-    )
-    assert h.executor.declined("save", ApprovalDecision("withdrawn")) == Refused(
-        "cancelled", "save was not run: the run is stopping"
-    )
+    h = Harness()
+    assert h.executor.declined(
+        "save", ApprovalDecision("rejected", "not now"), waited_s=7
+    ) == (Refused("rejected", "the user declined to run save (reason: not now)"))
+    assert h.executor.declined(
+        "save", ApprovalDecision("rejected"), waited_s=7
+    ) == Refused("rejected", "the user declined to run save")
+    assert h.executor.declined(
+        "save", ApprovalDecision("timeout"), waited_s=7
+    ) == Refused("timeout", "no approval decision for save within 7s; it was not run")
+    assert h.executor.declined(
+        "save", ApprovalDecision("withdrawn"), waited_s=7
+    ) == Refused("cancelled", "save was not run: the run is stopping")
 
 
 async def test_cancellation_propagates() -> None:

@@ -48,9 +48,10 @@ CRAFTED_ORIGINS = [
 
 
 async def served(
-    start_server: StartServer, **settings: object
+    start_server: StartServer, *replies: str, **settings: object
 ) -> tuple[Harness, ScriptedLLM]:
-    llm = ScriptedLLM("Hello.")
+    """A server whose model answers `replies`, in turn."""
+    llm = ScriptedLLM(*replies)
     return await start_server(llm, test_registry(), **settings), llm
 
 

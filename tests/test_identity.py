@@ -53,9 +53,11 @@ def tokens(tmp_path: Path) -> Path:
     return path
 
 
-async def start(start_server: StartServer, tokens: Path, **settings: Any) -> Harness:
+async def start(
+    start_server: StartServer, tokens: Path, *replies: str, **settings: Any
+) -> Harness:
     return await start_server(
-        ScriptedLLM("hello"), test_registry(), auth_tokens_file=tokens, **settings
+        ScriptedLLM(*replies), test_registry(), auth_tokens_file=tokens, **settings
     )
 
 
@@ -149,7 +151,7 @@ async def test_a_revoked_sign_in_closes_its_open_sockets(
 ) -> None:
     """Signing out, or an admin's revocation, closes the sockets that sign-in
     opened (1008, said why); another sign-in's socket stays open."""
-    harness = await start(start_server, tokens)
+    harness = await start(start_server, tokens, "hello")
     first, second, other = [await sign_in(harness, BOB) for _ in range(3)]
     mine, _ = await harness.ready_client(**session(first))
     also_mine, _ = await harness.ready_client(**session(second))

@@ -105,10 +105,10 @@ async def idp() -> AsyncIterator[JwksServer]:
 
 
 async def start_with_jwt(
-    start_server: StartServer, idp: JwksServer, **more: Any
+    start_server: StartServer, idp: JwksServer, *replies: str, **more: Any
 ) -> Harness:
     return await start_server(
-        ScriptedLLM("hello"),
+        ScriptedLLM(*replies),
         test_registry(),
         jwt_issuer=ISSUER,
         jwt_audience=AUDIENCE,
@@ -125,7 +125,7 @@ async def get(harness: Harness, value: str, path: str = "/api/info") -> httpx.Re
 async def test_a_rotated_key_is_fetched_and_a_withdrawn_one_refused(
     start_server: StartServer, idp: JwksServer
 ) -> None:
-    harness = await start_with_jwt(start_server, idp, jwt_jwks_refetch_s=0)
+    harness = await start_with_jwt(start_server, idp, "hello", jwt_jwks_refetch_s=0)
     signed_by_a = token(KEY_A, "a")
     assert (await get(harness, signed_by_a)).status_code == 200
     assert (await get(harness, token(KEY_A, "a", sub="dave"))).status_code == 200

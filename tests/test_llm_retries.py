@@ -13,7 +13,7 @@ import pytest
 
 from backend.errors import LLMError
 from backend.llm.base import Completion, LLMRequest, Message, StreamEvent, TextDelta
-from backend.llm.openai_client import OpenAIClient
+from backend.llm.openai_compat.client import OpenAIClient
 from backend.llm.retries import RetryPolicy, retry_after_s
 from tests.faulty_openai import (
     Cut,

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import json
 import socket
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,7 +23,7 @@ from backend.llm.base import (
     ToolSpec,
     Usage,
 )
-from backend.llm.openai_client import OpenAIClient
+from backend.llm.openai_compat.client import OpenAIClient
 from tests.fake_openai import (
     ErrorReply,
     FakeOpenAIServer,
@@ -523,3 +525,22 @@ async def test_client_properties(
     assert client.model == "test-model"
     assert client.provider == "openai"
     assert client.base_url == fake_openai.base_url
+
+
+def test_only_the_openai_compat_modules_import_the_sdk() -> None:
+    """The `openai` SDK stays behind the provider (and the embedder)."""
+    backend = Path(__file__).resolve().parent.parent / "backend"
+    importers = set()
+    for path in backend.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                names = [node.module or ""]
+            else:
+                continue
+            if any(name.split(".")[0] == "openai" for name in names):
+                importers.add(path.relative_to(backend).as_posix())
+    outside = {p for p in importers if not p.startswith("llm/openai_compat/")}
+    assert "llm/openai_compat/client.py" in importers
+    assert outside == {"llm/openai_embedder.py"}

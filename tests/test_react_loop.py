@@ -22,7 +22,8 @@ from backend.protocol import (
     ToolStart,
 )
 from backend.tools.base import Tool, ToolEffect, ToolRegistry
-from backend.tools.executor import ExecutorConfig, ToolExecutor
+from backend.tools.config import ExecutorConfig
+from backend.tools.executor import ToolExecutor
 from backend.tools.policy import RateLimiter
 from tests.fakes import (
     Saver,

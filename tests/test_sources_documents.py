@@ -5,8 +5,9 @@ them into passages with locations people understand."""
 
 from __future__ import annotations
 
-from backend.sources.documents import Block, Document, parse_document
+from backend.sources.documents import Block, Document
 from backend.sources.passages import MAX_CHARS, Passage, split_passages
+from backend.sources.readers import parse_document
 from tests.pdf_files import pdf_bytes
 
 MARKDOWN = """\

@@ -15,7 +15,8 @@ from backend.errors import LLMError
 from backend.llm.openai_embedder import OpenAIEmbedder
 from backend.sources import open_sources
 from backend.sources.documents import Problem
-from backend.sources.index import RRF_K, SourceIndex
+from backend.sources.index import SourceIndex
+from backend.sources.ranking import RRF_K
 from tests.conftest import make_settings
 from tests.fake_openai import ErrorReply, FakeOpenAIServer
 

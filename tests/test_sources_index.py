@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 from backend.sources.documents import Problem
-from backend.sources.index import Limits, RefreshReport, SourceIndex, UnknownSource
+from backend.sources.index import SourceIndex, UnknownSource
 from backend.sources.passages import MAX_CHARS
+from backend.sources.refresh import Limits, RefreshReport
 from tests.sources_corpus import DOCUMENTS, PASSAGES, copy_corpus
 
 SECOND = 1_000_000_000

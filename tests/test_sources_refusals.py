@@ -14,8 +14,9 @@ import pytest
 
 from backend.sources.documents import DocumentRefused, Problem, read_document
 from backend.sources.folders import scan_folder
-from backend.sources.index import Limits, SourceIndex
+from backend.sources.index import SourceIndex
 from backend.sources.pdfs import expansion_cap, read_pdf
+from backend.sources.refresh import Limits
 from tests.pdf_files import pdf_bytes
 
 GOOD = "# Kept\n\nThe lighthouse keeper winds the clock at dusk.\n"

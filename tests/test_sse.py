@@ -8,7 +8,7 @@ import httpx2
 import openai
 import pytest
 
-from backend.llm.openai_client import _chunks
+from backend.llm.openai_compat.stream import chunks
 from backend.llm.sse import EventTooLarge, SSEReader
 
 
@@ -49,12 +49,12 @@ def response(body: bytes) -> httpx2.Response:
 
 async def test_chunks_stop_at_done_and_parse_json() -> None:
     body = b'data: {"choices":[]}\n\ndata: [DONE]\n\ndata: {"late":1}\n\n'
-    assert [c async for c in _chunks(response(body))] == [{"choices": []}]
+    assert [c async for c in chunks(response(body))] == [{"choices": []}]
 
 
 async def test_an_error_event_is_the_servers_error() -> None:
     body = b'data: {"error": {"message": "model overloaded", "code": 503}}\n\n'
     with pytest.raises(openai.APIError) as caught:
-        [c async for c in _chunks(response(body))]
+        [c async for c in chunks(response(body))]
     assert caught.value.message == "model overloaded"
     assert caught.value.body == {"message": "model overloaded", "code": 503}

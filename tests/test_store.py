@@ -27,8 +27,9 @@ from backend.store.base import (
     LimitReached,
     RunRecord,
 )
+from backend.store.engine import engine_url
 from backend.store.schema import metadata
-from backend.store.sql import SqlStore, engine_url
+from backend.store.sql import SqlStore
 from backend.tools.base import Reconciled, ToolContext
 from backend.tools.threads import ThreadRunner
 

@@ -9,8 +9,9 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from backend.agent.config import LoopConfig
 from backend.agent.loop import AgentContext
-from backend.agent.model_calls import LoopConfig, ModelCalls
+from backend.agent.model_calls import ModelCalls
 from backend.agent.state import RunRequest, RunState
 from backend.agent.token_batcher import TokenBatcher
 from backend.history import History

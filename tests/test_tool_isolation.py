@@ -25,9 +25,9 @@ from pydantic import BaseModel
 from backend.errors import ConfigError, ToolError
 from backend.llm.base import ToolCall
 from backend.tools.base import Tool, ToolContext, ToolEffect, ToolRegistry
+from backend.tools.config import ExecutorConfig
 from backend.tools.executor import (
     CallScope,
-    ExecutorConfig,
     Ready,
     ToolExecutor,
     ToolOutcome,

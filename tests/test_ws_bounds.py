@@ -40,8 +40,11 @@ async def closed(client: Client) -> tuple[list[Frame], int | None, str]:
         )
 
 
-async def served(start_server: StartServer, **settings: object) -> Harness:
-    return await start_server(ScriptedLLM("Hello there."), test_registry(), **settings)
+async def served(
+    start_server: StartServer, *replies: str, **settings: object
+) -> Harness:
+    """A server whose model answers `replies`, in turn."""
+    return await start_server(ScriptedLLM(*replies), test_registry(), **settings)
 
 
 @pytest.mark.parametrize(
@@ -94,7 +97,7 @@ async def test_malformed_resume_parameters_are_refused_with_a_reason(
 async def test_hostile_json_is_an_invalid_message_and_the_socket_stays_usable(
     start_server: StartServer, frame: str, problem: str
 ) -> None:
-    harness = await served(start_server)
+    harness = await served(start_server, "Hello there.")
     client, _ = await harness.ready_client()
     await client.send_raw(frame)
     error = await client.recv()

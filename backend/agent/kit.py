@@ -10,8 +10,9 @@ import time
 import uuid
 from dataclasses import dataclass
 
+from backend.agent.config import LoopConfig
 from backend.agent.loop import AgentContext, AwaitInput, Continue, Decision, Final
-from backend.agent.model_calls import LoopConfig, ModelCalls
+from backend.agent.model_calls import ModelCalls
 from backend.agent.state import Answered, PendingQuestion, RunState, StepRecord
 from backend.agent.tool_calls import ToolCalls
 from backend.llm.base import LLMClient, Message, ToolSpec

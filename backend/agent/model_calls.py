@@ -14,10 +14,9 @@ strategy shares: the final prompt, tools off, streamed.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
+from backend.agent.config import LoopConfig
 from backend.agent.loop import AgentContext
-from backend.agent.rules import OnReject
 from backend.agent.token_batcher import TokenBatcher
 from backend.errors import LLMError
 from backend.llm.base import (
@@ -32,26 +31,6 @@ from backend.llm.base import (
 )
 from backend.prompts import PromptProvider, ToolLine
 from backend.protocol import TokenStream
-
-
-@dataclass(frozen=True, slots=True)
-class LoopConfig:
-    """Settings every strategy shares (from `Settings`, wired in `app.py`)."""
-
-    tool_result_max_chars: int = 4000
-    history_window_tokens: int = 8000
-    history_tool_output_chars: int = 2000
-    max_parse_failures: int = 3
-    request_input_timeout_s: float = 300.0
-    approval_timeout_s: float = 300.0
-    max_consecutive_failures: int = 3
-    max_duplicate_calls: int = 2
-    on_reject: OnReject = "stop"
-    max_replans: int = 2
-    max_tool_calls_per_step: int = 10
-    token_batch_s: float = 0.0
-    """Streamed text: at most one `token_stream` frame per this many seconds
-    (`TokenBatcher`); 0, a frame per piece the model sends."""
 
 
 class ModelCalls:

@@ -10,15 +10,13 @@ run or is passed on to the model (`on_reject`).
 from __future__ import annotations
 
 import json
-from typing import Literal
 
+from backend.agent.config import OnReject
 from backend.agent.loop import Continue, Decision, Final
 from backend.agent.state import RunState
 from backend.llm.base import ToolCall
 from backend.tools.base import ToolRegistry
 from backend.tools.executor import ToolOutcome, parse_arguments
-
-OnReject = Literal["stop", "continue"]
 
 
 def call_key(call: ToolCall) -> str:

@@ -29,9 +29,9 @@ from collections.abc import Callable
 from typing import Any
 
 from backend.agent import citations, request_input
+from backend.agent.config import LoopConfig
 from backend.agent.cutoffs import INTERRUPTED_NOTE
 from backend.agent.loop import AgentContext, AwaitApproval, Continue, Decision
-from backend.agent.model_calls import LoopConfig
 from backend.agent.request_input import REQUEST_INPUT_SPEC, is_request_input
 from backend.agent.rules import ToolCallRules
 from backend.agent.state import (
@@ -250,7 +250,9 @@ class ToolCalls:
                 decision = ApprovalDecision("timeout")
             case _:
                 raise AssertionError(f"unexpected approval outcome {resolution!r}")
-        refused = self.executor.declined(call.name, decision)
+        refused = self.executor.declined(
+            call.name, decision, waited_s=self.config.approval_timeout_s
+        )
         return self._settle(ctx, self._refused_outcome(ctx, call, refused))
 
     async def _run(self, ctx: AgentContext, call: ToolCall) -> Decision:

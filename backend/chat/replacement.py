@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from backend.errors import InvalidMessage
 from backend.history import History
 from backend.store.base import RunRecord
+from backend.text import shorten
 
 ID_PREVIEW = 40
 """Characters of a client's run id quoted in an error."""
@@ -63,7 +64,7 @@ def plan_replacement(
 ) -> Replacement:
     """What replacing `run_id` removes; `runs` as `conversation_runs` gives
     them. Raises `InvalidMessage` when the run cannot be replaced."""
-    shown = run_id if len(run_id) <= ID_PREVIEW else run_id[: ID_PREVIEW - 1] + "…"
+    shown = shorten(run_id, ID_PREVIEW)
     named = next((record for record in runs if record.id == run_id), None)
     if named is None:
         if run_id in unsaved:

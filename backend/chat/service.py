@@ -28,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import Any
 
@@ -85,41 +85,33 @@ class ChatService:
     def __init__(
         self,
         *,
-        llm: LLMClient,
-        registry: ToolRegistry,
-        strategies: StrategyRegistry,
+        requests: RunRequests,
         settings: Settings,
         store: Store | None = None,
         forget_session: Callable[[str], None] = lambda _session_id: None,
         on_close: Callable[[], Awaitable[None]] | None = None,
         clock: Callable[[], float] = time.time,
-        data_sources: Sequence[str] = (),
         bus: Bus | None = None,
     ) -> None:
-        """`on_close` runs last when the service stops (after every run has
-        ended): e.g. the tool executor's worker processes. `data_sources`:
-        the names `search_documents` searches (a `chat` may choose among them).
-        `bus`: how this instance reaches the others (`RedisBus`); one
-        process by default (`LocalBus`)."""
+        """`requests` turns a client's `chat` into a run's state (with the
+        LLM, tools, strategies and data sources it may use). `on_close` runs
+        last when the service stops (after every run has ended): e.g. the
+        tool executor's worker processes. `bus`: how this instance reaches
+        the others (`RedisBus`); one process by default (`LocalBus`)."""
+        strategies = requests.strategies
         for needed in (settings.agent_loop_strategy, PLAIN, TOOL_MODE):
             if needed not in strategies:
                 known = ", ".join(strategies.names)
                 raise ConfigError(
                     f"loop strategy {needed!r} is not registered (known: {known})"
                 )
-        self.llm = llm
-        self.registry = registry
-        self.strategies = strategies
+        self.requests = requests
+        self.llm: LLMClient = requests.llm
+        self.registry: ToolRegistry = requests.registry
+        self.strategies: StrategyRegistry = strategies
+        self.data_sources = requests.data_sources
         self.settings = settings
         self.store = store
-        self.data_sources = tuple(data_sources)
-        self.requests = RunRequests(
-            llm=llm,
-            registry=registry,
-            strategies=strategies,
-            settings=settings,
-            data_sources=data_sources,
-        )
         self._clock = clock
         self.bus: Bus = bus or LocalBus()
         self._build_parts(forget_session)

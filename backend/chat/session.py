@@ -82,6 +82,10 @@ class Subscription:
         self.closing = (code, reason)
         self.queue.put_nowait(CLOSING)
 
+    def pending(self) -> bool:
+        """Whether something is queued: `next_frame` would not wait."""
+        return not self.queue.empty()
+
     async def next_frame(self) -> str:
         """The next frame's text, `OVERFLOW` or `CLOSING`."""
         text = await self.queue.get()

@@ -1,6 +1,6 @@
 """Provider-neutral LLM types and the `LLMClient` seam.
 
-Everything above `llm/` speaks these types; only `openai_client.py` knows the
+Everything above `llm/` speaks these types; only `openai_compat/` knows the
 OpenAI wire format and only `offline.py` knows the embedded model's rules.
 """
 

@@ -12,18 +12,25 @@ the `search_documents` tool.
 | --- | --- |
 | `data_sources.py` | `open_sources`, `DataSources`: the entry point |
 | `folders.py` | walking a source's folder: links, types, limits |
-| `documents.py` | reading one file into blocks; `DocumentRefused` and its reasons |
+| `documents.py` | one file into blocks (Markdown, text); `DocumentRefused`, reasons |
 | `html_pages.py`, `pdfs.py` | HTML (stdlib parser) and PDF (pypdf, bombs refused) |
+| `readers.py` | which files are documents (`KINDS`), and each kind's reader |
 | `passages.py` | blocks into passages with locations people read |
 | `query.py` | user words into a safe FTS5 query |
-| `index.py` | `SourceIndex`: SQLite FTS5 + BM25, incremental refresh, hybrid |
-| `embeddings.py` | `Embedder`, the OpenAI-compatible `/v1/embeddings` client |
+| `index.py` | `SourceIndex`: the handle (open, refresh, documents, problems, search) |
+| `schema.py` | the SQLite file: tables, schema version, its one thread (`Database`) |
+| `refresh.py` | a source in step with its folder, incrementally; `RefreshReport` |
+| `ranking.py` | BM25 hits, and `rrf_fuse` (reciprocal rank fusion) |
+| `vectors.py` | passages and queries embedded, stored, compared by cosine |
+| `embeddings.py` | `Embedder`, the seam, and vector packing |
 | `tool.py`, `skill.py` | the tool, and what it teaches the offline model |
 """
 
 from backend.sources.data_sources import DataSources, open_sources
 from backend.sources.documents import DocumentRefused, Problem
-from backend.sources.index import Hit, RefreshReport, SourceIndex, UnknownSource
+from backend.sources.index import SourceIndex, UnknownSource
+from backend.sources.ranking import Hit
+from backend.sources.refresh import RefreshReport
 
 __all__ = [
     "DataSources",

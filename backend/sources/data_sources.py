@@ -16,7 +16,9 @@ from backend.errors import ConfigError
 from backend.settings import Settings
 from backend.sources.documents import Problem
 from backend.sources.embeddings import Embedder
-from backend.sources.index import Hit, Limits, RefreshReport, SourceIndex
+from backend.sources.index import SourceIndex
+from backend.sources.ranking import Hit
+from backend.sources.refresh import Limits, RefreshReport
 from backend.sources.tool import (
     DEFAULT_MAX_CHARS,
     SearchDocumentsArgs,

@@ -2,10 +2,12 @@
 
 A document is Markdown (`.md`, `.markdown`), text (`.txt`, `.rst`), HTML
 (`.html`, `.htm`) or PDF (`.pdf`); `read_document` reads its bytes (within
-the source's folder, within the size limit) and `parse_document` turns them
-into `Block`s: paragraphs with the headings in force (Markdown, HTML), their
-line numbers (Markdown, text) or their page (PDF). `passages.py` groups the
-blocks into passages.
+the source's folder, within the size limit) and `readers.parse_document`
+turns them into `Block`s: paragraphs with the headings in force (Markdown,
+HTML), their line numbers (Markdown, text) or their page (PDF). Markdown
+and text are read here (`read_markdown`, `read_text`), HTML in
+`html_pages.py`, PDF in `pdfs.py`. `passages.py` groups the blocks into
+passages.
 
 Every file that cannot be indexed is refused with a `DocumentRefused` whose
 `reason` says why, in a word a report can count:
@@ -45,16 +47,6 @@ RefusalReason = Literal[
     "embeddings",
 ]
 
-KINDS: dict[str, Kind] = {
-    ".md": "markdown",
-    ".markdown": "markdown",
-    ".txt": "text",
-    ".rst": "text",
-    ".html": "html",
-    ".htm": "html",
-    ".pdf": "pdf",
-}
-
 
 class DocumentRefused(LoopwireError):
     """A file that is not indexed, and why (`reason`, a `RefusalReason`)."""
@@ -90,11 +82,6 @@ class Document:
     kind: Kind
     title: str
     blocks: tuple[Block, ...]
-
-
-def kind_of(name: str) -> Kind | None:
-    """The kind of document a file name says, if any."""
-    return KINDS.get(os.path.splitext(name)[1].lower())
 
 
 def inside(path: Path, root: Path) -> bool:
@@ -137,23 +124,6 @@ def too_large(size: int, limit: int) -> DocumentRefused:
     return DocumentRefused(
         "too_large", f"is {size:,} bytes, over the limit of {limit:,} bytes"
     )
-
-
-def parse_document(kind: Kind, data: bytes, *, name: str) -> Document:
-    """`data` as a `Document` of `kind`; `name` (the file's) gives a default title."""
-    stem = os.path.splitext(os.path.basename(name))[0]
-    if kind == "pdf":
-        from backend.sources.pdfs import read_pdf  # pypdf only when needed
-
-        return read_pdf(data, default_title=stem)
-    text = decode_text(data)
-    if kind == "html":
-        from backend.sources.html_pages import read_html
-
-        return read_html(text, default_title=stem)
-    if kind == "markdown":
-        return read_markdown(text, default_title=stem)
-    return Document("text", stem, tuple(_paragraphs(text.splitlines(), ())))
 
 
 def decode_text(data: bytes) -> str:
@@ -246,6 +216,10 @@ def _front_matter_end(lines: list[str]) -> int:
 
 
 # --- text ----------------------------------------------------------------------
+
+
+def read_text(text: str, *, default_title: str) -> Document:
+    return Document("text", default_title, tuple(_paragraphs(text.splitlines(), ())))
 
 
 def _paragraphs(lines: list[str], headings: tuple[str, ...]) -> list[Block]:

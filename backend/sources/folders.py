@@ -22,9 +22,9 @@ from backend.sources.documents import (
     Kind,
     Problem,
     inside,
-    kind_of,
     too_large,
 )
+from backend.sources.readers import kind_of
 
 
 @dataclass(frozen=True, slots=True)

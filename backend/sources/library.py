@@ -21,7 +21,8 @@ from backend.aio import stop_if_cancelled
 from backend.errors import ToolError
 from backend.settings import Settings
 from backend.sources.data_sources import DataSources, open_sources
-from backend.sources.index import Hit, RefreshReport
+from backend.sources.ranking import Hit
+from backend.sources.refresh import RefreshReport
 from backend.sources.tool import search_documents_tool
 from backend.tools.base import Tool
 

@@ -21,7 +21,8 @@ from typing import Any, Protocol
 from pydantic import BaseModel, Field
 
 from backend.errors import ToolError
-from backend.sources.index import Hit, UnknownSource
+from backend.sources.index import UnknownSource
+from backend.sources.ranking import Hit
 from backend.sources.skill import SearchDocumentsSkill
 from backend.tools.base import Tool, ToolContext, ToolEffect
 from backend.tools.results import to_json_text

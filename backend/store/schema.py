@@ -49,7 +49,7 @@ conversations = Table(
 )
 """`epoch` is the fencing token: raised by every take-over (in the
 transaction that loads the conversation); every write of its owner is
-conditional on the epoch it loaded (`store/sql.py`, docs/scaling.md)."""
+conditional on the epoch it loaded (`store/writes.py`, docs/scaling.md)."""
 
 
 def _conversation_id(*, key: bool) -> Column[str]:

@@ -41,8 +41,9 @@ from backend.errors import OwnershipLost, ToolError
 from backend.llm.base import Message, ToolCall, ToolStatus
 from backend.protocol import ToolArguments
 from backend.tools.base import AnyTool, ToolContext, ToolRegistry
+from backend.tools.config import ExecutorConfig
 from backend.tools.policy import ApprovalDecision, RateLimiter
-from backend.tools.processes import DEFAULT_SIZE, ProcessPool
+from backend.tools.processes import ProcessPool
 from backend.tools.results import compact
 from backend.tools.threads import ThreadRunner
 
@@ -124,20 +125,6 @@ class Refused:
 Check = Ready | NeedsApproval | Refused
 
 
-@dataclass(frozen=True, slots=True)
-class ExecutorConfig:
-    default_timeout_s: float = 60.0
-    approval_timeout_s: float = 300.0
-    max_attempts: int = 3
-    retry_backoff_s: float = 0.2
-    rate_limit_calls: int = 10
-    rate_limit_window_s: float = 60.0
-    threads: int = 8
-    """Plain tool functions running at once (abandoned ones included)."""
-    processes: int = DEFAULT_SIZE
-    """`cpu_bound` tool calls running at once, each in a worker process."""
-
-
 class Runner(Protocol):
     """Runs a plain function away from the event loop (`ThreadRunner`,
     `ProcessPool`); cancelling `run` gives the call up."""
@@ -169,7 +156,7 @@ class ToolExecutor:
     def __init__(
         self,
         registry: ToolRegistry,
-        config: ExecutorConfig = ExecutorConfig(),
+        config: ExecutorConfig | None = None,
         *,
         clock: Callable[[], float] = time.perf_counter,
         rate_limiter: RateLimiter | None = None,
@@ -177,7 +164,7 @@ class ToolExecutor:
         processes: Runner | None = None,
     ) -> None:
         self._registry = registry
-        self.config = config
+        self.config = config = config or ExecutorConfig()
         self._clock = clock
         self._limiter = rate_limiter or RateLimiter(
             config.rate_limit_calls, config.rate_limit_window_s
@@ -235,14 +222,16 @@ class ToolExecutor:
             return NeedsApproval(tool, parsed)
         return Ready(tool, parsed)
 
-    def declined(self, tool_name: str, decision: ApprovalDecision) -> Refused:
-        """The refusal that an approval `decision` other than approved means."""
+    def declined(
+        self, tool_name: str, decision: ApprovalDecision, *, waited_s: float
+    ) -> Refused:
+        """The refusal that an approval `decision` other than approved means
+        (`waited_s`: how long the approval was waited for)."""
         reason = f" (reason: {decision.reason})" if decision.reason else ""
         if decision.status == "timeout":
-            limit = self.config.approval_timeout_s
             return Refused(
                 "timeout",
-                f"no approval decision for {tool_name} within {limit:g}s; "
+                f"no approval decision for {tool_name} within {waited_s:g}s; "
                 "it was not run",
             )
         if decision.status == "withdrawn":

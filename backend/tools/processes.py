@@ -40,7 +40,6 @@ import asyncio
 import contextlib
 import logging
 import multiprocessing
-import os
 import pickle
 import socket
 from collections.abc import Callable
@@ -53,7 +52,6 @@ from backend.tools.worker import HEADER, Broken, Raised, Returned, frame, serve
 
 log = logging.getLogger(__name__)
 
-DEFAULT_SIZE = min(4, os.cpu_count() or 1)
 MAX_REPLY_BYTES = 64 * 1024 * 1024
 """A worker's reply larger than this is refused (and the worker killed)."""
 

@@ -27,8 +27,8 @@ from starlette.routing import Route
 from backend.identity.claims import MAX_USER_CHARS
 from backend.identity.signins import SignIns
 from backend.store.base import SignInMethod, SignInRecord, Store, UsageRecord
-from backend.transport.api import error
 from backend.transport.auth import role_of
+from backend.transport.refusal import Refused
 from backend.users import ADMIN, Role
 
 FORBIDDEN = "this needs the admin role"
@@ -72,7 +72,7 @@ def admin_only(endpoint: Endpoint) -> Endpoint:
     @wraps(endpoint)
     async def guarded(request: Request) -> Response:
         if role_of(request) != ADMIN:
-            return error(403, "forbidden", FORBIDDEN)
+            raise Refused(403, "forbidden", FORBIDDEN)
         return await endpoint(request)
 
     return guarded
@@ -87,7 +87,7 @@ def _signins(request: Request) -> SignIns:
 async def list_signins(request: Request) -> Response:
     user = request.query_params.get("user")
     if user is not None and not 0 < len(user) <= MAX_USER_CHARS:
-        return error(400, "invalid_message", "user: 1 to 128 characters")
+        raise Refused(400, "invalid_message", "user: 1 to 128 characters")
     records = await _signins(request).live(user)
     body = SignInList(items=[SignInInfo.of(record) for record in records])
     return JSONResponse(body.model_dump(mode="json"))
@@ -97,7 +97,7 @@ async def list_signins(request: Request) -> Response:
 async def revoke_signin(request: Request) -> Response:
     signin_id = request.path_params["signin_id"]
     if await _signins(request).revoke(signin_id) is None:
-        return error(404, "not_found", f"no live sign-in {signin_id[:40]!r}")
+        raise Refused(404, "not_found", f"no live sign-in {signin_id[:40]!r}")
     return Response(status_code=204)
 
 

@@ -16,10 +16,7 @@
   starts nothing: it replays the frames after that id and follows the run
   in progress to its end. `GET /api/conversations/{id}/events` does the
   same (what a browser's `EventSource` reconnects with).
-- Controls, the same levers the WebSocket has (`ChatService.dispatch`):
-  `POST /api/conversations/{id}/input` `{content, question_id?}`,
-  `…/stop` `{mode: immediate | after_step}`, `…/steps` `{add}`,
-  `…/approvals/{tool_call_id}` `{approved, reason?}`.
+- The controls (input, stop, steps, approvals) are in `transport/api.py`.
 
 Errors are JSON `{"error_type", "message"}`: 400 for a bad body (naming
 each bad field), 404 for a conversation that is not the caller's, 409 when
@@ -30,9 +27,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
 from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -47,44 +44,29 @@ from backend.errors import NoSuchConversation, ProtocolError
 from backend.protocol import (
     STEPS_LIMIT,
     SYSTEM_PROMPT_LIMIT,
-    AgentControlMessage,
-    AgentUserInputMessage,
+    AgentCompletion,
+    AgentError,
     ChatMessage,
-    ClientMessage,
+    ChatResponse,
+    Envelope,
+    Error,
     Id,
     Name,
-    ToolApprovalResponseMessage,
+    ResponseComplete,
+    ToolStart,
+    server_message_adapter,
 )
 from backend.store.base import StoreError
-from backend.transport.api import (
-    ApprovalBody,
-    error,
-    limited,
-    read_model,
-    whole_number,
-)
 from backend.transport.auth import user_of
+from backend.transport.bodies import StrictBody, read_model, whole_number
 from backend.transport.limits import ClientLimits, Limited
+from backend.transport.refusal import Refused
 
 PING_S = 15.0
 CONVERSATION_ID = r"^[0-9a-f]{32}$"
-STATUS = {
-    "invalid_message": 400,
-    "busy": 409,
-    "no_pending_input": 409,
-    "no_pending_approval": 409,
-    "no_active_run": 409,
-    "store_error": 503,
-    "unavailable": 503,
-    "moved": 503,
-}
 
 
-class _Body(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-
-class AgentRequest(_Body):
+class AgentRequest(StrictBody):
     query: Annotated[str, Field(min_length=1)]
     conversation_id: Annotated[str, Field(pattern=CONVERSATION_ID)] | None = None
     stream: bool = True
@@ -128,17 +110,10 @@ class AgentRequest(_Body):
         )
 
 
-class InputBody(_Body):
-    content: str
-    question_id: Id | None = None
-
-
-class StopBody(_Body):
-    mode: Literal["immediate", "after_step"] = "immediate"
-
-
-class StepsBody(_Body):
-    add: Annotated[int, Field(ge=1, le=STEPS_LIMIT)]
+def _frame(text: str) -> Any:
+    """A frame's text read back as its protocol model (an `Envelope` and
+    its payload): as fast as `json.loads`, and typed."""
+    return server_message_adapter.validate_json(text)
 
 
 class _Follow:
@@ -153,24 +128,23 @@ class _Follow:
         self.errors: list[dict[str, Any]] = []
         self.ended = False
 
-    def see(self, frame: dict[str, Any]) -> None:
-        if self.run_id is None or frame.get("run_id") != self.run_id:
+    def see(self, frame: Envelope) -> None:
+        if self.run_id is None or frame.run_id != self.run_id:
             return
-        kind = frame["type"]
-        if kind == "tool_start" and frame["tool_name"] not in self.tools:
-            self.tools.append(frame["tool_name"])
-        elif kind == "chat_response":
-            self.answer = frame["message"]
-        elif kind == "error" or frame.get("update_type") == "agent_error":
+        if isinstance(frame, ToolStart):
+            if frame.tool_name not in self.tools:
+                self.tools.append(frame.tool_name)
+        elif isinstance(frame, ChatResponse):
+            self.answer = frame.message
+        elif isinstance(frame, Error):
             self.errors.append(
-                {
-                    "error_type": frame.get("error_type", "agent_error"),
-                    "message": frame["message"],
-                }
+                {"error_type": frame.error_type, "message": frame.message}
             )
-        elif frame.get("update_type") == "agent_completion":
-            self.steps, self.reason = frame["steps"], frame["reason"]
-        elif kind == "response_complete":
+        elif isinstance(frame, AgentError):
+            self.errors.append({"error_type": "agent_error", "message": frame.message})
+        elif isinstance(frame, AgentCompletion):
+            self.steps, self.reason = frame.steps, frame.reason
+        elif isinstance(frame, ResponseComplete):
             self.ended = True
 
     def done(self, outcome: dict[str, Any]) -> dict[str, Any]:
@@ -186,29 +160,24 @@ class _Follow:
 
 class AgentAPI:
     def routes(self) -> list[Route]:
-        base = "/api/conversations/{conversation_id}"
         return [
             Route("/api/agent", self.agent, methods=["POST"]),
-            Route(f"{base}/events", self.events, methods=["GET"]),
-            Route(f"{base}/input", self.answer, methods=["POST"]),
-            Route(f"{base}/stop", self.stop, methods=["POST"]),
-            Route(f"{base}/steps", self.grant, methods=["POST"]),
-            Route(f"{base}/approvals/{{tool_call_id}}", self.approve, methods=["POST"]),
+            Route(
+                "/api/conversations/{conversation_id}/events",
+                self.events,
+                methods=["GET"],
+            ),
         ]
-
-    # ------------------------------------------------------------ runs
 
     async def agent(self, request: Request) -> Response:
         service: ChatService = request.app.state.chat
         # as large as a chat frame may be on the WebSocket
         limit = service.settings.max_message_bytes
         body = await read_model(request, AgentRequest, "agent request", limit)
-        if isinstance(body, Response):
-            return body
         resume_from = request.headers.get("last-event-id")
         if resume_from is not None:
             if body.conversation_id is None:
-                return error(
+                raise Refused(
                     400,
                     "invalid_message",
                     "Last-Event-ID resumes a conversation: send its conversation_id",
@@ -220,25 +189,22 @@ class AgentAPI:
         """A new run of `body` in the caller's conversation: its stream, or
         (not streaming) its outcome once it ends."""
         service: ChatService = request.app.state.chat
-        opened = await self._open(request, body.conversation_id)
-        if isinstance(opened, Response):
-            return opened
-        session = opened
+        session = await _open(request, body.conversation_id)
         subscription = session.outbox.subscribe(None)
         try:
             started = await service.dispatch_to(session, body.message())
         except ProtocolError as exc:
             session.outbox.unsubscribe(subscription)
-            return error(STATUS.get(exc.error_type, 400), exc.error_type, str(exc))
-        except NoSuchConversation:
+            raise Refused.by_service(exc) from exc
+        except NoSuchConversation as exc:
             session.outbox.unsubscribe(subscription)
-            return error(404, "not_found", f"no conversation {session.id!r}")
+            raise Refused(404, "not_found", f"no conversation {session.id!r}") from exc
         follow = _Follow(started["run_id"])
         user_at = started["request_at"] if body.save_chat else None
         if not body.stream:
-            return await self._collect(request, session, subscription, follow, user_at)
+            return await _collect(request, session, subscription, follow, user_at)
         return EventSourceResponse(
-            self._stream(request, session, subscription, follow, detach=body.detach),
+            _stream(request, session, subscription, follow, detach=body.detach),
             ping=PING_S,
         )
 
@@ -253,177 +219,109 @@ class AgentAPI:
     ) -> Response:
         after = whole_number(last_event_id)
         if after is None:
-            return error(
+            raise Refused(
                 400, "invalid_message", "Last-Event-ID must be a seq (a whole number)"
             )
         return await _connected(
-            request, lambda: self._follow(request, conversation_id, after), run=False
+            request, lambda: _replay(request, conversation_id, after), run=False
         )
 
-    async def _follow(
-        self, request: Request, conversation_id: str, after: int
-    ) -> Response:
-        """The frames after `after`, then the run in progress to its end."""
-        opened = await self._open(request, conversation_id)
-        if isinstance(opened, Response):
-            return opened
-        session = opened
-        subscription = session.outbox.subscribe(after)
-        follow = _Follow(session.run_id)
-        return EventSourceResponse(
-            self._stream(request, session, subscription, follow, detach=True),
-            ping=PING_S,
+
+async def _replay(request: Request, conversation_id: str, after: int) -> Response:
+    """The frames after `after`, then the run in progress to its end."""
+    session = await _open(request, conversation_id)
+    subscription = session.outbox.subscribe(after)
+    follow = _Follow(session.run_id)
+    return EventSourceResponse(
+        _stream(request, session, subscription, follow, detach=True),
+        ping=PING_S,
+    )
+
+
+async def _open(request: Request, conversation_id: str | None) -> Target:
+    """The caller's conversation (a new one for None)."""
+    service: ChatService = request.app.state.chat
+    if service.draining:
+        raise _restarting()
+    try:
+        session, _ = await service.open_session(
+            conversation_id, owner=user_of(request), create=conversation_id is None
         )
+    except NoSuchConversation as exc:
+        raise Refused(404, "not_found", f"no conversation {conversation_id!r}") from exc
+    except ProtocolError as exc:
+        raise Refused(503, exc.error_type, str(exc)) from exc
+    except StoreError as exc:
+        raise Refused(
+            503, "store_error", "the conversation store is unavailable; try later"
+        ) from exc
+    return session
 
-    async def _open(
-        self, request: Request, conversation_id: str | None
-    ) -> Target | Response:
-        """The caller's conversation (a new one for None), or the error."""
-        service: ChatService = request.app.state.chat
-        if service.draining:
-            return error(503, "server_restarting", "the server is restarting")
-        try:
-            session, _ = await service.open_session(
-                conversation_id, owner=user_of(request), create=conversation_id is None
-            )
-        except NoSuchConversation:
-            return error(404, "not_found", f"no conversation {conversation_id!r}")
-        except ProtocolError as exc:
-            return error(503, exc.error_type, str(exc))
-        except StoreError:
-            return error(
-                503, "store_error", "the conversation store is unavailable; try later"
-            )
-        return session
 
-    async def _stream(
-        self,
-        request: Request,
-        session: Target,
-        subscription: Subscription,
-        follow: _Follow,
-        *,
-        detach: bool,
-    ) -> AsyncIterator[ServerSentEvent]:
-        """The conversation's frames as events until the run ends, then
-        `done`. Leaving early stops the run unless `detach`."""
-        service: ChatService = request.app.state.chat
-        try:
-            while not follow.ended:
-                if follow.run_id is None and subscription.queue.empty():
-                    break  # nothing running: the replay was all there is
-                text = await subscription.next_frame()
-                if text in (OVERFLOW, CLOSING):  # too slow, or a restart
-                    return
-                frame = json.loads(text)
-                follow.see(frame)
-                yield ServerSentEvent(
-                    data=text, event=frame["type"], id=str(frame["seq"])
-                )
-            outcome = await service.outcome_of(session, follow.run_id, follow.answer)
-            done = {"conversation_id": session.id, **follow.done(outcome)}
-            yield ServerSentEvent(data=json.dumps(done), event="done")
-        finally:
-            session.outbox.unsubscribe(subscription)
-            session.touch()
-            if not follow.ended and not detach:
-                service.stop_soon(session, follow.run_id)
+def _restarting() -> Refused:
+    return Refused(503, "server_restarting", "the server is restarting")
 
-    async def _collect(
-        self,
-        request: Request,
-        session: Target,
-        subscription: Subscription,
-        follow: _Follow,
-        user_at: int | None,
-    ) -> Response:
-        """Wait for the run's end; one JSON document. A client that goes away
-        meanwhile stops the run."""
-        service: ChatService = request.app.state.chat
 
-        async def until_the_end() -> None:
-            while not follow.ended:
-                text = await subscription.next_frame()
-                if text in (OVERFLOW, CLOSING):
-                    return
-                follow.see(json.loads(text))
-
-        try:
-            await race(until_the_end(), _gone(request))
-        finally:
-            session.outbox.unsubscribe(subscription)
-            session.touch()
-            if not follow.ended:
-                service.stop_soon(session, follow.run_id)
-        if not follow.ended:
-            return error(503, "server_restarting", "the server is restarting")
+async def _stream(
+    request: Request,
+    session: Target,
+    subscription: Subscription,
+    follow: _Follow,
+    *,
+    detach: bool,
+) -> AsyncIterator[ServerSentEvent]:
+    """The conversation's frames as events until the run ends, then
+    `done`. Leaving early stops the run unless `detach`."""
+    service: ChatService = request.app.state.chat
+    try:
+        while not follow.ended:
+            if follow.run_id is None and not subscription.pending():
+                break  # nothing running: the replay was all there is
+            text = await subscription.next_frame()
+            if text in (OVERFLOW, CLOSING):  # too slow, or a restart
+                return
+            frame = _frame(text)
+            follow.see(frame)
+            yield ServerSentEvent(data=text, event=frame.type, id=str(frame.seq))
         outcome = await service.outcome_of(session, follow.run_id, follow.answer)
-        return JSONResponse(_document(session.id, follow, outcome, user_at))
+        done = {"conversation_id": session.id, **follow.done(outcome)}
+        yield ServerSentEvent(data=json.dumps(done), event="done")
+    finally:
+        session.outbox.unsubscribe(subscription)
+        session.touch()
+        if not follow.ended and not detach:
+            service.stop_soon(session, follow.run_id)
 
-    # ------------------------------------------------------------ controls
 
-    async def answer(self, request: Request) -> Response:
-        body = await read_model(request, InputBody, "answer")
-        if isinstance(body, Response):
-            return body
-        message = AgentUserInputMessage(
-            type="agent_user_input", content=body.content, question_id=body.question_id
-        )
-        return await self._control(request, message, {"status": "answered"})
+async def _collect(
+    request: Request,
+    session: Target,
+    subscription: Subscription,
+    follow: _Follow,
+    user_at: int | None,
+) -> Response:
+    """Wait for the run's end; one JSON document. A client that goes away
+    meanwhile stops the run."""
+    service: ChatService = request.app.state.chat
 
-    async def stop(self, request: Request) -> Response:
-        body = await read_model(request, StopBody, "stop")
-        if isinstance(body, Response):
-            return body
-        message = AgentControlMessage(
-            type="agent_control",
-            action="stop" if body.mode == "immediate" else "stop_after_step",
-        )
-        return await self._control(
-            request, message, {"status": "stopping", "mode": body.mode}
-        )
+    async def until_the_end() -> None:
+        while not follow.ended:
+            text = await subscription.next_frame()
+            if text in (OVERFLOW, CLOSING):
+                return
+            follow.see(_frame(text))
 
-    async def grant(self, request: Request) -> Response:
-        body = await read_model(request, StepsBody, "steps")
-        if isinstance(body, Response):
-            return body
-        message = AgentControlMessage(
-            type="agent_control", action="grant_steps", steps=body.add
-        )
-        return await self._control(request, message, None)
-
-    async def approve(self, request: Request) -> Response:
-        body = await read_model(request, ApprovalBody, "approval")
-        if isinstance(body, Response):
-            return body
-        call_id = request.path_params["tool_call_id"]
-        message = ToolApprovalResponseMessage(
-            type="tool_approval_response",
-            tool_call_id=call_id,
-            approved=body.approved,
-            reason=body.reason,
-        )
-        status = "approved" if body.approved else "rejected"
-        return await self._control(
-            request, message, {"tool_call_id": call_id, "status": status}
-        )
-
-    async def _control(
-        self, request: Request, message: ClientMessage, answer: dict[str, Any] | None
-    ) -> Response:
-        """`message` dispatched to the caller's conversation, as if it came
-        over its WebSocket, on whichever instance holds it."""
-        service: ChatService = request.app.state.chat
-        conversation_id = request.path_params["conversation_id"]
-        try:
-            done = await service.control(conversation_id, user_of(request), message)
-        except NoSuchConversation:
-            return error(404, "not_found", f"no active run in {conversation_id!r}")
-        except ProtocolError as exc:
-            return error(STATUS.get(exc.error_type, 400), exc.error_type, str(exc))
-        if answer is None and "max_steps" in done:  # steps granted
-            answer = {"status": "granted", "max_steps": done["max_steps"]}
-        return JSONResponse(answer or {"status": "done"})
+    try:
+        await race(until_the_end(), _gone(request))
+    finally:
+        session.outbox.unsubscribe(subscription)
+        session.touch()
+        if not follow.ended:
+            service.stop_soon(session, follow.run_id)
+    if not follow.ended:
+        raise _restarting()
+    outcome = await service.outcome_of(session, follow.run_id, follow.answer)
+    return JSONResponse(_document(session.id, follow, outcome, user_at))
 
 
 async def _connected(
@@ -437,14 +335,14 @@ async def _connected(
     try:
         limits.connect(key)
     except Limited as exc:
-        return limited(exc)
+        raise Refused.limited(exc) from exc
     try:
         if run:
             limits.start_run(key)
         response = await respond()
     except Limited as exc:
         limits.leave(key)
-        return limited(exc)
+        raise Refused.limited(exc) from exc
     except BaseException:
         limits.leave(key)
         raise

@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -29,16 +29,15 @@ from backend.chat.run_requests import PLAIN
 from backend.chat.service import ChatService
 from backend.errors import NoSuchConversation, ProtocolError
 from backend.store.base import ConversationRecord, RunRecord, Store
-from backend.transport.api import error, read_model, whole_number
 from backend.transport.auth import user_of
+from backend.transport.bodies import StrictBody, read_model, whole_number
+from backend.transport.refusal import Refused
 
 DEFAULT_PAGE = 20
 MAX_PAGE = 100
 
 
-class Rename(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
-
+class Rename(StrictBody):
     title: Annotated[str, Field(min_length=1, max_length=200)]
 
 
@@ -79,60 +78,47 @@ def _mode(state: RunState) -> str:
     return "plain" if state.strategy == PLAIN else "tools"
 
 
-def _limit(request: Request) -> int | JSONResponse:
+def _limit(request: Request) -> int:
     limit = whole_number(request.query_params.get("limit", str(DEFAULT_PAGE)))
     if limit is None or not 1 <= limit <= MAX_PAGE:
-        return error(
+        raise Refused(
             400, "invalid_message", f"limit must be a whole number from 1 to {MAX_PAGE}"
         )
     return limit
 
 
-def _context(request: Request) -> tuple[ChatService, Store] | JSONResponse:
+def _context(request: Request) -> tuple[ChatService, Store]:
     service: ChatService = request.app.state.chat
     if service.store is None:
-        return error(404, "not_found", "this server does not keep conversations")
+        raise Refused(404, "not_found", "this server does not keep conversations")
     return service, service.store
 
 
-async def _found(
-    request: Request,
-) -> tuple[ChatService, Store, ConversationRecord] | JSONResponse:
+async def _found(request: Request) -> tuple[ChatService, Store, ConversationRecord]:
     """The conversation the path names, if the caller may see it."""
-    context = _context(request)
-    if isinstance(context, JSONResponse):
-        return context
-    service, store = context
+    service, store = _context(request)
     conversation_id = request.path_params["conversation_id"]
     record = await store.conversation(conversation_id)
     if record is None or record.owner != user_of(request):
-        return error(404, "not_found", f"no conversation {conversation_id!r}")
+        raise Refused(404, "not_found", f"no conversation {conversation_id!r}")
     return service, store, record
 
 
 async def list_conversations(request: Request) -> Response:
-    context = _context(request)
-    if isinstance(context, JSONResponse):
-        return context
-    _, store = context
+    _, store = _context(request)
     limit = _limit(request)
-    if isinstance(limit, JSONResponse):
-        return limit
     try:
         page = await store.conversations(
             user_of(request), limit=limit, cursor=request.query_params.get("cursor")
         )
     except ValueError as exc:
-        return error(400, "invalid_message", str(exc))
+        raise Refused(400, "invalid_message", str(exc)) from exc
     items = [_summary(record) for record in page.items]
     return JSONResponse({"items": items, "next": page.next})
 
 
 async def get_conversation(request: Request) -> Response:
-    found = await _found(request)
-    if isinstance(found, JSONResponse):
-        return found
-    service, store, record = found
+    service, store, record = await _found(request)
     with contextlib.suppress(ProtocolError, NoSuchConversation):
         # the owner could not be asked: the store has it up to its last save
         await service.flush_session(record.id, record.owner)
@@ -148,32 +134,26 @@ async def get_conversation(request: Request) -> Response:
 
 
 async def rename_conversation(request: Request) -> Response:
-    found = await _found(request)
-    if isinstance(found, JSONResponse):
-        return found
-    service, store, record = found
+    service, store, record = await _found(request)
     rename = await read_model(request, Rename, "rename")
-    if isinstance(rename, JSONResponse):
-        return rename
     now = service.now()
     if not await store.rename_conversation(record.id, rename.title, now):
-        return error(404, "not_found", f"no conversation {record.id!r}")
+        raise Refused(404, "not_found", f"no conversation {record.id!r}")
     return JSONResponse(
         _summary(record.model_copy(update={"title": rename.title, "updated_at": now}))
     )
 
 
 async def delete_conversation(request: Request) -> Response:
-    found = await _found(request)
-    if isinstance(found, JSONResponse):
-        return found
-    service, store, record = found
+    service, store, record = await _found(request)
     try:
         forgotten = await service.forget_anywhere(record.id, record.owner)
     except (ProtocolError, NoSuchConversation) as exc:
-        return error(503, "unavailable", str(exc))
+        raise Refused(503, "unavailable", str(exc)) from exc
     if not forgotten:
-        return error(409, "busy", "a run is active in this conversation; stop it first")
+        raise Refused(
+            409, "busy", "a run is active in this conversation; stop it first"
+        )
     await store.delete_conversation(record.id)
     request.app.state.blob_collector.wake()  # its files' contents may be unused now
     return Response(status_code=204)

@@ -45,8 +45,9 @@ from backend.store.base import (
     QuotaExceeded,
     shown_bytes,
 )
-from backend.transport.api import error, whole_number
 from backend.transport.auth import user_of
+from backend.transport.bodies import expect_media_type, whole_number
+from backend.transport.refusal import Refused
 
 FORM_OVERHEAD = 64 * 1024
 """Bytes a multipart body may have besides the file (boundaries, headers,
@@ -58,17 +59,17 @@ class BodyTooLarge(Exception):
     pass
 
 
-def _context(request: Request) -> tuple[ChatService, FileShelf] | JSONResponse:
+def _context(request: Request) -> tuple[ChatService, FileShelf]:
     service: ChatService = request.app.state.chat
     shelf: FileShelf | None = getattr(request.app.state, "files", None)
     if shelf is None or service.store is None:
-        return error(404, "not_found", "this server keeps no files")
+        raise Refused(404, "not_found", "this server keeps no files")
     return service, shelf
 
 
 async def _conversation(
     request: Request, service: ChatService, *, create: bool = False
-) -> ConversationRecord | JSONResponse:
+) -> ConversationRecord:
     """The conversation the path names if the caller owns it (`create`: a
     live session of theirs not stored yet is stored now)."""
     assert service.store is not None
@@ -78,7 +79,7 @@ async def _conversation(
     if record is None and create and await service.ensure_stored(conversation_id, user):
         record = await service.store.conversation(conversation_id)
     if record is None or record.owner != user:
-        return error(404, "not_found", f"no conversation {conversation_id!r}")
+        raise Refused(404, "not_found", f"no conversation {conversation_id!r}")
     return record
 
 
@@ -90,48 +91,39 @@ class Upload:
 
 
 async def upload(request: Request) -> Response:
-    context = _context(request)
-    if isinstance(context, JSONResponse):
-        return context
-    service, shelf = context
-    kind = request.headers.get("content-type", "").partition(";")[0].strip().lower()
-    if kind != "multipart/form-data":
-        return error(
-            415,
-            "invalid_message",
-            "send the file as multipart/form-data (a `file` part)",
-        )
+    service, shelf = _context(request)
+    expect_media_type(
+        request,
+        "multipart/form-data",
+        "send the file as multipart/form-data (a `file` part)",
+    )
     limit = shelf.max_bytes + FORM_OVERHEAD
     declared = whole_number(request.headers.get("content-length", ""))
     if declared is not None and declared > limit:
-        return error(
+        raise Refused(
             413,
             "invalid_message",
             f"the body is {declared} bytes; a file may have {shelf.max_bytes}",
         )
     record = await _conversation(request, service, create=True)
-    if isinstance(record, JSONResponse):
-        return record
     room = await shelf.room(record.owner)
     try:
         if declared is not None:  # the file is at least the body less the form
             size = max(1, declared - FORM_OVERHEAD)
             room.check(f"the upload ({shown_bytes(declared)})", size)
     except QuotaExceeded as exc:
-        return error(413, "quota_exceeded", str(exc))
+        raise Refused(413, "quota_exceeded", str(exc)) from exc
     largest = shelf.max_bytes if room.left is None else min(room.left, shelf.max_bytes)
     seconds = service.settings.upload_timeout_s
     try:
         async with asyncio.timeout(seconds):
             sent = await _read_form(request, largest + FORM_OVERHEAD)
-    except TimeoutError:
-        return error(
+    except TimeoutError as exc:
+        raise Refused(
             408, "invalid_message", f"the upload took longer than {seconds:g} s"
-        )
-    except BodyTooLarge:
-        return _too_large(shelf, room)
-    if isinstance(sent, JSONResponse):
-        return sent
+        ) from exc
+    except BodyTooLarge as exc:
+        raise _too_large(shelf, room) from exc
     try:
         added = await shelf.add(
             record.id,
@@ -142,33 +134,33 @@ async def upload(request: Request) -> Response:
             description=sent.description,
         )
     except FileTooLarge as exc:
-        return error(413, "invalid_message", str(exc))
+        raise Refused(413, "invalid_message", str(exc)) from exc
     except FileRefused as exc:
-        return error(415, "invalid_message", str(exc))
+        raise Refused(415, "invalid_message", str(exc)) from exc
     except QuotaExceeded as exc:
-        return error(413, "quota_exceeded", str(exc))
+        raise Refused(413, "quota_exceeded", str(exc)) from exc
     except LimitReached as exc:
-        return error(409, "limit_reached", str(exc))
+        raise Refused(409, "limit_reached", str(exc)) from exc
     return JSONResponse(info(added).model_dump(mode="json"), status_code=201)
 
 
-def _too_large(shelf: FileShelf, room: Room) -> JSONResponse:
-    """The answer to a body cut off: past the largest file, or past the
+def _too_large(shelf: FileShelf, room: Room) -> Refused:
+    """The refusal of a body cut off: past the largest file, or past the
     room its owner has left."""
     if room.quota is not None and room.left is not None and room.left < shelf.max_bytes:
         over = f"the upload (over {shown_bytes(room.left)})"
         refused = QuotaExceeded(over, room.used, room.quota)
-        return error(413, "quota_exceeded", str(refused))
-    return error(
+        return Refused(413, "quota_exceeded", str(refused))
+    return Refused(
         413,
         "invalid_message",
         f"the file is over {shelf.max_bytes} bytes, the limit",
     )
 
 
-async def _read_form(request: Request, limit: int) -> Upload | JSONResponse:
+async def _read_form(request: Request, limit: int) -> Upload:
     """The form's one file and its description, read no further than `limit`
-    bytes (`BodyTooLarge` past it), or the error saying what is wrong."""
+    bytes (`BodyTooLarge` past it); 400 for a form that is not one."""
     read = 0
 
     async def receive() -> Message:
@@ -182,21 +174,25 @@ async def _read_form(request: Request, limit: int) -> Upload | JSONResponse:
     try:
         form = await Request(request.scope, receive).form(max_files=1, max_fields=1)
     except HTTPException as exc:  # Starlette's word for a MultiPartException
-        return error(
+        raise Refused(
             400, "invalid_message", f"the form could not be read: {exc.detail}"
-        )
+        ) from exc
     except (MultiPartException, MultipartParseError) as exc:
-        return error(400, "invalid_message", f"the form could not be read: {exc}")
+        raise Refused(
+            400, "invalid_message", f"the form could not be read: {exc}"
+        ) from exc
     try:
         extra = sorted(set(form.keys()) - {"file", "description"})
         part = form.get("file")
         description = form.get("description", "")
         if extra:
-            return error(400, "invalid_message", f"unknown form field: {extra[0][:40]}")
+            raise Refused(
+                400, "invalid_message", f"unknown form field: {extra[0][:40]}"
+            )
         if not isinstance(part, UploadFile):
-            return error(400, "invalid_message", "no `file` part in the form")
+            raise Refused(400, "invalid_message", "no `file` part in the form")
         if not isinstance(description, str) or len(description) > DESCRIPTION_BYTES:
-            return error(
+            raise Refused(
                 400, "invalid_message", "description: text of at most 2000 characters"
             )
         return Upload(part.filename or "file", await part.read(), description)
@@ -204,25 +200,14 @@ async def _read_form(request: Request, limit: int) -> Upload | JSONResponse:
         await form.close()
 
 
-async def _owned(
-    request: Request,
-) -> tuple[FileShelf, ConversationRecord] | JSONResponse:
+async def _owned(request: Request) -> tuple[FileShelf, ConversationRecord]:
     """The shelf and the conversation the path names, if the caller owns it."""
-    context = _context(request)
-    if isinstance(context, JSONResponse):
-        return context
-    service, shelf = context
-    record = await _conversation(request, service)
-    if isinstance(record, JSONResponse):
-        return record
-    return shelf, record
+    service, shelf = _context(request)
+    return shelf, await _conversation(request, service)
 
 
 async def list_files(request: Request) -> Response:
-    owned = await _owned(request)
-    if isinstance(owned, JSONResponse):
-        return owned
-    shelf, record = owned
+    shelf, record = await _owned(request)
     items = [info(f).model_dump(mode="json") for f in await shelf.files(record.id)]
     return JSONResponse({"items": items})
 
@@ -233,14 +218,13 @@ def _disposition(name: str) -> str:
 
 
 async def download(request: Request) -> Response:
-    owned = await _owned(request)
-    if isinstance(owned, JSONResponse):
-        return owned
-    shelf, record = owned
+    shelf, record = await _owned(request)
     file_id = request.path_params["file_id"]
     found = await shelf.read(record.id, file_id)
     if found is None:
-        return error(404, "not_found", f"no file {file_id[:64]!r} in this conversation")
+        raise Refused(
+            404, "not_found", f"no file {file_id[:64]!r} in this conversation"
+        )
     stored, content = found
     text = stored.media_type.startswith("text/") or stored.media_type.endswith(
         ("json", "xml", "yaml")

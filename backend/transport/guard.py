@@ -25,6 +25,7 @@ from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from backend.settings import Settings
+from backend.text import shorten
 from backend.transport.refusal import (
     SECURITY_HEADERS,
     handshake_refusal,
@@ -36,6 +37,8 @@ LOOPBACK_ORIGIN = re.compile(
     r"https?://(?:localhost|127\.0\.0\.1|\[::1\])(?::\d{1,5})?"
 )
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+SHOWN = 80
+"""Characters of a refused host or origin quoted back."""
 
 
 def hostname(host: str) -> str:
@@ -110,8 +113,9 @@ class Guard:
             return (
                 400,
                 "forbidden_host",
-                f"host {_short(host)} is not served here (LOOPWIRE_PUBLIC_URL or "
-                "LOOPWIRE_ALLOWED_HOSTS name the hosts this server answers to)",
+                f"host {shorten(host, SHOWN)} is not served here "
+                "(LOOPWIRE_PUBLIC_URL or LOOPWIRE_ALLOWED_HOSTS name the hosts "
+                "this server answers to)",
             )
         origin = headers.get("origin")
         changes = scope["type"] == "websocket" or scope["method"] not in SAFE_METHODS
@@ -119,11 +123,7 @@ class Guard:
             return (
                 403,
                 "forbidden_origin",
-                f"origin {_short(origin)} is not allowed "
+                f"origin {shorten(origin, SHOWN)} is not allowed "
                 "(LOOPWIRE_ALLOWED_ORIGINS lists the ones that are)",
             )
         return None
-
-
-def _short(value: str, limit: int = 80) -> str:
-    return value if len(value) <= limit else value[: limit - 1] + "…"

@@ -25,6 +25,7 @@ from backend.identity.identities import Identities
 from backend.settings import Settings
 from backend.store.base import SignInMethod
 from backend.transport.auth import clear_cookie
+from backend.transport.bodies import media_type
 from backend.transport.guesses import Guesses, client_address
 from backend.transport.http import PAGE_HEADERS, templates
 from backend.users import COOKIE_NAME, Identity
@@ -158,8 +159,7 @@ class Login:
 async def _form_token(request: Request) -> str | None:
     """The `token` field of a form body of at most `FORM_BYTES`; None if the
     body is not such a form."""
-    kind = request.headers.get("content-type", "").partition(";")[0].strip().lower()
-    if kind != "application/x-www-form-urlencoded":
+    if media_type(request) != "application/x-www-form-urlencoded":
         return None
     raw = bytearray()
     async for chunk in request.stream():

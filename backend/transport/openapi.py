@@ -19,8 +19,8 @@ from starlette.responses import JSONResponse, Response
 
 from backend.protocol import FileInfo
 from backend.transport.admin import Revoked, SignInList, Usage
-from backend.transport.agent_api import AgentRequest, InputBody, StepsBody, StopBody
-from backend.transport.api import ApprovalBody
+from backend.transport.agent_api import AgentRequest
+from backend.transport.api import ApprovalBody, InputBody, StepsBody, StopBody
 from backend.transport.conversations import Rename
 
 OPENAPI_PATH = Path("docs/openapi.json")
@@ -38,6 +38,25 @@ MODELS: tuple[type[BaseModel], ...] = (
     Usage,
 )
 FILE = {"$ref": "#/components/schemas/FileInfo"}
+FILE_LIST = {
+    "type": "object",
+    "properties": {"items": {"type": "array", "items": FILE}},
+}
+UPLOAD_FORM = {
+    "required": True,
+    "content": {
+        "multipart/form-data": {
+            "schema": {
+                "type": "object",
+                "required": ["file"],
+                "properties": {
+                    "file": {"type": "string", "format": "binary"},
+                    "description": {"type": "string", "maxLength": 2000},
+                },
+            }
+        }
+    },
+}
 CONVERSATION = {
     "name": "conversation_id",
     "in": "path",
@@ -171,7 +190,8 @@ def _admin_paths() -> dict[str, Any]:
     }
 
 
-def openapi() -> dict[str, Any]:
+def _schemas() -> dict[str, Any]:
+    """The `Error` body and the routes' own models."""
     schemas: dict[str, Any] = {
         "Error": {
             "type": "object",
@@ -196,6 +216,156 @@ def openapi() -> dict[str, Any]:
         schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
         schemas.update(schema.pop("$defs", {}))
         schemas[model.__name__] = schema
+    return schemas
+
+
+def _agent_paths(base: str) -> dict[str, Any]:
+    """`transport/agent_api.py`'s runs and `transport/api.py`'s controls."""
+    return {
+        "/api/agent": {
+            "post": {
+                "summary": "Run the agent on a query",
+                "parameters": [LAST_EVENT_ID],
+                "requestBody": _body(AgentRequest),
+                "responses": {
+                    "200": {
+                        "description": "stream: the frames as events, then "
+                        "`done`; not streaming: one JSON document",
+                        "content": {
+                            "text/event-stream": {"schema": {"type": "string"}},
+                            "application/json": {"schema": {"type": "object"}},
+                        },
+                    },
+                    **_errors(400, 404, 409, 415, 503),
+                },
+            }
+        },
+        f"{base}/events": {
+            "get": {
+                "summary": "Replay a conversation's frames and follow its run",
+                "parameters": [CONVERSATION, LAST_EVENT_ID],
+                "responses": {
+                    "200": _events("the frames as events, then `done`"),
+                    **_errors(400, 404),
+                },
+            }
+        },
+        f"{base}/input": _control("Answer the pending question", InputBody),
+        f"{base}/stop": _control("Stop the run", StopBody),
+        f"{base}/steps": _control("Grant the run more steps", StepsBody),
+        f"{base}/approvals/{{tool_call_id}}": {
+            "post": {
+                "summary": "Approve or reject a tool call",
+                "parameters": [
+                    CONVERSATION,
+                    {
+                        "name": "tool_call_id",
+                        "in": "path",
+                        "required": True,
+                        "schema": {"type": "string"},
+                    },
+                ],
+                "requestBody": _body(ApprovalBody),
+                "responses": {
+                    "200": _json("approved or rejected"),
+                    **_errors(400, 404, 409, 415),
+                },
+            }
+        },
+    }
+
+
+def _conversation_paths(base: str) -> dict[str, Any]:
+    """`transport/conversations.py`'s routes."""
+    return {
+        "/api/conversations": {
+            "get": {
+                "summary": "The caller's conversations, newest first",
+                "parameters": [
+                    {"name": "limit", "in": "query", "schema": {"type": "integer"}},
+                    {"name": "cursor", "in": "query", "schema": {"type": "string"}},
+                ],
+                "responses": {"200": _json("a page"), **_errors(400)},
+            }
+        },
+        base: {
+            "get": {
+                "summary": "One conversation: messages and runs",
+                "parameters": [CONVERSATION],
+                "responses": {"200": _json("the conversation"), **_errors(404)},
+            },
+            "patch": {
+                "summary": "Rename it",
+                "parameters": [CONVERSATION],
+                "requestBody": _body(Rename),
+                "responses": {"200": _json("renamed"), **_errors(400, 404, 415)},
+            },
+            "delete": {
+                "summary": "Delete it with its runs and frames",
+                "parameters": [CONVERSATION],
+                "responses": {
+                    "204": {"description": "deleted"},
+                    **_errors(404, 409),
+                },
+            },
+        },
+    }
+
+
+def _file_paths(base: str) -> dict[str, Any]:
+    """`transport/files.py`'s routes."""
+    return {
+        f"{base}/files": {
+            "post": {
+                "summary": "Upload a file (multipart: `file`, optional "
+                "`description`); announced with `files_update`",
+                "parameters": [CONVERSATION],
+                "requestBody": UPLOAD_FORM,
+                "responses": {
+                    "201": {
+                        "description": "the file",
+                        "content": {"application/json": {"schema": FILE}},
+                    },
+                    **_errors(400, 404, 408, 409, 413, 415),
+                },
+            },
+            "get": {
+                "summary": "The conversation's files, oldest first",
+                "parameters": [CONVERSATION],
+                "responses": {
+                    "200": {
+                        "description": '{"items": [FileInfo, …]}',
+                        "content": {"application/json": {"schema": FILE_LIST}},
+                    },
+                    **_errors(404),
+                },
+            },
+        },
+        f"{base}/files/{{file_id}}": {
+            "get": {
+                "summary": "Download a file (as an attachment)",
+                "parameters": [
+                    CONVERSATION,
+                    {
+                        "name": "file_id",
+                        "in": "path",
+                        "required": True,
+                        "schema": {"type": "string"},
+                    },
+                ],
+                "responses": {
+                    "200": {
+                        "description": "the content, with its media type",
+                        "content": {"application/octet-stream": {}},
+                    },
+                    **_errors(404),
+                },
+            }
+        },
+    }
+
+
+def openapi() -> dict[str, Any]:
     base = "/api/conversations/{conversation_id}"
     return {
         "openapi": "3.1.0",
@@ -209,165 +379,14 @@ def openapi() -> dict[str, Any]:
             "events follow the WebSocket protocol's schema.",
         },
         "components": {
-            "schemas": schemas,
+            "schemas": _schemas(),
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
         },
         "security": [{"bearer": []}],
         "paths": {
-            "/api/agent": {
-                "post": {
-                    "summary": "Run the agent on a query",
-                    "parameters": [LAST_EVENT_ID],
-                    "requestBody": _body(AgentRequest),
-                    "responses": {
-                        "200": {
-                            "description": "stream: the frames as events, then "
-                            "`done`; not streaming: one JSON document",
-                            "content": {
-                                "text/event-stream": {"schema": {"type": "string"}},
-                                "application/json": {"schema": {"type": "object"}},
-                            },
-                        },
-                        **_errors(400, 404, 409, 415, 503),
-                    },
-                }
-            },
-            f"{base}/events": {
-                "get": {
-                    "summary": "Replay a conversation's frames and follow its run",
-                    "parameters": [CONVERSATION, LAST_EVENT_ID],
-                    "responses": {
-                        "200": _events("the frames as events, then `done`"),
-                        **_errors(400, 404),
-                    },
-                }
-            },
-            f"{base}/input": _control("Answer the pending question", InputBody),
-            f"{base}/stop": _control("Stop the run", StopBody),
-            f"{base}/steps": _control("Grant the run more steps", StepsBody),
-            f"{base}/approvals/{{tool_call_id}}": {
-                "post": {
-                    "summary": "Approve or reject a tool call",
-                    "parameters": [
-                        CONVERSATION,
-                        {
-                            "name": "tool_call_id",
-                            "in": "path",
-                            "required": True,
-                            "schema": {"type": "string"},
-                        },
-                    ],
-                    "requestBody": _body(ApprovalBody),
-                    "responses": {
-                        "200": _json("approved or rejected"),
-                        **_errors(400, 404, 409, 415),
-                    },
-                }
-            },
-            "/api/conversations": {
-                "get": {
-                    "summary": "The caller's conversations, newest first",
-                    "parameters": [
-                        {"name": "limit", "in": "query", "schema": {"type": "integer"}},
-                        {"name": "cursor", "in": "query", "schema": {"type": "string"}},
-                    ],
-                    "responses": {"200": _json("a page"), **_errors(400)},
-                }
-            },
-            base: {
-                "get": {
-                    "summary": "One conversation: messages and runs",
-                    "parameters": [CONVERSATION],
-                    "responses": {"200": _json("the conversation"), **_errors(404)},
-                },
-                "patch": {
-                    "summary": "Rename it",
-                    "parameters": [CONVERSATION],
-                    "requestBody": _body(Rename),
-                    "responses": {"200": _json("renamed"), **_errors(400, 404, 415)},
-                },
-                "delete": {
-                    "summary": "Delete it with its runs and frames",
-                    "parameters": [CONVERSATION],
-                    "responses": {
-                        "204": {"description": "deleted"},
-                        **_errors(404, 409),
-                    },
-                },
-            },
-            f"{base}/files": {
-                "post": {
-                    "summary": "Upload a file (multipart: `file`, optional "
-                    "`description`); announced with `files_update`",
-                    "parameters": [CONVERSATION],
-                    "requestBody": {
-                        "required": True,
-                        "content": {
-                            "multipart/form-data": {
-                                "schema": {
-                                    "type": "object",
-                                    "required": ["file"],
-                                    "properties": {
-                                        "file": {"type": "string", "format": "binary"},
-                                        "description": {
-                                            "type": "string",
-                                            "maxLength": 2000,
-                                        },
-                                    },
-                                }
-                            }
-                        },
-                    },
-                    "responses": {
-                        "201": {
-                            "description": "the file",
-                            "content": {"application/json": {"schema": FILE}},
-                        },
-                        **_errors(400, 404, 408, 409, 413, 415),
-                    },
-                },
-                "get": {
-                    "summary": "The conversation's files, oldest first",
-                    "parameters": [CONVERSATION],
-                    "responses": {
-                        "200": {
-                            "description": '{"items": [FileInfo, …]}',
-                            "content": {
-                                "application/json": {
-                                    "schema": {
-                                        "type": "object",
-                                        "properties": {
-                                            "items": {"type": "array", "items": FILE}
-                                        },
-                                    }
-                                }
-                            },
-                        },
-                        **_errors(404),
-                    },
-                },
-            },
-            f"{base}/files/{{file_id}}": {
-                "get": {
-                    "summary": "Download a file (as an attachment)",
-                    "parameters": [
-                        CONVERSATION,
-                        {
-                            "name": "file_id",
-                            "in": "path",
-                            "required": True,
-                            "schema": {"type": "string"},
-                        },
-                    ],
-                    "responses": {
-                        "200": {
-                            "description": "the content, with its media type",
-                            "content": {"application/octet-stream": {}},
-                        },
-                        **_errors(404),
-                    },
-                }
-            },
+            **_agent_paths(base),
+            **_conversation_paths(base),
+            **_file_paths(base),
             **_admin_paths(),
             "/api/info": {
                 "get": {

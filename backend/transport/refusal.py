@@ -1,14 +1,24 @@
-"""Refusing a request before any route runs: an HTTP error with a JSON body,
-or for a WebSocket a refused handshake (no socket is ever accepted).
+"""Refusing a request, the one way each layer has.
+
+- A route raises `Refused`; `create_app` registers `answer_refused`, the
+  one handler that turns it into the JSON response.
+- A middleware, before any route runs, sends `http_refusal`, or for a
+  WebSocket `handshake_refusal` (no socket is ever accepted).
 
 Bodies are `{"error_type": ..., "message": ...}`, like every HTTP error."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
 from starlette.types import Receive, Scope, Send
+
+from backend.errors import ProtocolError
+from backend.transport.limits import Limited
 
 SECURITY_HEADERS = [
     (b"x-content-type-options", b"nosniff"),
@@ -17,6 +27,66 @@ SECURITY_HEADERS = [
     (b"referrer-policy", b"same-origin"),
 ]
 Header = tuple[bytes, bytes]
+STATUS = {
+    "invalid_message": 400,
+    "busy": 409,
+    "no_pending_input": 409,
+    "no_pending_approval": 409,
+    "no_active_run": 409,
+    "store_error": 503,
+    "unavailable": 503,
+    "moved": 503,
+}
+"""The status for each refusal of the chat service (`ProtocolError.error_type`)."""
+
+
+class Refused(Exception):
+    """A route refuses its request: `answer_refused` sends `status`, the
+    JSON `{"error_type", "message"}` (and `fields`, naming a body's bad
+    fields) and `headers`."""
+
+    def __init__(
+        self,
+        status: int,
+        error_type: str,
+        message: str,
+        headers: Mapping[str, str] | None = None,
+        *,
+        fields: list[dict[str, str]] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.error_type = error_type
+        self.message = message
+        self.headers = dict(headers or {})
+        self.fields = fields
+
+    @classmethod
+    def by_service(cls, exc: ProtocolError) -> Refused:
+        """The chat service's refusal, with its status (400 if unlisted)."""
+        return cls(STATUS.get(exc.error_type, 400), exc.error_type, str(exc))
+
+    @classmethod
+    def limited(cls, exc: Limited) -> Refused:
+        """429 for a client past one of its limits, with `Retry-After` when
+        waiting helps."""
+        retry = {} if exc.retry_after is None else {"Retry-After": exc.retry_after}
+        return cls(429, exc.error_type, str(exc), retry)
+
+    def body(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"error_type": self.error_type, "message": self.message}
+        if self.fields is not None:
+            body["fields"] = self.fields
+        return body
+
+
+async def answer_refused(request: Request, exc: Exception) -> Response:
+    """The response to a route's `Refused` (the app's exception handler)."""
+    if not isinstance(exc, Refused):  # registered for `Refused` only
+        raise exc
+    response = JSONResponse(exc.body(), status_code=exc.status)
+    response.headers.update(exc.headers)
+    return response
 
 
 def body(error_type: str, message: str) -> bytes:

@@ -23,6 +23,7 @@ from pydantic import ValidationError
 from starlette.datastructures import Headers
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
+from backend.aio import race
 from backend.bounded_json import load_json
 from backend.chat.service import RESTARTING, ChatService
 from backend.chat.session import CLOSING, OVERFLOW, Subscription
@@ -40,7 +41,9 @@ from backend.protocol import (
 )
 from backend.settings import Settings
 from backend.store.base import StoreError
+from backend.text import shorten
 from backend.transport.auth import Credentials, credentials, identify, user_of
+from backend.transport.bodies import describe
 from backend.transport.instance import HEADER
 from backend.transport.limits import Client, ClientLimits, Limited, TokenBucket
 from backend.transport.refusal import handshake_refusal
@@ -58,6 +61,8 @@ SIGNED_OUT = "signed out: this sign-in was revoked or has expired"
 RECHECK_S = 30.0
 """How often an open socket's sign-in is checked again (besides at once
 after each revocation on this instance)."""
+MAX_PROBLEMS = 5
+"""Validation problems named in one error; the rest are only counted."""
 
 
 async def websocket_endpoint(websocket: WebSocket) -> None:
@@ -102,11 +107,17 @@ class SignedIn:
     identities: Identities
     presented: Credentials
 
-    async def until_signed_out(self, subscription: Subscription) -> None:
+    async def until_signed_out(
+        self, subscription: Subscription, done: asyncio.Event
+    ) -> None:
+        """Close the socket (through `subscription`) once its sign-in is no
+        longer good; return when `done` is set. It ends only between checks:
+        a query cancelled midway would cost the store its connection."""
+        revoked = self.identities.signins.revoked
         while True:
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(RECHECK_S):
-                    await self.identities.signins.revoked()
+            won = await race(revoked(), done.wait(), limit_s=RECHECK_S)
+            if won is not None and won[0] == 1:
+                return
             try:
                 still = await identify(self.identities, self.presented)
             except StoreError as exc:  # not known to be revoked: kept open
@@ -182,9 +193,9 @@ async def _serve(
 ) -> None:
     async with asyncio.TaskGroup() as tasks:
         writer = tasks.create_task(_write(websocket, subscription))
-        watcher = None
+        done = asyncio.Event()
         if signed_in is not None:
-            watcher = tasks.create_task(signed_in.until_signed_out(subscription))
+            tasks.create_task(signed_in.until_signed_out(subscription, done))
         try:
             closing = await _read(websocket, service, session, quota)
             if closing is not None:  # the writer closes after what is queued
@@ -194,8 +205,7 @@ async def _serve(
                         await asyncio.shield(writer)
         finally:
             writer.cancel()
-            if watcher is not None:
-                watcher.cancel()
+            done.set()
 
 
 async def _write(websocket: WebSocket, subscription: Subscription) -> None:
@@ -297,12 +307,6 @@ def decode(event: Mapping[str, Any], limit: int) -> ClientMessage:
     return parse_message(load_json(text))
 
 
-def preview(value: object, limit: int = 40) -> str:
-    """`value` as a short repr, for error messages that quote the client."""
-    shown = repr(value)
-    return shown if len(shown) <= limit else shown[: limit - 1] + "…"
-
-
 def parse_message(data: Any) -> ClientMessage:
     """Validate decoded JSON as a client message, with errors a person can act on."""
     if not isinstance(data, dict):
@@ -315,36 +319,13 @@ def parse_message(data: Any) -> ClientMessage:
     if kind not in CLIENT_MESSAGE_TYPES:
         known = ", ".join(CLIENT_MESSAGE_TYPES)
         raise InvalidMessage(
-            f"unknown message type {preview(kind)}; expected one of: {known}"
+            f"unknown message type {shorten(repr(kind), 40)}; expected one of: {known}"
         )
     try:
         return client_message_adapter.validate_python(data)
     except ValidationError as exc:
-        raise InvalidMessage(f"invalid {kind} message: {describe(exc)}") from exc
-
-
-MAX_PROBLEMS = 5
-"""Validation problems named in one error; the rest are only counted."""
-
-
-def describe(exc: ValidationError) -> str:
-    """`field: problem; …` for the first few validation errors, tagged-union
-    noise removed. Field names come from the client (unknown fields), so
-    each is cut to a preview: an error never echoes the input at length."""
-    errors = exc.errors(include_url=False)
-    problems = []
-    for error in errors[:MAX_PROBLEMS]:
-        loc = [str(p) for p in error["loc"][1:]]  # first item is the union tag
-        where = ".".join(loc) or "message"
-        if len(where) > 40:
-            where = where[:39] + "…"
-        message = error["msg"].removeprefix("Value error, ")
-        if error["type"] == "extra_forbidden":
-            message = "unknown field"
-        problems.append(f"{where}: {message}")
-    if len(errors) > MAX_PROBLEMS:
-        problems.append(f"and {len(errors) - MAX_PROBLEMS} more")
-    return "; ".join(problems)
+        _, problems = describe(exc, most=MAX_PROBLEMS, tagged=True, whole="message")
+        raise InvalidMessage(f"invalid {kind} message: {problems}") from exc
 
 
 SESSION_ID = re.compile(r"[0-9a-f]{32}")

@@ -85,7 +85,7 @@ async def test_the_main_states_have_no_serious_violations(
 async def test_on_a_phone_with_the_drawer_open(
     start_server: StartServer, browser: Browser
 ) -> None:
-    harness = await start_server(ScriptedLLM("Four."), test_registry())
+    harness = await start_server(ScriptedLLM(), test_registry())
     app = await open_page(browser, harness.server.url("/"), viewport=PHONE, touch=True)
     try:
         await app.page.get_by_role("button", name="Conversations").click()

@@ -46,8 +46,12 @@ async def fresh_tab(app: App, url: str) -> AsyncIterator[App]:
         await other.close()
 
 
-async def two_conversations(start_server: StartServer, open_app: OpenApp) -> App:
-    llm = ScriptedLLM("Four.", "Six.", "Ten.")
+async def two_conversations(
+    start_server: StartServer, open_app: OpenApp, *later: str
+) -> App:
+    """Two plain chats, each in its own conversation; `later`: the replies of
+    the chats the test goes on with."""
+    llm = ScriptedLLM("Four.", "Six.", *later)
     harness = await start_server(llm, test_registry())
     app = await open_app(harness)
     await app.use_settings(agent=False, tools=[])
@@ -64,7 +68,7 @@ async def two_conversations(start_server: StartServer, open_app: OpenApp) -> App
 async def test_new_chats_are_listed_newest_first_and_switching_shows_each(
     start_server: StartServer, open_app: OpenApp
 ) -> None:
-    app = await two_conversations(start_server, open_app)
+    app = await two_conversations(start_server, open_app, "Ten.")
     second_url = app.page.url
     assert CONVERSATION_URL.search(second_url)
     current = app.loc(".conversation-link[aria-current=page]")

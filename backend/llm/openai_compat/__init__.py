@@ -1,0 +1,13 @@
+"""The `openai` provider: any OpenAI-compatible chat completions server.
+
+The only package whose modules import the `openai` SDK for chat (besides
+`backend/llm/openai_embedder.py`, for embeddings). Each module is one noun:
+
+- `client.py`: `OpenAIClient`, the `LLMClient` — the SDK client, the calls,
+  and the retry table;
+- `wire.py`: our provider-neutral request as the chat completions payload,
+  and a reply back as our types;
+- `stream.py`: a streamed reply's chunks assembled (text, tool calls, usage);
+- `faults.py`: what each failure means — the user's message, and whether to
+  retry.
+"""

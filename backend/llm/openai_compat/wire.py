@@ -1,0 +1,146 @@
+"""The chat completions wire format: our requests out, the server's replies in.
+
+`payload` turns a provider-neutral `LLMRequest` into the request body, which
+`encode` serialises once, compactly; `completion` reads a non-streamed reply
+into a `Completion`. Replies are read as plain JSON objects, not the SDK's
+models: a field that is missing or of the wrong type reads as empty, and a
+reply without a choice or a message is a `BadReply`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from backend.llm.base import Completion, LLMRequest, Message, ToolCall, ToolSpec, Usage
+from backend.llm.openai_compat.faults import BadReply
+
+__all__ = ["completion", "encode", "json_object", "payload", "text", "usage"]
+
+
+# -- requests ----------------------------------------------------------------
+
+
+def payload(request: LLMRequest, *, default_model: str) -> dict[str, Any]:
+    """The chat completions request body (without `stream`)."""
+    body: dict[str, Any] = {
+        "model": request.model or default_model,
+        "messages": [_message_param(message) for message in request.messages],
+    }
+    if request.tools:
+        body["tools"] = [_tool_param(spec) for spec in request.tools]
+        # Without tools there is nothing to choose from: send neither.
+        if request.tool_choice is not None:
+            body["tool_choice"] = request.tool_choice
+    if request.temperature is not None:
+        body["temperature"] = request.temperature
+    return body
+
+
+def encode(body: dict[str, Any]) -> bytes:
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def _message_param(message: Message) -> dict[str, Any]:
+    """One `Message` as an OpenAI message, without null fields."""
+    role = message.role
+    if role == "tool":
+        return {
+            "role": "tool",
+            "tool_call_id": message.tool_call_id or "",
+            "content": message.content or "",
+        }
+    param: dict[str, Any] = {"role": role}
+    if role != "assistant" or message.content is not None or not message.tool_calls:
+        param["content"] = message.content or ""
+    if role == "assistant" and message.tool_calls:
+        param["tool_calls"] = [_tool_call_param(call) for call in message.tool_calls]
+    if message.name is not None:
+        param["name"] = message.name
+    return param
+
+
+def _tool_call_param(call: ToolCall) -> dict[str, Any]:
+    return {
+        "id": call.id,
+        "type": "function",
+        "function": {"name": call.name, "arguments": call.arguments},
+    }
+
+
+def _tool_param(spec: ToolSpec) -> dict[str, Any]:
+    return {
+        "type": "function",
+        "function": {
+            "name": spec.name,
+            "description": spec.description,
+            "parameters": spec.parameters,
+        },
+    }
+
+
+# -- replies -----------------------------------------------------------------
+
+
+def completion(data: dict[str, Any], *, new_call_id: Callable[[], str]) -> Completion:
+    """A non-streamed reply as a `Completion`; `new_call_id` names the tool
+    calls the server sent without an id."""
+    choices = data.get("choices")
+    if not choices or not isinstance(choices, list):
+        raise BadReply("the LLM server answered without any choices")
+    choice = choices[0]
+    message = choice.get("message") if isinstance(choice, dict) else None
+    if not isinstance(message, dict):
+        raise BadReply("the LLM server answered without a message")
+    calls = message.get("tool_calls")
+    tool_calls = tuple(
+        ToolCall(
+            id=text(call.get("id")) or new_call_id(),
+            name=name,
+            arguments=text(function.get("arguments")) or "{}",
+        )
+        for call in (calls if isinstance(calls, list) else ())
+        # Only function calls with a name can be executed.
+        if isinstance(call, dict)
+        and isinstance(function := call.get("function"), dict)
+        and (name := text(function.get("name")))
+    )
+    return Completion(
+        content=text(message.get("content")),
+        tool_calls=tool_calls,
+        usage=usage(data.get("usage")),
+        finish_reason=text(choice.get("finish_reason")) or None,
+    )
+
+
+def json_object(raw: bytes) -> dict[str, Any]:
+    """`raw` parsed as a JSON object (`json.JSONDecodeError` if it is not JSON)."""
+    data = json.loads(raw)
+    if not isinstance(data, dict):
+        raise BadReply("the LLM server sent a reply of an unexpected shape")
+    return data
+
+
+def text(value: object) -> str:
+    """`value` if it is a string, else ""."""
+    return value if isinstance(value, str) else ""
+
+
+def _count(value: object) -> int:
+    return value if isinstance(value, int) and value > 0 else 0
+
+
+def usage(value: object) -> Usage:
+    """Provider usage as `Usage` (one LLM call); missing numbers count as 0."""
+    if not isinstance(value, dict):
+        return Usage(llm_calls=1)
+    prompt = _count(value.get("prompt_tokens"))
+    completed = _count(value.get("completion_tokens"))
+    total = _count(value.get("total_tokens")) or prompt + completed
+    return Usage(
+        prompt_tokens=prompt,
+        completion_tokens=completed,
+        total_tokens=total,
+        llm_calls=1,
+    )

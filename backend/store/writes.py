@@ -1,0 +1,261 @@
+"""The write side of `SqlStore`: its statements (built once per dialect), a
+flush of `Batch`es (each kind of change one statement over all of them),
+the fence that ends every owner's write, and the tool effects written with
+what they did."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import (
+    Executable,
+    Table,
+    and_,
+    bindparam,
+    delete,
+    func,
+    insert,
+    select,
+    tuple_,
+    update,
+)
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from backend.store.base import Batch, EffectKey, Fenced
+from backend.store.rows import frame_row, message_row, rowcount, run_row
+from backend.store.schema import conversations, frames, messages, runs, tool_effects
+
+Rows = list[dict[str, Any]]
+
+
+def _upsert(dialect: Any, table: Table, key: list[str], kept: Sequence[str]) -> Any:
+    """Insert, or update every column but `kept` of the row at `key`."""
+    upsert = dialect.insert(table)
+    return upsert.on_conflict_do_update(
+        index_elements=key,
+        set_={
+            column.name: upsert.excluded[column.name]
+            for column in table.c
+            if column.name not in kept
+        },
+    )
+
+
+class Statements:
+    """The statements a flush, a take-over and a let-go run, built once
+    (each is executed with a list of rows: one round trip for any number
+    of conversations).
+
+    Every insert is idempotent by its natural key (a conversation's id, a
+    message's position, a frame's seq, a run's id), so a batch applied twice
+    (its first COMMIT was lost on the way back) ends as if applied once."""
+
+    def __init__(self, dialect_name: str) -> None:
+        dialect = postgresql if dialect_name == "postgresql" else sqlite
+        self._ownership()
+        self.create = dialect.insert(conversations).on_conflict_do_nothing(
+            index_elements=["id"]
+        )
+        self.frames = dialect.insert(frames).on_conflict_do_nothing(
+            index_elements=["conversation_id", "seq"]
+        )
+        position = ["conversation_id", "position"]
+        self.messages = _upsert(dialect, messages, position, position)
+        self.save_run = _upsert(dialect, runs, ["id"], ("id", "started_at"))
+        self._deletes()
+
+    def _ownership(self) -> None:
+        c = conversations.c
+        self.fence = (
+            update(conversations)
+            .where(tuple_(c.id, c.epoch).in_(bindparam("owned", expanding=True)))
+            .values(epoch=c.epoch)
+            .returning(c.id)
+        )
+        """Lock the rows of the conversations still at the writers' epochs
+        (and say which): a take-over's raise of the epoch waits for this
+        transaction, or this finds the epoch moved."""
+        self.held = select(c.epoch).where(c.id == bindparam("cid")).with_for_update()
+        self.take = (
+            update(conversations)
+            .where(c.id == bindparam("cid"))
+            .values(epoch=func.abs(c.epoch) + 1)
+            .returning(*conversations.c)
+        )
+        owned = and_(c.id == bindparam("cid"), c.epoch == bindparam("held"))
+        self.release = update(conversations).where(owned).values(epoch=-c.epoch)
+        """A clean let-go: the epoch's sign says the owner stored all it sent
+        (a take-over then needs no gap in the seqs); its writes are fenced
+        off from then on like any stale owner's."""
+        self.fence_one = update(conversations).where(owned).values(epoch=c.epoch)
+        self.touch = (
+            update(conversations)
+            .where(c.id == bindparam("cid"))
+            .values(
+                updated_at=bindparam("at"),
+                title=func.coalesce(bindparam("title"), c.title),
+            )
+        )
+        self.touch_fenced = self.touch.where(c.epoch == bindparam("held"))
+        """A flush of one conversation: the touch is its fence too."""
+
+    def _deletes(self) -> None:
+        f, m, r = frames.c, messages.c, runs.c
+        self.window = delete(frames).where(
+            f.conversation_id == bindparam("cid"), f.seq < bindparam("below")
+        )
+        self.truncate = delete(messages).where(
+            m.conversation_id == bindparam("cid"), m.position >= bindparam("at")
+        )
+        self.delete_run = delete(runs).where(
+            r.conversation_id == bindparam("cid"), r.id == bindparam("rid")
+        )
+
+
+def _touches(batch: Batch) -> bool:
+    """The batch changes what the conversation list shows (its time, title)."""
+    return bool(
+        batch.messages
+        or batch.truncate_history_at is not None
+        or batch.delete_runs
+        or batch.title is not None
+    )
+
+
+def _touch(b: Batch) -> dict[str, Any]:
+    return {"cid": b.conversation_id, "at": b.updated_at, "title": b.title}
+
+
+def _created(b: Batch) -> Rows:
+    return [] if b.create is None else [{**b.create.model_dump(), "epoch": b.epoch}]
+
+
+def _touched(b: Batch) -> Rows:
+    return [_touch(b)] if _touches(b) else []
+
+
+def _cut(b: Batch) -> Rows:
+    at = b.truncate_history_at
+    return [] if at is None else [{"cid": b.conversation_id, "at": at}]
+
+
+def _messages(b: Batch) -> Rows:
+    return [message_row(b.conversation_id, pos, m) for pos, m in b.messages]
+
+
+def _frames(b: Batch) -> Rows:
+    return [frame_row(b.conversation_id, f, b.epoch) for f in b.frames]
+
+
+def _window(b: Batch) -> Rows:
+    below = b.keep_frames_from
+    return [] if below is None else [{"cid": b.conversation_id, "below": below}]
+
+
+def _runs(b: Batch) -> Rows:
+    return [run_row(run, b.epoch) for run in b.runs]
+
+
+def _removed(b: Batch) -> Rows:
+    return [{"cid": b.conversation_id, "rid": rid} for rid in b.delete_runs]
+
+
+@dataclass(frozen=True, slots=True)
+class _Kind:
+    """One kind of change: its statement, and its rows from one batch."""
+
+    statement: Callable[[Statements], Executable]
+    rows: Callable[[Batch], Rows]
+    several_only: bool = False
+    """A single batch's touch is its fence instead, last (`write`)."""
+
+
+KINDS = (
+    _Kind(lambda s: s.create, _created),
+    _Kind(lambda s: s.touch, _touched, several_only=True),
+    _Kind(lambda s: s.truncate, _cut),
+    _Kind(lambda s: s.messages, _messages),
+    _Kind(lambda s: s.frames, _frames),
+    _Kind(lambda s: s.window, _window),
+    _Kind(lambda s: s.save_run, _runs),
+    _Kind(lambda s: s.delete_run, _removed),
+)
+"""The changes a flush makes, in the order it makes them: the history is cut
+before the new messages are added, and the removed runs' records are
+deleted after the run records are saved (a late record of one does not
+bring it back)."""
+
+
+async def write(
+    conn: AsyncConnection, statements: Statements, batches: Sequence[Batch]
+) -> None:
+    """Each kind of change as one statement for all the batches (one
+    round trip each, however many conversations the batches touch),
+    after the fence: a batch whose epoch is not its conversation's any
+    more fails the whole transaction (`Fenced`), before anything is
+    written."""
+    several = len(batches) > 1
+    for kind in KINDS:
+        if kind.several_only and not several:
+            continue
+        rows = [row for b in batches for row in kind.rows(b)]
+        if rows:
+            await conn.execute(kind.statement(statements), rows)
+    if not several and _touches(batches[0]):
+        batch = batches[0]
+        touch = {**_touch(batch), "held": batch.epoch}
+        fenced = await conn.execute(statements.touch_fenced, touch)
+        if rowcount(fenced) != 1:
+            raise Fenced([batch.conversation_id])
+        return
+    await fence(conn, statements, [(b.conversation_id, b.epoch) for b in batches])
+
+
+async def fence(
+    conn: AsyncConnection, statements: Statements, owned: list[tuple[str, int]]
+) -> None:
+    """The last statement before COMMIT: lock the conversations' rows if
+    their epochs are still the writer's (a take-over's raise then waits
+    for this COMMIT), else `Fenced` (the transaction rolls back). Last,
+    so the lock is held for no more than the COMMIT."""
+    if len(owned) == 1:
+        ((cid, epoch),) = owned
+        one = await conn.execute(statements.fence_one, {"cid": cid, "held": epoch})
+        if rowcount(one) != 1:
+            raise Fenced([cid])
+        return
+    result = await conn.execute(statements.fence, {"owned": owned})
+    current = {str(row[0]) for row in result}
+    stale = [cid for cid, _epoch in owned if cid not in current]
+    if stale:
+        raise Fenced(stale)
+
+
+async def effect_done(conn: AsyncConnection, key: str) -> str | None:
+    """What the tool call with idempotency key `key` did (None: not done)."""
+    query = select(tool_effects.c.result).where(tool_effects.c.key == key)
+    value = (await conn.execute(query)).scalar()
+    return None if value is None else str(value)
+
+
+async def record_effect(
+    conn: AsyncConnection,
+    statements: Statements,
+    effect: EffectKey,
+    result: str,
+    at: float,
+) -> None:
+    """Keep what a tool call did, then fence its conversation (last)."""
+    await conn.execute(
+        insert(tool_effects).values(
+            key=effect.key,
+            conversation_id=effect.conversation_id,
+            tool_name=effect.tool_name,
+            result=result,
+            created_at=at,
+        )
+    )
+    await fence(conn, statements, [(effect.conversation_id, effect.epoch)])
