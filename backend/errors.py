@@ -17,7 +17,25 @@
     ├── OwnershipLost          another instance owns the conversation now (the
     │                          store's fence refused a write): let it go
     ├── LLMError               the model provider failed          -> "llm_error"
-    └── ToolError              a tool failed (fed back to the model, never fatal)
+    ├── ToolError              a tool failed (fed back to the model, never fatal)
+    │
+    │   each seam's own, beside its code:
+    ├── StoreError             store/base.py: the database failed a read or write
+    │   ├── Fenced             ... a stale owner's write (an OwnershipLost too)
+    │   └── LimitReached       ... a conversation's file count
+    │       └── QuotaExceeded  ... a user's bytes of files
+    ├── BusError               bus/base.py: Redis failed or timed out
+    │   └── InstanceGone       ... the instance asked is no longer alive
+    ├── RunSuspended           agent/driver.py: a shutdown parked the run
+    ├── StartFailed            tools/mcp_connection.py: an MCP server did not start
+    ├── FileRefused            files/kinds.py: a file of a kind or size not taken
+    ├── DocumentRefused        sources/documents.py: a document not indexed
+    ├── UnknownSource          sources/index.py: a data source nobody configured
+    ├── EventTooLarge          llm/sse.py: a server-sent event past its bound
+    ├── SignInFailed           identity/oidc.py: the provider's answer is refused
+    ├── Limited                transport/limits.py: a client past its limits (429)
+    ├── BodyTooLarge           transport/files.py: an upload past its bound (413)
+    └── Refused                transport/refusal.py: any HTTP refusal, as its status
 
 `ProtocolError.error_type` is the `error_type` of the `error` frame the
 transport sends; the connection always stays usable afterwards. Anything
@@ -43,6 +61,15 @@ class ConfigError(LoopwireError):
 
 class ProtocolError(LoopwireError):
     error_type = "invalid_message"
+
+    @staticmethod
+    def of_type(error_type: str | None, message: str) -> ProtocolError:
+        """The `ProtocolError` whose `error_type` this is (another
+        instance's refusal, raised here as it was there)."""
+        for kind in _PROTOCOL_ERRORS:
+            if kind.error_type == error_type:
+                return kind(message)
+        return InvalidMessage(message)
 
 
 class InvalidMessage(ProtocolError):
@@ -122,3 +149,15 @@ class OwnershipLost(LoopwireError):
 
 class NoSuchConversation(LoopwireError):
     """No conversation by that id belongs to the caller (HTTP: 404)."""
+
+
+_PROTOCOL_ERRORS: tuple[type[ProtocolError], ...] = (
+    InvalidMessage,
+    Busy,
+    NoPendingInput,
+    NoPendingApproval,
+    NoActiveRun,
+    StoreUnavailable,
+    Unavailable,
+    Moved,
+)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
-from backend.llm.base import Message
 from backend.llm.tokens import estimate_message_tokens
+from backend.transcript import Message
 
 STARTS = ("user", "assistant")
 """The roles a window may start with: not a tool result, and not a system

@@ -17,10 +17,8 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Protocol
 
-from backend.llm.base import Usage
 from backend.protocol import (
     AgentCompletion,
     AgentStopped,
@@ -42,15 +40,7 @@ from backend.protocol import (
     StopMode,
     UsageInfo,
 )
-
-
-@dataclass(frozen=True, slots=True)
-class Frame:
-    """A stamped frame: its `seq`, its run, and its JSON text (made once)."""
-
-    seq: int
-    run_id: str | None
-    text: str
+from backend.transcript import Frame, Usage
 
 
 class Notifier(Protocol):

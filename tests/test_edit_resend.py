@@ -19,10 +19,10 @@ from backend.chat.replacement import conversation_runs, plan_replacement
 from backend.errors import InvalidMessage
 from backend.history import History
 from backend.llm.base import Message, ToolCall
-from backend.notifications import Frame
 from backend.protocol import ChatMessage, client_message_adapter
 from backend.store.base import Batch, ConversationRecord, RunRecord, StoreError
 from backend.store.sql import SqlStore
+from backend.transcript import Frame
 from tests.conftest import Harness, StartServer
 from tests.fakes import Hang, ScriptedLLM, reason, test_registry
 from tests.service_harness import serving

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from backend.notifications import Frame, Notifications, outside_session, stamp
+from backend.notifications import Notifications, outside_session, stamp
 from backend.protocol import (
     AgentReason,
     AgentTurnStart,
@@ -13,6 +13,7 @@ from backend.protocol import (
     ToolStart,
     server_message_adapter,
 )
+from backend.transcript import Frame
 
 
 class Collected:

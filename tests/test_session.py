@@ -7,8 +7,9 @@ from typing import Any
 
 from backend.chat.session import OVERFLOW, Outbox, Session, Subscription
 from backend.errors import InvalidMessage
-from backend.notifications import Frame, Notifications, stamp
+from backend.notifications import Notifications, stamp
 from backend.protocol import ChatResponse, ClientMessage, ResponseComplete
+from backend.transcript import Frame
 
 
 def frame(seq: int) -> Frame:

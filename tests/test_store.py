@@ -17,7 +17,6 @@ from backend.files.blobs import BlobStore
 from backend.files.shelf import FileShelf
 from backend.files.tools import file_tools
 from backend.llm.base import Message, ToolCall, Usage
-from backend.notifications import Frame
 from backend.store import migrate
 from backend.store.base import (
     Batch,
@@ -32,6 +31,7 @@ from backend.store.schema import metadata
 from backend.store.sql import SqlStore
 from backend.tools.base import Reconciled, ToolContext
 from backend.tools.threads import ThreadRunner
+from backend.transcript import Frame
 
 
 @pytest.fixture

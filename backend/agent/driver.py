@@ -48,7 +48,7 @@ from backend.agent.state import (
 from backend.agent.summary import summarize_outcomes
 from backend.agent.time_limit import DEFAULT_TIME_LIMIT, ActiveTime, TimeLimit
 from backend.aio import race
-from backend.errors import LLMError
+from backend.errors import LLMError, LoopwireError
 from backend.protocol import (
     AgentRequestInput,
     AgentStart,
@@ -63,7 +63,7 @@ Checkpoint = Callable[[AgentContext], Awaitable[None]]
 every phase and before every wait."""
 
 
-class RunSuspended(Exception):
+class RunSuspended(LoopwireError):
     """The run was parked for a shutdown, at a phase boundary or in a wait.
 
     Its last checkpoint continues it after the restart; nothing was ended.

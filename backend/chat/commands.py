@@ -192,6 +192,4 @@ def raise_for(reply: Reply) -> None:
         return
     if reply.status in ("not_here", "forbidden"):
         raise NoSuchConversation("no such conversation")
-    error = ProtocolError(reply.message or "refused")
-    error.error_type = reply.error_type or "invalid_message"
-    raise error
+    raise ProtocolError.of_type(reply.error_type, reply.message or "refused")

@@ -25,8 +25,8 @@ from collections import deque
 from collections.abc import Callable, Iterable
 
 from backend.history import History
-from backend.notifications import Frame
 from backend.store.base import Batch, ConversationRecord, RunRecord
+from backend.transcript import Frame
 
 TITLE_CHARS = 80
 UNSTORED_FRAMES = 100

@@ -23,8 +23,9 @@ from typing import Any, Protocol
 from backend.bus.base import CommandKind, Reply
 from backend.chat.commands import error_type_of, raise_for, wire
 from backend.chat.session import Outbox
-from backend.notifications import Frame, stamp
+from backend.notifications import stamp
 from backend.protocol import ClientMessage, Error, ErrorType, ServerInfo, SessionReady
+from backend.transcript import Frame
 
 _HEAD = re.compile(r'"run_id":(?:null|"([^"]*)"),"ts":[^,]*,"type":"(\w+)"')
 

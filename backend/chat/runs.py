@@ -43,11 +43,11 @@ from backend.errors import (
     incident,
 )
 from backend.history import History
-from backend.llm.base import Message
 from backend.notifications import stamp
 from backend.protocol import AgentError, ChatMessage, Error
 from backend.settings import Settings
 from backend.store.base import Fenced, RunRecord, RunStatus, StoreError
+from backend.transcript import Message
 
 log = logging.getLogger(__name__)
 

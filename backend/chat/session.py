@@ -33,8 +33,9 @@ from backend.errors import (
     ProtocolError,
 )
 from backend.history import History
-from backend.notifications import Frame, Notifications
+from backend.notifications import Notifications
 from backend.protocol import ClientMessage, ErrorType, FileInfo, ServerInfo
+from backend.transcript import Frame
 
 OVERFLOW = ""
 """Queued instead of a frame when a client fell too far behind."""

@@ -12,6 +12,8 @@ import re
 import unicodedata
 from dataclasses import dataclass
 
+from backend.errors import LoopwireError
+
 NAME_CHARS = 120
 """A stored name's length at most (its extension kept)."""
 
@@ -42,7 +44,7 @@ ARCHIVE_SIGNATURES = (b"PK\x03\x04", b"\x1f\x8b", b"7z\xbc\xaf", b"Rar!", b"BZh"
 ACCEPTED = ", ".join(sorted({*TEXT_KINDS, *BINARY_KINDS}))
 
 
-class FileRefused(ValueError):
+class FileRefused(LoopwireError, ValueError):
     """The file is not taken; the message says why and what would be."""
 
 

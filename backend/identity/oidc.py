@@ -24,6 +24,7 @@ from authlib.common.errors import AuthlibBaseError
 from authlib.common.security import generate_token
 from authlib.integrations.httpx_client import AsyncOAuth2Client
 
+from backend.errors import LoopwireError
 from backend.identity.claims import ClaimMap
 from backend.identity.jwks import Jwks
 from backend.identity.jwt_bearer import JwtVerifier
@@ -34,7 +35,7 @@ METADATA_MAX_AGE_S = 3600.0
 TIMEOUT_S = 10.0
 
 
-class SignInFailed(Exception):
+class SignInFailed(LoopwireError):
     """The provider's answer could not be used; the message says why (it is
     shown on the login page, so it names nothing secret)."""
 

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterable, AsyncIterator
 
+from backend.errors import LoopwireError
+
 __all__ = ["MAX_EVENT_BYTES", "EventTooLarge", "SSEReader"]
 
 MAX_EVENT_BYTES = 8 * 1024 * 1024
@@ -22,7 +24,7 @@ MAX_EVENT_BYTES = 8 * 1024 * 1024
 server cannot grow the buffer without bound)."""
 
 
-class EventTooLarge(Exception):
+class EventTooLarge(LoopwireError):
     """An event, or an unfinished line, passed `MAX_EVENT_BYTES`."""
 
 

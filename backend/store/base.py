@@ -28,9 +28,8 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from backend.errors import OwnershipLost
-from backend.llm.base import Message, Usage
-from backend.notifications import Frame
+from backend.errors import LoopwireError, OwnershipLost
+from backend.transcript import Frame, Message, Usage
 
 RunStatus = Literal[
     "running",
@@ -222,7 +221,7 @@ class EffectKey:
     tool_name: str
 
 
-class StoreError(Exception):
+class StoreError(LoopwireError):
     """The database refused or failed an operation."""
 
 

@@ -12,9 +12,8 @@ from sqlalchemy import CursorResult, Row
 
 from backend.bounded_json import load_json
 from backend.errors import InvalidMessage
-from backend.llm.base import Message, ToolCall, ToolResultMeta
-from backend.notifications import Frame
 from backend.store.base import ConversationRecord, RunRecord
+from backend.transcript import Frame, Message, ToolCall, ToolResultMeta
 
 CURSOR_MAX_CHARS = 200
 """A cursor this server wrote is about 80 characters."""

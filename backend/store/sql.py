@@ -14,8 +14,6 @@ from typing import Any
 
 from sqlalchemy.exc import IntegrityError
 
-from backend.llm.base import Message
-from backend.notifications import Frame
 from backend.store import sql_conversations, sql_files, sql_identity, sql_notes, writes
 from backend.store.base import (
     Batch,
@@ -32,6 +30,7 @@ from backend.store.base import (
 )
 from backend.store.engine import Database, failing
 from backend.store.rows import decode_cursor
+from backend.transcript import Frame, Message
 
 
 class SqlStore:

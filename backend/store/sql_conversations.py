@@ -8,8 +8,6 @@ from sqlalchemy import and_, delete, func, insert, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.elements import ColumnElement
 
-from backend.llm.base import Message
-from backend.notifications import Frame
 from backend.store import sql_files
 from backend.store.base import (
     LIVE_STATUSES,
@@ -27,6 +25,7 @@ from backend.store.rows import (
 )
 from backend.store.schema import conversations, frames, messages, runs
 from backend.store.writes import Statements
+from backend.transcript import Frame, Message
 
 c = conversations.c
 

@@ -21,6 +21,7 @@ import mcp_types
 from mcp import Client, MCPError, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
+from backend.errors import LoopwireError
 from backend.tools.mcp_config import MCPServerConfig
 
 log = logging.getLogger("backend.tools.mcp")
@@ -29,7 +30,7 @@ CLIENT_INFO = mcp_types.Implementation(name="loopwire", version="0.1.0")
 _HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)  # the SDK's own defaults
 
 
-class StartFailed(Exception):
+class StartFailed(LoopwireError):
     """A server could not be connected; the message says why."""
 
 

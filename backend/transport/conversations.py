@@ -18,17 +18,15 @@ from __future__ import annotations
 import contextlib
 from typing import Annotated, Any
 
-from pydantic import Field, ValidationError
+from pydantic import Field
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from backend.agent.state import RunState
-from backend.chat.data_sources import RETRIEVE
-from backend.chat.run_requests import PLAIN
+from backend.chat.run_views import run_view
 from backend.chat.service import ChatService
 from backend.errors import NoSuchConversation, ProtocolError
-from backend.store.base import ConversationRecord, RunRecord, Store
+from backend.store.base import ConversationRecord, Store
 from backend.transport.auth import user_of
 from backend.transport.bodies import StrictBody, read_model, whole_number
 from backend.transport.refusal import Refused
@@ -43,39 +41,6 @@ class Rename(StrictBody):
 
 def _summary(record: ConversationRecord) -> dict[str, Any]:
     return record.model_dump(include={"id", "title", "created_at", "updated_at"})
-
-
-def _run(record: RunRecord) -> dict[str, Any]:
-    body = record.model_dump(mode="json", exclude={"state", "conversation_id"})
-    try:
-        state = RunState.from_json(record.state)
-        trace = state.trace
-        body["mode"] = _mode(state)
-        body["trace"] = [
-            {
-                "step": t.step,
-                "phase": t.phase,
-                "started_at": t.started_at,
-                "duration_ms": t.duration_ms,
-                "llm_calls": t.llm_calls,
-                "tool_calls": t.tool_calls,
-            }
-            for t in trace
-        ]
-    except ValidationError:
-        body["trace"] = None
-        body["mode"] = None
-    return body
-
-
-def _mode(state: RunState) -> str:
-    """How the run was asked for, as the page shows it: `agent`, `tools`
-    (a chat with tools), `retrieve` (a search of the data sources) or `plain`."""
-    if state.request.agent:
-        return "agent"
-    if state.strategy == RETRIEVE:
-        return "retrieve"
-    return "plain" if state.strategy == PLAIN else "tools"
 
 
 def _limit(request: Request) -> int:
@@ -128,7 +93,7 @@ async def get_conversation(request: Request) -> Response:
         {
             **_summary(record),
             "messages": [m.model_dump(mode="json") for m in messages],
-            "runs": [_run(run) for run in runs],
+            "runs": [run_view(run) for run in runs],
         }
     )
 

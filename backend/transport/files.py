@@ -37,6 +37,7 @@ from starlette.routing import Route
 from starlette.types import Message
 
 from backend.chat.service import ChatService
+from backend.errors import LoopwireError
 from backend.files.kinds import FileRefused, FileTooLarge
 from backend.files.shelf import FileShelf, Room, info
 from backend.store.base import (
@@ -55,7 +56,7 @@ the description)."""
 DESCRIPTION_BYTES = 2000
 
 
-class BodyTooLarge(Exception):
+class BodyTooLarge(LoopwireError):
     pass
 
 

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 
 from starlette.types import Scope
 
+from backend.errors import LoopwireError
 from backend.settings import Settings
 
 PRUNE_EVERY = 1024
@@ -80,7 +81,7 @@ class TokenBucket:
         return max(0.0, (1 - self.peek()) / self.rate)
 
 
-class Limited(Exception):
+class Limited(LoopwireError):
     """A client is past one of its limits: `error_type` and the message say
     which; `retry_after_s` when waiting helps."""
 

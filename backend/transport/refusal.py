@@ -17,7 +17,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import Receive, Scope, Send
 
-from backend.errors import ProtocolError
+from backend.errors import LoopwireError, ProtocolError
 from backend.transport.limits import Limited
 
 SECURITY_HEADERS = [
@@ -40,7 +40,7 @@ STATUS = {
 """The status for each refusal of the chat service (`ProtocolError.error_type`)."""
 
 
-class Refused(Exception):
+class Refused(LoopwireError):
     """A route refuses its request: `answer_refused` sends `status`, the
     JSON `{"error_type", "message"}` (and `fields`, naming a body's bad
     fields) and `headers`."""
