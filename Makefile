@@ -59,6 +59,8 @@ bench: $(VENV)/.bench services
 cluster: $(VENV)/.base services
 	$(PY) -m devcluster
 
+# docs/protocol.schema.json and the page's frontend/static/js/protocol.js (from
+# the protocol models), and docs/openapi.json.
 schema: $(VENV)/.base
 	$(PY) -m backend schema --write
 	$(PY) -m backend.transport.openapi

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from backend.protocol import json_schema
+from backend.protocol_js import PROTOCOL_JS_PATH, protocol_js
 
 if TYPE_CHECKING:
     from backend.settings import Settings
@@ -45,17 +46,40 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="loopwire", description=__doc__)
     sub = parser.add_subparsers(dest="command")
-    serve = sub.add_parser("serve", help="run the server (the default)")
+    _serve_arguments(sub.add_parser("serve", help="run the server (the default)"))
+    _schema_arguments(
+        sub.add_parser("schema", help="print or write the protocol JSON Schema")
+    )
+    _chat_arguments(
+        sub.add_parser(
+            "chat",
+            help="send one message to a running server",
+            description=CHAT_HELP,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+    )
+    _conversations_arguments(
+        sub.add_parser(
+            "conversations", help="list a running server's conversations, newest first"
+        )
+    )
+    return parser
+
+
+def _serve_arguments(serve: argparse.ArgumentParser) -> None:
     serve.add_argument("--host", help="bind address (LOOPWIRE_HOST, default 127.0.0.1)")
     serve.add_argument("--port", type=int, help="port (LOOPWIRE_PORT, default 8000)")
-    schema = sub.add_parser("schema", help="print or write the protocol JSON Schema")
-    schema.add_argument("--write", action="store_true", help=f"write {SCHEMA_PATH}")
-    chat = sub.add_parser(
-        "chat",
-        help="send one message to a running server",
-        description=CHAT_HELP,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+
+
+def _schema_arguments(schema: argparse.ArgumentParser) -> None:
+    schema.add_argument(
+        "--write",
+        action="store_true",
+        help=f"write {SCHEMA_PATH} and the page's {PROTOCOL_JS_PATH}",
     )
+
+
+def _chat_arguments(chat: argparse.ArgumentParser) -> None:
     chat.add_argument("message")
     chat.add_argument(
         "--url", help="the server's WebSocket (default ws://LOOPWIRE_HOST:PORT/ws)"
@@ -94,15 +118,14 @@ def _parser() -> argparse.ArgumentParser:
     chat.add_argument(
         "--session", help="continue this conversation (its id, as printed after a run)"
     )
-    conversations = sub.add_parser(
-        "conversations", help="list a running server's conversations, newest first"
-    )
+
+
+def _conversations_arguments(conversations: argparse.ArgumentParser) -> None:
     conversations.add_argument(
         "--url", help="the server (default http://LOOPWIRE_HOST:PORT)"
     )
     conversations.add_argument("--limit", type=int, default=20)
     conversations.add_argument("--token", help="auth token (LOOPWIRE_AUTH_TOKEN)")
-    return parser
 
 
 def serve(argv: Sequence[str] = (), *, extra_tools: Sequence[AnyTool] = ()) -> int:
@@ -177,10 +200,13 @@ async def _unreachable(settings: Settings) -> str | None:
 
 
 def _schema(args: argparse.Namespace) -> int:
-    text = json.dumps(json_schema(), indent=2, sort_keys=True) + "\n"
+    schema = json_schema()
+    text = json.dumps(schema, indent=2, sort_keys=True) + "\n"
     if args.write:
         SCHEMA_PATH.write_text(text, encoding="utf-8")
         print(f"wrote {SCHEMA_PATH}")
+        PROTOCOL_JS_PATH.write_text(protocol_js(schema), encoding="utf-8")
+        print(f"wrote {PROTOCOL_JS_PATH}")
     else:
         sys.stdout.write(text)
     return 0

@@ -6,11 +6,13 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
-from starlette.routing import Route, WebSocketRoute
+from starlette.routing import BaseRoute, Route, WebSocketRoute
 
 from backend.agent.kit import LoopKit
 from backend.agent.registry import StrategyRegistry
@@ -246,32 +248,13 @@ def create_app(
     prompts.check()
     chosen_store = store if store is not None else SqlStore(settings.database_url)
     identities = make_identities(settings, chosen_store)
-    users = identities.users
     guesses = Guesses(settings.auth_failures_per_minute)
     login = Login(identities, settings, guesses)
-    shelf = FileShelf(
-        chosen_store,
-        BlobStore(settings.files_dir),
-        max_bytes=settings.max_file_bytes,
-        max_files=settings.max_files_per_conversation,
-        clock=time.time,
-        max_user_bytes=settings.max_file_bytes_per_user,
-    )
-    collector = BlobCollector(
-        shelf.blobs,
-        chosen_store,
-        grace_s=settings.blob_gc_grace_s,
-        every_s=settings.blob_gc_s,
-    )
+    shelf, collector = _make_files(settings, chosen_store)
     processes = ProcessPool(settings.tool_processes)
-    tools = registry
-    if tools is None:
-        tools = default_registry(chosen_store, shelf, processes)
-    library = Library(settings) if settings.data_source_folders else None
-    if library is not None:
-        tools.add(library.tool())
-    for tool in extra_tools:
-        tools.add(tool)
+    tools, library = _make_tools(
+        settings, registry, chosen_store, shelf, processes, extra_tools
+    )
     chosen_llm = llm or make_llm(settings, tools)
     service = make_service(
         settings,
@@ -284,54 +267,141 @@ def create_app(
         processes=processes,
     )
     shelf.on_added = service.files_added
+    parts = _Parts(
+        settings, chosen_store, chosen_llm, tools, library, service, shelf, collector
+    )
+    app = Starlette(
+        routes=_routes(identities, login, settings),
+        lifespan=_lifespan(parts),
+        exception_handlers={Refused: answer_refused},
+        middleware=_middleware(settings, service, identities, guesses),
+    )
+    _set_state(app, parts, identities, guesses)
+    return app
+
+
+@dataclass(frozen=True)
+class _Parts:
+    """What `create_app` wired, for the lifespan and `app.state`."""
+
+    settings: Settings
+    store: Store
+    llm: LLMClient
+    tools: ToolRegistry
+    library: Library | None
+    service: ChatService
+    shelf: FileShelf
+    collector: BlobCollector
+
+
+def _make_files(settings: Settings, store: Store) -> tuple[FileShelf, BlobCollector]:
+    """The conversations' files and the collector of their orphaned blobs."""
+    shelf = FileShelf(
+        store,
+        BlobStore(settings.files_dir),
+        max_bytes=settings.max_file_bytes,
+        max_files=settings.max_files_per_conversation,
+        clock=time.time,
+        max_user_bytes=settings.max_file_bytes_per_user,
+    )
+    collector = BlobCollector(
+        shelf.blobs,
+        store,
+        grace_s=settings.blob_gc_grace_s,
+        every_s=settings.blob_gc_s,
+    )
+    return shelf, collector
+
+
+def _make_tools(
+    settings: Settings,
+    registry: ToolRegistry | None,
+    store: Store,
+    shelf: FileShelf,
+    processes: ProcessPool,
+    extra_tools: Sequence[AnyTool],
+) -> tuple[ToolRegistry, Library | None]:
+    """`registry` (default: the built-in tools), plus the data sources'
+    search tool when folders are configured, plus `extra_tools`."""
+    tools = registry
+    if tools is None:
+        tools = default_registry(store, shelf, processes)
+    library = Library(settings) if settings.data_source_folders else None
+    if library is not None:
+        tools.add(library.tool())
+    for tool in extra_tools:
+        tools.add(tool)
+    return tools, library
+
+
+def _lifespan(
+    parts: _Parts,
+) -> Callable[[Starlette], AbstractAsyncContextManager[None]]:
+    """Open the store, start the MCP servers, the data sources, the service
+    and the blob collector; close them all in reverse."""
+    settings, store, llm, tools = parts.settings, parts.store, parts.llm, parts.tools
     mcp_configs = load_mcp_config(settings.mcp_config) if settings.mcp_config else []
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        log.info("loopwire: model %s (%s)", chosen_llm.model, chosen_llm.provider)
-        await chosen_store.open()
+        log.info("loopwire: model %s (%s)", llm.model, llm.provider)
+        await store.open()
         try:
             async with MCPManager(mcp_configs, reserved_names=tools.names) as mcp:
                 app.state.mcp = mcp
                 _add_mcp_tools(tools, mcp)
+                library = parts.library
                 documents = library.running() if library else contextlib.nullcontext()
-                async with documents, service, collector:
+                async with documents, parts.service, parts.collector:
                     yield
         finally:
-            await chosen_store.close()
-            await chosen_llm.aclose()
+            await store.close()
+            await llm.aclose()
 
-    app = Starlette(
-        routes=[
-            *http.routes(),
-            *login.routes(),
-            *oidc_routes(identities, login, settings),
-            *admin.routes(),
-            *api.routes(),
-            *AgentAPI().routes(),
-            Route("/openapi.json", openapi_route),
-            *conversations.routes(),
-            *files.routes(),
-            WebSocketRoute("/ws", websocket_endpoint),
-        ],
-        lifespan=lifespan,
-        exception_handlers={Refused: answer_refused},
-        middleware=[
-            Middleware(InstanceHeader, instance_id=service.bus.instance_id),
-            Middleware(Incidents),
-            Middleware(Guard, settings=settings),
-            Middleware(Authenticate, identities=identities, guesses=guesses),
-        ],
-    )
-    app.state.chat = service
+    return lifespan
+
+
+def _routes(
+    identities: Identities, login: Login, settings: Settings
+) -> list[BaseRoute]:
+    return [
+        *http.routes(),
+        *login.routes(),
+        *oidc_routes(identities, login, settings),
+        *admin.routes(),
+        *api.routes(),
+        *AgentAPI().routes(),
+        Route("/openapi.json", openapi_route),
+        *conversations.routes(),
+        *files.routes(),
+        WebSocketRoute("/ws", websocket_endpoint),
+    ]
+
+
+def _middleware(
+    settings: Settings, service: ChatService, identities: Identities, guesses: Guesses
+) -> list[Middleware]:
+    return [
+        Middleware(InstanceHeader, instance_id=service.bus.instance_id),
+        Middleware(Incidents),
+        Middleware(Guard, settings=settings),
+        Middleware(Authenticate, identities=identities, guesses=guesses),
+    ]
+
+
+def _set_state(
+    app: Starlette, parts: _Parts, identities: Identities, guesses: Guesses
+) -> None:
+    """What the endpoints find on `app.state`."""
+    settings, users = parts.settings, identities.users
+    app.state.chat = parts.service
     app.state.settings = settings
     app.state.users = users
     app.state.identities = identities
     app.state.signins = identities.signins
     app.state.guesses = guesses
     app.state.limits = ClientLimits(settings, signed_in=users.enabled)
-    app.state.store = chosen_store
-    app.state.files = shelf
-    app.state.blob_collector = collector
-    app.state.library = library
-    return app
+    app.state.store = parts.store
+    app.state.files = parts.shelf
+    app.state.blob_collector = parts.collector
+    app.state.library = parts.library

@@ -9,6 +9,7 @@ size first and raises `InvalidMessage` for every problem.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
 from backend.errors import InvalidMessage
@@ -39,12 +40,18 @@ def load_json(text: str | bytes) -> Any:
         raise InvalidMessage(f"invalid JSON: {exc}") from exc
 
 
-def _check_depth(text: str) -> None:
-    """Refuse JSON nested deeper than `MAX_DEPTH` (brackets inside strings
-    do not count); a linear scan, run only when there are many brackets."""
+def nesting(
+    text: str, *, brackets: str = "[]{}", strings_at_top: bool = True
+) -> Iterator[tuple[int, int]]:
+    """The one scanner of JSON text's structure: `(index, depth after it)` at
+    every bracket of `brackets` (pairs: opening, closing) outside strings,
+    in one linear pass. Without `strings_at_top`, a quote outside every
+    bracket is prose, not a string (for JSON found inside prose); a closing
+    bracket outside every one is then ignored too."""
+    opening, closing = brackets[0::2], brackets[1::2]
     depth = 0
     in_string = escaped = False
-    for char in text:
+    for index, char in enumerate(text):
         if in_string:
             if escaped:
                 escaped = False
@@ -53,13 +60,21 @@ def _check_depth(text: str) -> None:
             elif char == '"':
                 in_string = False
         elif char == '"':
-            in_string = True
-        elif char in "[{":
+            in_string = strings_at_top or depth > 0
+        elif char in opening:
             depth += 1
-            if depth > MAX_DEPTH:
-                raise InvalidMessage(f"JSON nested deeper than {MAX_DEPTH} levels")
-        elif char in "]}":
+            yield index, depth
+        elif char in closing and (strings_at_top or depth > 0):
             depth -= 1
+            yield index, depth
+
+
+def _check_depth(text: str) -> None:
+    """Refuse JSON nested deeper than `MAX_DEPTH` (brackets inside strings
+    do not count); run only when there are many brackets."""
+    for _, depth in nesting(text):
+        if depth > MAX_DEPTH:
+            raise InvalidMessage(f"JSON nested deeper than {MAX_DEPTH} levels")
 
 
 def _bounded_int(digits: str) -> int:

@@ -19,6 +19,9 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
+from pydantic import TypeAdapter, ValidationError
+from typing_extensions import TypedDict
+
 from backend.protocol import (
     AgentCompletion,
     AgentStopped,
@@ -63,6 +66,34 @@ def stamp(
         f'"run_id":{json.dumps(run_id)},"ts":{ts!r},'
     )
     return head + payload.model_dump_json()[1:]
+
+
+class FrameHead(TypedDict):
+    """What a frame's reader needs before its payload: `seq`, the run and
+    the payload's `type`."""
+
+    seq: int
+    run_id: str | None
+    type: str
+
+
+_frame_head: TypeAdapter[FrameHead] = TypeAdapter(FrameHead)
+
+
+def head_of(text: str) -> FrameHead | None:
+    """The head of a frame `stamp` wrote (None for any other text), read
+    without the rest of its payload (a tool's result may be long). `stamp`
+    writes the envelope first and every payload starts with its `type`;
+    inside a JSON string a `"` is escaped, so the first `,"type":"` is the
+    payload's, and its value (a name) ends at the next `"`."""
+    at = text.find(',"type":"')
+    end = text.find('"', at + 9) if at >= 0 else -1
+    if end < 0:
+        return None
+    try:
+        return _frame_head.validate_json(text[: end + 1] + "}")
+    except ValidationError:
+        return None
 
 
 def outside_session(

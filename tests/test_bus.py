@@ -17,6 +17,7 @@ dropped, replies never; commands past the bound are refused `unavailable`.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import sys
 from collections.abc import AsyncIterator, Iterator, Sequence
@@ -33,6 +34,7 @@ from websockets.exceptions import ConnectionClosed
 
 from backend.bus.base import Bus, BusError, Command, InstanceGone, Reply
 from backend.bus.local import LocalBus
+from backend.bus.messages import Forget, Outcome, Report, Result, StopRun
 from backend.bus.redis_bus import PREFIX, RedisBus
 from backend.errors import ConfigError
 from backend.transport.http import health
@@ -314,14 +316,14 @@ async def test_frames_past_the_queue_bound_are_dropped_never_replies(
         other.on_frame = on_frame
         await other.watch("s1")
         sending, go = asyncio.Event(), asyncio.Event()
-        send = owner._send
+        send = owner.outgoing._send
 
         async def blocked_send(batch: list[tuple[str, str, str]]) -> None:
             sending.set()
             await go.wait()  # Redis hangs
             await send(batch)
 
-        owner._send = blocked_send  # type: ignore[method-assign]
+        owner.outgoing._send = blocked_send  # type: ignore[method-assign]
         owner.publish("s1", 0, 1, "f1")
         await sending.wait()  # the writer holds frame 1; 50 more may wait
         for seq in range(2, 72):
@@ -332,15 +334,15 @@ async def test_frames_past_the_queue_bound_are_dropped_never_replies(
 
         async def answer(command: Command) -> Reply:
             asked.set()
-            return Reply("ok", body={"n": 1})
+            return Reply("ok", Result(value={"n": 1}))
 
         owner.on_command = answer
         asking = asyncio.create_task(
-            other.request(owner.instance_id, Command("handle", "s1"))
+            other.request(owner.instance_id, Command("s1", Forget()))
         )
         await asked.wait()  # its reply is queued behind the 50 frames
         go.set()
-        assert await asking == Reply("ok", body={"n": 1})
+        assert await asking == Reply("ok", Result(value={"n": 1}))
         await all_in.wait()
         assert got == [("s1", s - 1, s, f"f{s}") for s in range(1, 52)]
         assert owner.frames_dropped == 20
@@ -367,17 +369,17 @@ async def test_commands_past_the_bound_are_refused_unavailable(
         busy.on_command = answer
         first = [
             asyncio.create_task(
-                asker.request(busy.instance_id, Command("handle", f"s{n}"))
+                asker.request(busy.instance_id, Command(f"s{n}", Forget()))
             )
             for n in range(3)
         ]
         await all_busy.wait()
-        refused = await asker.request(busy.instance_id, Command("handle", "s3"))
+        refused = await asker.request(busy.instance_id, Command("s3", Forget()))
         assert (refused.status, refused.error_type) == ("error", "unavailable")
         assert busy.instance_id in refused.message and len(started) == 3
         go.set()
         assert await asyncio.gather(*first) == [Reply("ok")] * 3
-        again = await asker.request(busy.instance_id, Command("handle", "s4"))
+        again = await asker.request(busy.instance_id, Command("s4", Forget()))
         assert again == Reply("ok") and len(started) == 4
 
 
@@ -387,7 +389,7 @@ async def test_a_quiet_connection_is_no_trouble(redis_url: str) -> None:
     async with buses(redis_url, 2, lease_ttl_s=0.9, redis_timeout_s=0.3) as (a, b):
         await asyncio.sleep(1.2)  # the quiet itself is what is tested
         assert (a.trouble, b.trouble) == (None, None)
-        assert await b.request(a.instance_id, Command("handle", "s1")) == Reply(
+        assert await b.request(a.instance_id, Command("s1", Forget())) == Reply(
             "not_here"
         )
 
@@ -403,20 +405,63 @@ async def test_a_command_reaches_the_instance_it_names(redis_url: str) -> None:
                 await never.wait()  # an instance that does not answer
             if command.kind == "report":
                 raise RuntimeError("a bug on the other side")
-            return Reply("ok", body={"echo": command.body})
+            return Reply("ok", Result(value={"echo": command.body.model_dump()}))
 
         a.on_command = answer
-        reply = await b.request(a.instance_id, Command("handle", "s1", "u", {"n": 1}))
-        assert reply == Reply("ok", body={"echo": {"n": 1}})
+        reply = await b.request(a.instance_id, Command("s1", StopRun(run_id="r1"), "u"))
+        echo = {"kind": "stop_run", "run_id": "r1"}
+        assert reply == Reply("ok", Result(value={"echo": echo}))
         assert asked[0].sender == b.instance_id and asked[0].user == "u"
 
-        failed = await b.request(a.instance_id, Command("report", "s1"))
+        failed = await b.request(
+            a.instance_id, Command("s1", Report(message="m", error_type="unavailable"))
+        )
         assert (failed.status, failed.error_type) == ("error", "internal_error")
 
         with pytest.raises(BusError, match=r"did not answer within 0\.5 s"):
-            await b.request(a.instance_id, Command("outcome", "s1"))
+            await b.request(a.instance_id, Command("s1", Outcome(run_id="r1")))
         with pytest.raises(InstanceGone, match="is not running"):
-            await b.request("0123456789ab", Command("handle", "s1"))
+            await b.request("0123456789ab", Command("s1", Forget()))
+
+
+async def test_a_malformed_message_is_answered_never_fatal(
+    redis_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """What is not a command, a reply or a frame is logged; a command whose
+    envelope says where to answer is refused `invalid_message`; the listener
+    goes on."""
+    async with buses(redis_url, 2) as (a, b):
+        raw = aioredis.Redis.from_url(redis_url, decode_responses=True)
+        pubsub = raw.pubsub()
+        await pubsub.subscribe(f"{PREFIX}inbox:asker")
+        bad = {"session_id": "s1", "body": {"kind": "nonsense"}}
+        envelope = {"id": "x1", "reply_to": "asker", "command": bad}
+        for text in ("Cnot json", "R{}", "C" + json.dumps(envelope)):
+            await raw.publish(f"{PREFIX}inbox:{a.instance_id}", text)
+        async with asyncio.timeout(5):
+            async for message in pubsub.listen():
+                if message["type"] == "message":
+                    break
+        answer = json.loads(message["data"][1:])
+        assert (answer["id"], answer["reply"]["status"]) == ("x1", "error")
+        assert answer["reply"]["error_type"] == "invalid_message"
+        assert await b.request(a.instance_id, Command("s1", Forget())) == Reply(
+            "not_here"
+        )
+        got = asyncio.Event()
+        b.on_frame = lambda *frame: got.set()
+        await b.watch("s1")
+        await raw.publish(f"{PREFIX}frames:s1", "not a frame")
+        a.publish("s1", 0, 1, "f1")
+        await got.wait()
+        await pubsub.aclose()  # type: ignore[no-untyped-call]
+        await raw.aclose()
+    assert [r.msg for r in caplog.records if "malformed" in r.msg] == [
+        "bus: a malformed command: %s",
+        "bus: a malformed reply, dropped: %s",
+        "bus: a malformed command: %s",
+        "bus: a malformed frame on %s, dropped",
+    ]
 
 
 async def test_frames_arrive_in_order_each_naming_the_one_before(
@@ -535,5 +580,5 @@ async def test_a_listener_that_hears_nothing_back_connects_again(
         while a.trouble is not None or b.trouble is not None:
             assert loop.time() < until, (a.trouble, b.trouble)
             await asyncio.sleep(0.02)
-        reply = await b.request(a.instance_id, Command("handle", "s1"))
+        reply = await b.request(a.instance_id, Command("s1", Forget()))
         assert reply == Reply("not_here")

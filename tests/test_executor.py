@@ -23,8 +23,8 @@ from backend.tools.executor import (
     Ready,
     Refused,
     ToolExecutor,
-    ToolOutcome,
 )
+from backend.tools.outcome import ToolOutcome
 from backend.tools.policy import ApprovalDecision, RateLimiter
 
 READ = ToolEffect(read_only=True, idempotent=True)

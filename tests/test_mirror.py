@@ -9,13 +9,13 @@ mirror noticing (then it attaches again from its last seq).
 from __future__ import annotations
 
 import json
-from typing import Any
 
-from backend.bus.base import CommandKind, Reply
+from backend.bus.base import Reply
+from backend.bus.messages import Attached, CommandBody
 from backend.chat.mirror import Mirror
 from backend.chat.session import Subscription
-from backend.notifications import stamp
-from backend.protocol import AgentStart, ResponseComplete
+from backend.notifications import head_of, stamp
+from backend.protocol import AgentStart, ResponseComplete, ToolComplete
 
 
 def text(seq: int, run_id: str | None = "r1", *, end: bool = False) -> str:
@@ -26,14 +26,10 @@ def text(seq: int, run_id: str | None = "r1", *, end: bool = False) -> str:
 class Unlinked:
     """A mirror's link to an owner these tests never reach."""
 
-    async def forward(
-        self, mirror: Mirror, kind: CommandKind, body: dict[str, Any]
-    ) -> Reply:
+    async def forward(self, mirror: Mirror, body: CommandBody) -> Reply:
         raise AssertionError("nothing is forwarded in these tests")
 
-    def forward_soon(
-        self, mirror: Mirror, kind: CommandKind, body: dict[str, Any]
-    ) -> None:
+    def forward_soon(self, mirror: Mirror, body: CommandBody) -> None:
         raise AssertionError("nothing is forwarded in these tests")
 
 
@@ -46,11 +42,9 @@ def drained(subscription: Subscription) -> list[int]:
 
 def attached(frames: range, last_seq: int, run_id: str | None = "r1") -> Mirror:
     mirror = Mirror("s" * 32, owner="alice", max_frame_bytes=1 << 20, link=Unlinked())
-    body = {
-        "frames": [[s, text(s)] for s in frames],
-        "last_seq": last_seq,
-        "run_id": run_id,
-    }
+    body = Attached(
+        frames=[(s, text(s)) for s in frames], last_seq=last_seq, run_id=run_id
+    )
     mirror.sync("instance-a", body)
     return mirror
 
@@ -71,7 +65,7 @@ def test_a_missed_frame_is_noticed_not_skipped() -> None:
     client = mirror.outbox.subscribe(2)
     assert mirror.receive(3, 4, text(4)) is False  # 3 never came
     assert drained(client) == [] and mirror.last_seq == 2
-    mirror.sync("instance-a", {"frames": [[3, text(3)], [4, text(4)]], "last_seq": 4})
+    mirror.sync("instance-a", Attached(frames=[(3, text(3)), (4, text(4))], last_seq=4))
     assert drained(client) == [3, 4]
 
 
@@ -88,7 +82,7 @@ def test_frames_published_before_the_attach_reply_wait_for_it() -> None:
     assert mirror.receive(3, 4, text(4))  # before the reply: held back
     assert mirror.receive(4, 5, text(5))
     client = mirror.outbox.subscribe(0)
-    mirror.sync("b", {"frames": [[s, text(s)] for s in (1, 2, 3, 4)], "last_seq": 4})
+    mirror.sync("b", Attached(frames=[(s, text(s)) for s in (1, 2, 3, 4)], last_seq=4))
     assert drained(client) == [1, 2, 3, 4, 5]
 
 
@@ -109,3 +103,25 @@ def test_a_notice_reaches_the_clients_but_is_not_replayed() -> None:
     assert (notice["seq"], notice["error_type"]) == (0, "unavailable")
     later = mirror.outbox.subscribe(0)
     assert drained(later) == [1, 2]
+
+
+def test_a_frame_head_is_read_through_the_protocol() -> None:
+    """`head_of` reads the head of what `stamp` wrote, however its strings
+    look and however long its payload."""
+    tricky = 'a,"type":"x"'
+    frame = stamp(
+        ToolComplete(
+            tool_call_id="c1",
+            tool_name="search",
+            result={"text": ',"type":"' * 2000},
+            duration_ms=3,
+            step=1,
+        ),
+        seq=7,
+        session_id=tricky,
+        run_id="r2",
+        ts=1.5,
+    )
+    assert head_of(frame) == {"seq": 7, "run_id": "r2", "type": "tool_complete"}
+    assert head_of(text(3, None)) == {"seq": 3, "run_id": None, "type": "agent_update"}
+    assert head_of("not a frame") is None

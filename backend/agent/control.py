@@ -15,6 +15,8 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from backend.bounded_json import nesting
+
 C = TypeVar("C", bound=BaseModel)
 
 _FENCE = re.compile(r"```(?:json|JSON)?[ \t]*\n?(.*?)```", re.DOTALL)
@@ -61,27 +63,15 @@ def _loads_object(candidate: str) -> dict[str, Any] | None:
 
 
 def _balanced_spans(text: str) -> list[tuple[int, int]]:
-    """Top-level balanced `{…}` spans, last first (strings are respected)."""
+    """Top-level balanced `{…}` spans, last first (strings are respected;
+    quotes in the prose around them are not strings)."""
     spans: list[tuple[int, int]] = []
-    depth, start, in_string, escaped = 0, -1, False, False
-    for i, char in enumerate(text):
-        if in_string:
-            if escaped:
-                escaped = False
-            elif char == "\\":
-                escaped = True
-            elif char == '"':
-                in_string = False
-            continue
-        if char == '"' and depth:
-            in_string = True
-        elif char == "{":
-            start = i if depth == 0 else start
-            depth += 1
-        elif char == "}" and depth:
-            depth -= 1
-            if depth == 0:
-                spans.append((start, i + 1))
+    start = -1
+    for index, depth in nesting(text, brackets="{}", strings_at_top=False):
+        if depth == 1 and text[index] == "{":
+            start = index
+        elif depth == 0:
+            spans.append((start, index + 1))
     return spans[::-1]
 
 

@@ -16,7 +16,7 @@ from backend.agent.state import Answered, PendingQuestion
 from backend.llm.base import Message, ToolCall, ToolSpec
 from backend.prompts import ResultLine
 from backend.protocol import AgentRequestInputTimeout
-from backend.tools.executor import parse_arguments
+from backend.tools.outcome import parse_arguments
 
 REQUEST_INPUT = "request_input"
 REQUEST_INPUT_SPEC = ToolSpec(

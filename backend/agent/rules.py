@@ -16,7 +16,7 @@ from backend.agent.loop import Continue, Decision, Final
 from backend.agent.state import RunState
 from backend.llm.base import ToolCall
 from backend.tools.base import ToolRegistry
-from backend.tools.executor import ToolOutcome, parse_arguments
+from backend.tools.outcome import ToolOutcome, parse_arguments
 
 
 def call_key(call: ToolCall) -> str:

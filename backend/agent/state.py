@@ -29,7 +29,7 @@ from backend.protocol import (
     ToolArguments,
     UntrustedSource,
 )
-from backend.tools.executor import ToolOutcome
+from backend.tools.outcome import ToolOutcome
 
 START = "start"
 """The phase of a run that has not begun: the driver announces it first."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from backend.tools.executor import ToolOutcome
+from backend.tools.outcome import ToolOutcome
 from backend.tools.results import compact
 
 _MAX_ITEM_CHARS = 600

@@ -59,9 +59,8 @@ from backend.tools.executor import (
     Ready,
     Refused,
     ToolExecutor,
-    ToolOutcome,
-    parse_arguments,
 )
+from backend.tools.outcome import ToolOutcome, parse_arguments
 from backend.tools.policy import ApprovalDecision
 from backend.tools.results import to_json_text
 

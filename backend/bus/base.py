@@ -8,7 +8,9 @@ holds a renewable *lease* on it. The others reach the owner through the bus:
   keep (then the instance must let them go: another may own them now);
 - **commands**: `request(instance, command)` → `Reply`, a request/reply to
   one instance (a client's stop, answer or approval, forwarded to the owner);
-  each instance answers with its `on_command`;
+  each instance answers with its `on_command`; a command's body is one
+  model per kind, and so are the replies' bodies that are read
+  (`backend.bus.messages`);
 - **frames**: the owner `publish`es a conversation's frames (with the seq of
   the frame before, so a gap is seen) to the instances that `watch` it; they
   arrive through `on_frame`, in the order they were published.
@@ -19,26 +21,17 @@ implement it.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from dataclasses import dataclass
+from typing import Literal, Protocol, TypeVar
 
+from pydantic import TypeAdapter
+
+from backend.bus.messages import CommandBody, CommandKind, ReplyBody
 from backend.errors import LoopwireError
 
-CommandKind = Literal[
-    "attach",
-    "watching",
-    "handle",
-    "dispatch",
-    "report",
-    "outcome",
-    "stop_run",
-    "flush",
-    "forget",
-    "files_added",
-]
 ReplyStatus = Literal["ok", "error", "not_here", "forbidden"]
+B = TypeVar("B")
 
 
 class BusError(LoopwireError):
@@ -53,31 +46,15 @@ class InstanceGone(BusError):
 class Command:
     """A request to the instance that owns `session_id`, on behalf of `user`."""
 
-    kind: CommandKind
     session_id: str
+    body: CommandBody
     user: str = ""
-    body: dict[str, Any] = field(default_factory=dict)
     sender: str = ""
     """The instance that asks (set by the bus)."""
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "session_id": self.session_id,
-            "user": self.user,
-            "body": self.body,
-            "sender": self.sender,
-        }
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Command:
-        return cls(
-            kind=data["kind"],
-            session_id=data["session_id"],
-            user=data.get("user", ""),
-            body=data.get("body") or {},
-            sender=data.get("sender", ""),
-        )
+    @property
+    def kind(self) -> CommandKind:
+        return self.body.kind
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,27 +64,34 @@ class Reply:
     belongs to another user."""
 
     status: ReplyStatus
-    body: dict[str, Any] = field(default_factory=dict)
+    body: ReplyBody | None = None
     error_type: str = ""
     message: str = ""
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "status": self.status,
-            "body": self.body,
-            "error_type": self.error_type,
-            "message": self.message,
-        }
+    def body_as(self, kind: type[B]) -> B | None:
+        """The body if it is a `kind` (None for another, or none)."""
+        return self.body if isinstance(self.body, kind) else None
 
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Reply:
-        return cls(
-            status=data["status"],
-            body=data.get("body") or {},
-            error_type=data.get("error_type", ""),
-            message=data.get("message", ""),
-        )
 
+@dataclass(frozen=True, slots=True)
+class Request:
+    """A command on its way to another instance: `id` names its reply."""
+
+    id: str
+    reply_to: str
+    command: Command
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """The reply to the request `id`."""
+
+    id: str
+    reply: Reply
+
+
+request_adapter: TypeAdapter[Request] = TypeAdapter(Request)
+answer_adapter: TypeAdapter[Answer] = TypeAdapter(Answer)
 
 OK = Reply("ok")
 NOT_HERE = Reply("not_here")
@@ -177,7 +161,3 @@ class Bus(Protocol):
     async def watch(self, session_id: str) -> None: ...
 
     async def unwatch(self, session_id: str) -> None: ...
-
-
-def encode(data: dict[str, Any]) -> str:
-    return json.dumps(data, separators=(",", ":"))

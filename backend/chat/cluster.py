@@ -35,9 +35,17 @@ from backend.bus.base import (
     Bus,
     BusError,
     Command,
-    CommandKind,
     InstanceGone,
     Reply,
+)
+from backend.bus.messages import (
+    Attach,
+    Attached,
+    CommandBody,
+    CommandKind,
+    Watched,
+    Watching,
+    command_body,
 )
 from backend.chat.mirror import Mirror
 from backend.chat.ownership import MISSING, Ownership
@@ -169,7 +177,7 @@ class Cluster:
             try:
                 await self.bus.watch(session_id)
                 reply = await self.bus.request(
-                    holder, Command("attach", session_id, user, {"after": 0})
+                    holder, Command(session_id, Attach(after=0), user)
                 )
             except InstanceGone as exc:
                 log.warning("session %s: %s; its lease runs out first", session_id, exc)
@@ -178,10 +186,11 @@ class Cluster:
             except BusError as exc:
                 log.warning("cannot attach to %s on %s: %s", session_id, holder, exc)
                 reply = NOT_HERE
-            if reply.status != "ok":
+            attached = reply.body_as(Attached)
+            if reply.status != "ok" or attached is None:
                 self._drop_mirror(mirror)
                 return reply
-            mirror.sync(holder, reply.body)
+            mirror.sync(holder, attached)
             return mirror
 
     def _make_room(self) -> None:
@@ -231,12 +240,13 @@ class Cluster:
             if holder is None:
                 mirror.holder = None
                 return
+            after = Attach(after=mirror.last_seq)
             reply = await self.bus.request(
-                holder,
-                Command("attach", mirror.id, mirror.owner, {"after": mirror.last_seq}),
+                holder, Command(mirror.id, after, mirror.owner)
             )
-            if reply.status == "ok":
-                mirror.sync(holder, reply.body)
+            attached = reply.body_as(Attached)
+            if reply.status == "ok" and attached is not None:
+                mirror.sync(holder, attached)
             else:
                 mirror.holder = None
         except BusError as exc:
@@ -253,9 +263,7 @@ class Cluster:
 
     # ------------------------------------------------------------ forwarding
 
-    async def forward(
-        self, mirror: Mirror, kind: CommandKind, body: dict[str, Any]
-    ) -> Reply:
+    async def forward(self, mirror: Mirror, body: CommandBody) -> Reply:
         """A command to the mirror's owner, wherever it is now; if nobody
         owns the conversation, this instance takes it."""
         mirror.touch()
@@ -273,7 +281,7 @@ class Cluster:
                     holder = self.me
                     self._resync_soon(mirror)  # watch the session taken here
                 reply = await self.bus.request(
-                    holder, Command(kind, mirror.id, mirror.owner, body)
+                    holder, Command(mirror.id, body, mirror.owner)
                 )
             except BusError as exc:
                 log.warning("session %s: %s", mirror.id, exc)
@@ -290,17 +298,19 @@ class Cluster:
             return reply
         return Reply("error", error_type="unavailable", message=UNREACHABLE)
 
-    def forward_soon(
-        self, mirror: Mirror, kind: CommandKind, body: dict[str, Any]
-    ) -> None:
+    def forward_soon(self, mirror: Mirror, body: CommandBody) -> None:
         """`forward`, as a task in the service's TaskGroup (for a caller
         that cannot wait: one being cancelled)."""
         if self._tasks is not None:
-            self._tasks.create_task(self.forward(mirror, kind, body))
+            self._tasks.create_task(self.forward(mirror, body))
 
     async def request(
-        self, session_id: str, user: str, kind: CommandKind, body: dict[str, Any]
+        self, session_id: str, user: str, kind: CommandKind, fields: dict[str, Any]
     ) -> Reply:
+        """`ask`, with the command's body as its `kind` and JSON fields."""
+        return await self.ask(session_id, user, command_body(kind, fields))
+
+    async def ask(self, session_id: str, user: str, body: CommandBody) -> Reply:
         """A command about a conversation not in memory here: to its owner,
         or `not_here` when nobody owns it."""
         for _ in range(ATTEMPTS):
@@ -308,9 +318,7 @@ class Cluster:
                 holder = await self.bus.owner_of(session_id)
                 if holder is None:
                     return NOT_HERE
-                reply = await self.bus.request(
-                    holder, Command(kind, session_id, user, body)
-                )
+                reply = await self.bus.request(holder, Command(session_id, body, user))
             except BusError as exc:
                 log.warning("session %s: %s", session_id, exc)
                 if isinstance(exc, InstanceGone):
@@ -355,20 +363,18 @@ class Cluster:
         for holder, mirrors in by_holder.items():
             lost = mirrors
             if holder is not None:
-                command = Command(
-                    "watching", "", body={"sessions": [m.id for m in mirrors]}
-                )
+                command = Command("", Watching(sessions=[m.id for m in mirrors]))
                 try:
                     reply = await self.bus.request(holder, command)
                 except BusError:
                     pass
                 else:
-                    gone = set(reply.body.get("gone", []))
-                    last = reply.body.get("last", {})
+                    watched = reply.body_as(Watched) or Watched()
+                    gone, last = set(watched.gone), watched.last
                     lost = [
                         m
                         for m in mirrors
-                        if m.id in gone or m.last_seq < int(last.get(m.id, 0))
+                        if m.id in gone or m.last_seq < last.get(m.id, 0)
                     ]
             for mirror in lost:
                 mirror.holder = None

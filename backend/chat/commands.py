@@ -2,9 +2,10 @@
 
 In a cluster, an instance that shows a conversation it does not own (its
 `Mirror`) sends what its clients do to the owner as a `Command` over the
-bus: a client's message (`wire`, decoded here), a refusal to report, a run
-to stop, an outcome to compute, a flush, a forget, a file added, and
-`attach` (the frames after a seq, and the frames published from then on).
+bus, one body per kind (`backend.bus.messages`, validated where it
+arrives): a client's message, a refusal to report, a run to stop, an
+outcome to compute, a flush, a forget, a file added, and `attach` (the
+frames after a seq, and the frames published from then on).
 Here, on the owner, each is answered by the same code a local client
 reaches (the session's `Target` side), and a refusal travels back as a
 `Reply` that the asking instance raises as the `ProtocolError` it was
@@ -19,17 +20,43 @@ periods.
 from __future__ import annotations
 
 import time
-from typing import Any, Protocol, cast, get_args
-
-from pydantic import ValidationError
+from typing import Protocol, cast, get_args
 
 from backend.bus.base import FORBIDDEN, NOT_HERE, OK, Bus, Command, Reply
+from backend.bus.messages import (
+    Attach,
+    Attached,
+    Dispatch,
+    FilesAdded,
+    Flush,
+    Forget,
+    Forgotten,
+    Handle,
+    Outcome,
+    Report,
+    Result,
+    StopRun,
+    Stored,
+    Watched,
+    Watching,
+    wire,
+)
 from backend.chat.ownership import Ownership
 from backend.chat.session import Session
 from backend.chat.sessions import SessionTable
 from backend.errors import NoSuchConversation, ProtocolError
-from backend.protocol import ClientMessage, ErrorType, client_message_adapter
+from backend.protocol import ErrorType
 from backend.store.base import FileRecord, StoreError
+
+__all__ = [
+    "MOVED",
+    "WATCH_FACTOR",
+    "Commands",
+    "LocalService",
+    "error_type_of",
+    "raise_for",
+    "wire",
+]
 
 MOVED = Reply(
     "error",
@@ -71,15 +98,15 @@ class Commands:
 
     async def command(self, command: Command) -> Reply:
         """A command from an instance (the bus's `on_command`)."""
-        if command.kind == "watching":
-            return self._watching(command)
+        if isinstance(command.body, Watching):
+            return self._watching(command.sender, command.body)
         session_id = command.session_id
         await self.ownership.settled(session_id)  # being taken here: wait for it
         session = self.table.by_id.get(session_id)
         if session is None or not self.bus.holds(session_id):
             return NOT_HERE
-        if command.kind == "files_added":
-            self.service.files_added(FileRecord.model_validate(command.body))
+        if isinstance(command.body, FilesAdded):
+            self.service.files_added(command.body.record)
             return OK
         if session.owner != command.user:
             return FORBIDDEN
@@ -87,34 +114,32 @@ class Commands:
         return await self._command(session, command)
 
     async def _command(self, session: Session, command: Command) -> Reply:
-        body = command.body
-        match command.kind:
-            case "attach":
-                return self._attached(session, command)
-            case "handle":
-                await session.handle(_message(command))
+        match command.body:
+            case Attach(after=after):
+                return self._attached(session, command.sender, after)
+            case Handle(message=message):
+                await session.handle(message)
                 if session.lost:  # refused `moved`: the asker finds the owner
                     return MOVED
                 return OK
-            case "dispatch":
+            case Dispatch(message=message):
                 try:
-                    done = await session.dispatch(_message(command))
+                    done = await session.dispatch(message)
                 except ProtocolError as exc:
                     return Reply("error", error_type=exc.error_type, message=str(exc))
-                return Reply("ok", body=done)
-            case "report":
-                await session.report(str(body["message"]), body["error_type"])
+                return Reply("ok", Result(value=done))
+            case Report(message=message, error_type=error_type):
+                await session.report(message, error_type)
                 return OK
-            case "outcome":
-                outcome = await session.outcome(str(body["run_id"]), body.get("answer"))
-                return Reply("ok", body=outcome)
-            case "stop_run":
-                session.stop_soon(str(body["run_id"]))
+            case Outcome(run_id=run_id, answer=answer):
+                return Reply("ok", Result(value=await session.outcome(run_id, answer)))
+            case StopRun(run_id=run_id):
+                session.stop_soon(run_id)
                 return OK
-            case "flush":
-                return await self._flush(session, store=bool(body.get("store")))
-            case "forget":
-                return Reply("ok", body={"forgotten": self.table.forget(session.id)})
+            case Flush(store=store):
+                return await self._flush(session, store=store)
+            case Forget():
+                return Reply("ok", Forgotten(forgotten=self.table.forget(session.id)))
         return Reply("error", error_type="invalid_message", message="unknown command")
 
     async def _flush(self, session: Session, *, store: bool) -> Reply:
@@ -123,60 +148,45 @@ class Commands:
         try:
             if store:
                 stored = await self.service.ensure_stored(session.id, session.owner)
-                return Reply("ok", body={"stored": stored})
+                return Reply("ok", Stored(stored=stored))
             await self.table.flush(session)
         except StoreError as exc:
             return Reply("error", error_type="store_error", message=str(exc))
         return OK
 
-    def _attached(self, session: Session, command: Command) -> Reply:
+    def _attached(self, session: Session, watcher: str, after: int) -> Reply:
         """Register the watcher and answer with the frames after `after`.
         Nothing awaits between the two: the reply is queued before any
         frame published after it."""
-        session.watchers[command.sender] = self._watch_deadline()
+        session.watchers[watcher] = self._watch_deadline()
         session.relay = self.bus.publish
-        after = int(command.body.get("after", 0))
-        return Reply(
-            "ok",
-            body={
-                "last_seq": session.notify.last_seq,
-                "run_id": session.run_id,
-                "frames": session.frames_after(after),
-            },
+        attached = Attached(
+            last_seq=session.notify.last_seq,
+            run_id=session.run_id,
+            frames=session.frames_after(after),
         )
+        return Reply("ok", attached)
 
-    def _watching(self, command: Command) -> Reply:
+    def _watching(self, watcher: str, report: Watching) -> Reply:
         """A watcher's report: the sessions it shows. The reply names those
         not here now (it re-attaches to their new owner) and the last seq of
         the others (a frame lost on the way shows as a shortfall)."""
         gone = []
         last: dict[str, int] = {}
         deadline = self._watch_deadline()
-        for session_id in command.body.get("sessions", []):
+        for session_id in report.sessions:
             session = self.table.by_id.get(session_id)
             if session is None or not self.bus.holds(session_id):
                 gone.append(session_id)
-            elif command.sender in session.watchers:
-                session.watchers[command.sender] = deadline
+            elif watcher in session.watchers:
+                session.watchers[watcher] = deadline
                 last[session_id] = session.notify.last_seq
             else:
                 gone.append(session_id)  # forgotten here: attach again
-        return Reply("ok", body={"gone": gone, "last": last})
+        return Reply("ok", Watched(gone=gone, last=last))
 
     def _watch_deadline(self) -> float:
         return time.monotonic() + self.period_s * WATCH_FACTOR + 1.0
-
-
-def _message(command: Command) -> ClientMessage:
-    try:
-        return client_message_adapter.validate_python(command.body["message"])
-    except (KeyError, ValidationError) as exc:
-        raise ProtocolError(f"a forwarded message is not valid: {exc}") from exc
-
-
-def wire(message: ClientMessage) -> dict[str, Any]:
-    """A client message as the JSON a client would have sent (for the owner)."""
-    return {"type": message.type, **message.model_dump(mode="json", exclude_unset=True)}
 
 
 def error_type_of(reply: Reply) -> ErrorType:

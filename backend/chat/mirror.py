@@ -16,31 +16,34 @@ not be delivered is told to its own clients only (`notice`, seq 0).
 
 from __future__ import annotations
 
-import re
 import time
 from typing import Any, Protocol
 
-from backend.bus.base import CommandKind, Reply
-from backend.chat.commands import error_type_of, raise_for, wire
+from backend.bus.base import Reply
+from backend.bus.messages import (
+    Attached,
+    CommandBody,
+    Dispatch,
+    Handle,
+    Outcome,
+    Report,
+    Result,
+    StopRun,
+)
+from backend.chat.commands import error_type_of, raise_for
 from backend.chat.session import Outbox
-from backend.notifications import stamp
+from backend.notifications import head_of, stamp
 from backend.protocol import ClientMessage, Error, ErrorType, ServerInfo, SessionReady
 from backend.transcript import Frame
-
-_HEAD = re.compile(r'"run_id":(?:null|"([^"]*)"),"ts":[^,]*,"type":"(\w+)"')
 
 
 class Link(Protocol):
     """How a mirror reaches the instance that owns its conversation
     (`Cluster`): wherever it is now, taking it here if nobody owns it."""
 
-    async def forward(
-        self, mirror: Mirror, kind: CommandKind, body: dict[str, Any]
-    ) -> Reply: ...
+    async def forward(self, mirror: Mirror, body: CommandBody) -> Reply: ...
 
-    def forward_soon(
-        self, mirror: Mirror, kind: CommandKind, body: dict[str, Any]
-    ) -> None: ...
+    def forward_soon(self, mirror: Mirror, body: CommandBody) -> None: ...
 
 
 class Mirror:
@@ -68,16 +71,16 @@ class Mirror:
     def idle(self) -> bool:
         return self.outbox.subscriber_count == 0
 
-    def sync(self, holder: str, body: dict[str, Any]) -> None:
+    def sync(self, holder: str, attached: Attached) -> None:
         """Take an `attach` reply: the frames after our last one, the
         owner's last seq and run; then what arrived meanwhile."""
         self.holder = holder
-        for seq, text in body.get("frames", []):
+        for seq, text in attached.frames:
             if seq > self.last_seq:
-                self._take(int(seq), str(text))
-        self.last_seq = max(self.last_seq, int(body.get("last_seq", 0)))
+                self._take(seq, text)
+        self.last_seq = max(self.last_seq, attached.last_seq)
         if not self.synced:
-            self.run_id = body.get("run_id")
+            self.run_id = attached.run_id
         self.synced = True
         early, self._early = self._early, []
         for prev, seq, text in early:
@@ -96,13 +99,12 @@ class Mirror:
         return True
 
     def _take(self, seq: int, text: str) -> None:
-        head = _HEAD.search(text, 0, 400)
+        head = head_of(text)
         if head is not None:
-            run_id, kind = head.groups()
-            if kind == "response_complete":
+            if head["type"] == "response_complete":
                 self.run_id = None
-            elif run_id:
-                self.run_id = run_id
+            elif head["run_id"]:
+                self.run_id = head["run_id"]
         self.outbox.deliver(Frame(seq, None, text))
         self.last_seq = seq
 
@@ -123,28 +125,27 @@ class Mirror:
     async def handle(self, message: ClientMessage) -> None:
         """To the owner, which acts on it as on a local client's; if it
         cannot be delivered, this instance's clients are told."""
-        reply = await self.link.forward(self, "handle", {"message": wire(message)})
+        reply = await self.link.forward(self, Handle(message=message))
         if reply.status != "ok":
             self.notice(reply.message or "not delivered", error_type_of(reply))
 
     async def report(self, message: str, error_type: ErrorType) -> None:
-        body = {"message": message, "error_type": error_type}
-        reply = await self.link.forward(self, "report", body)
+        body = Report(message=message, error_type=error_type)
+        reply = await self.link.forward(self, body)
         if reply.status != "ok":
             self.notice(message, error_type)
 
     async def dispatch(self, message: ClientMessage) -> dict[str, Any]:
-        reply = await self.link.forward(self, "dispatch", {"message": wire(message)})
+        reply = await self.link.forward(self, Dispatch(message=message))
         raise_for(reply)
-        return reply.body
+        return _result(reply)
 
     async def outcome(self, run_id: str, answer: str | None) -> dict[str, Any]:
-        body = {"run_id": run_id, "answer": answer}
-        reply = await self.link.forward(self, "outcome", body)
-        return reply.body if reply.status == "ok" else {}
+        reply = await self.link.forward(self, Outcome(run_id=run_id, answer=answer))
+        return _result(reply) if reply.status == "ok" else {}
 
     def stop_soon(self, run_id: str) -> None:
-        self.link.forward_soon(self, "stop_run", {"run_id": run_id})
+        self.link.forward_soon(self, StopRun(run_id=run_id))
 
     def ready_frame(self, info: ServerInfo, *, resumed: bool) -> str:
         """`resumed` whatever is asked: the conversation exists, on its owner."""
@@ -157,3 +158,9 @@ class Mirror:
         return stamp(
             payload, seq=0, session_id=self.id, run_id=self.run_id, ts=time.time()
         )
+
+
+def _result(reply: Reply) -> dict[str, Any]:
+    """The JSON result an owner sent back (empty when it sent none)."""
+    result = reply.body_as(Result)
+    return result.value if result is not None else {}

@@ -37,6 +37,7 @@ from backend.agent.state import Answered, Approved, Declined, RunState
 from backend.aio import cancel_all
 from backend.bus.base import Bus
 from backend.bus.local import LocalBus
+from backend.bus.messages import Flush, Forget, Forgotten, Result, Stored
 from backend.chat.cluster import Cluster
 from backend.chat.commands import Commands, raise_for, wire
 from backend.chat.ownership import Ownership
@@ -278,7 +279,7 @@ class ChatService:
         if self._in_reach(session_id):
             await self.table.flush_session(session_id)
             return
-        raise_for(await self.cluster.request(session_id, owner, "flush", {}))
+        raise_for(await self.cluster.ask(session_id, owner, Flush()))
 
     async def flush_all(self) -> None:
         await self.table.flush_all()
@@ -290,21 +291,21 @@ class ChatService:
         """`forget`, on whichever instance has the conversation in memory."""
         if self._in_reach(session_id):
             return self.forget(session_id)
-        reply = await self.cluster.request(session_id, owner, "forget", {})
+        reply = await self.cluster.ask(session_id, owner, Forget())
         if reply.status == "not_here":
             return True
         raise_for(reply)
-        return bool(reply.body.get("forgotten"))
+        forgotten = reply.body_as(Forgotten)
+        return forgotten is not None and forgotten.forgotten
 
     async def ensure_stored(self, session_id: str, owner: str) -> bool:
         """Create the conversation of a live session of `owner` in the store
         if it is not there yet (a file may come before the first message);
         False when there is no such session."""
         if not self._in_reach(session_id):
-            reply = await self.cluster.request(
-                session_id, owner, "flush", {"store": True}
-            )
-            return reply.status == "ok" and bool(reply.body.get("stored"))
+            reply = await self.cluster.ask(session_id, owner, Flush(store=True))
+            stored = reply.body_as(Stored)
+            return reply.status == "ok" and stored is not None and stored.stored
         session = self.table.by_id.get(session_id)
         if session is None or session.owner != owner or session.journal is None:
             return False
@@ -418,7 +419,8 @@ class ChatService:
         if reply.status in ("not_here", "forbidden"):
             raise NoSuchConversation(conversation_id)
         raise_for(reply)
-        return reply.body
+        result = reply.body_as(Result)
+        return result.value if result is not None else {}
 
     # ------------------------------------------------------------ messages
 

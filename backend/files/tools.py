@@ -64,20 +64,24 @@ def pdf_text(content: bytes) -> str:
     return "\n\n".join(f"[page {n}]\n{text}" for n, text in enumerate(pages, 1))
 
 
-def file_tools(shelf: FileShelf, pdfs: Runner) -> list[Tool[Any]]:
-    """The file tools; `pdfs` runs `pdf_text` away from the event loop."""
+class _FileActions:
+    """What the file tools do, on one `shelf`; `pdfs` runs `pdf_text`."""
 
-    async def read_file(args: ReadFileArgs, ctx: ToolContext) -> dict[str, Any]:
-        found = await shelf.read(ctx.session_id, args.file_id)
+    def __init__(self, shelf: FileShelf, pdfs: Runner) -> None:
+        self.shelf = shelf
+        self.pdfs = pdfs
+
+    async def read_file(self, args: ReadFileArgs, ctx: ToolContext) -> dict[str, Any]:
+        found = await self.shelf.read(ctx.session_id, args.file_id)
         if found is None:
-            listed = await shelf.files(ctx.session_id)
+            listed = await self.shelf.files(ctx.session_id)
             ids = ", ".join(f"{f.id} ({f.name})" for f in listed[-10:]) or "none"
             raise ToolError(
                 f"this conversation has no file {args.file_id!r}; files: {ids}"
             )
         record, content = found
         if record.media_type == "application/pdf":
-            text = await pdfs.run(pdf_text, content)
+            text = await self.pdfs.run(pdf_text, content)
         elif record.media_type.startswith("image/"):
             raise ToolError(f"{record.name} is an image; its content is not text")
         else:
@@ -90,9 +94,9 @@ def file_tools(shelf: FileShelf, pdfs: Runner) -> list[Tool[Any]]:
             "truncated": len(text) > READ_CHARS,
         }
 
-    async def write_file(args: WriteFileArgs, ctx: ToolContext) -> dict[str, Any]:
+    async def write_file(self, args: WriteFileArgs, ctx: ToolContext) -> dict[str, Any]:
         try:
-            record = await shelf.add(
+            record = await self.shelf.add(
                 ctx.session_id,
                 args.name,
                 args.content.encode(),
@@ -106,20 +110,25 @@ def file_tools(shelf: FileShelf, pdfs: Runner) -> list[Tool[Any]]:
             raise ToolError(str(exc)) from exc
         return _written(record)
 
-    async def wrote(ctx: ToolContext) -> Reconciled:
+    async def wrote(self, ctx: ToolContext) -> Reconciled:
+        """Whether a `write_file` cut off by a crash made its file."""
         key = ctx.idempotency_key
-        record = await shelf.made(ctx.session_id, key) if key else None
+        record = await self.shelf.made(ctx.session_id, key) if key else None
         if record is None:
             return Reconciled(took_effect=False)
         return Reconciled(took_effect=True, result=_written(record))
 
+
+def file_tools(shelf: FileShelf, pdfs: Runner) -> list[Tool[Any]]:
+    """The file tools; `pdfs` runs `pdf_text` away from the event loop."""
+    act = _FileActions(shelf, pdfs)
     return [
         Tool(
             "read_file",
             "Read a file of this conversation (an upload or an earlier tool's "
             "file) by its id: text, or a PDF's text.",
             ReadFileArgs,
-            read_file,
+            act.read_file,
             ToolEffect(read_only=True, idempotent=True),
             summary="Reads one of this conversation's files.",
             origin=lambda result: f"the file {result['name']}",
@@ -129,11 +138,11 @@ def file_tools(shelf: FileShelf, pdfs: Runner) -> list[Tool[Any]]:
             "Write a text file (such as a summary, a CSV or a Markdown report) "
             "that joins this conversation's files for the user to download.",
             WriteFileArgs,
-            write_file,
+            act.write_file,
             ToolEffect(untrusted_result=False),  # asks: it writes
             summary="Saves a text file in this conversation for you to download; "
             "asks you first.",
-            reconcile=wrote,
+            reconcile=act.wrote,
         ),
     ]
 

@@ -28,23 +28,22 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import json
 import logging
 import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ValidationError
 
 from backend.errors import OwnershipLost, ToolError
-from backend.llm.base import Message, ToolCall, ToolStatus
+from backend.llm.base import ToolCall, ToolStatus
 from backend.protocol import ToolArguments
 from backend.tools.base import AnyTool, ToolContext, ToolRegistry
 from backend.tools.config import ExecutorConfig
+from backend.tools.outcome import ToolOutcome, jsonable, parse_arguments
 from backend.tools.policy import ApprovalDecision, RateLimiter
 from backend.tools.processes import ProcessPool
-from backend.tools.results import compact
 from backend.tools.threads import ThreadRunner
 
 log = logging.getLogger(__name__)
@@ -52,39 +51,6 @@ log = logging.getLogger(__name__)
 CANCEL_GRACE_S = 1.0
 """How long a timed-out async tool call has to end once cancelled before it
 is reported as still running (and left to run on, watched)."""
-
-
-class ToolOutcome(BaseModel):
-    """What happened to one tool call (a value: it is part of the run state)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    call: ToolCall
-    arguments: ToolArguments
-    status: ToolStatus = "ok"
-    result: Any = None
-    error: str | None = None
-    duration_ms: float = 0.0
-    attempts: int = 0
-    step: int = 0
-    notes: tuple[str, ...] = ()
-    """System notes from side-effect hooks, for the conversation."""
-
-    @property
-    def ok(self) -> bool:
-        return self.status == "ok"
-
-    def for_model(self, max_chars: int) -> str:
-        """The tool message content the model receives (bounded, readable)."""
-        if self.ok:
-            return compact(self.result, max_chars)
-        return compact(f"Error ({self.status}): {self.error}", max_chars)
-
-    def message(self, max_chars: int, *, extra: str = "") -> Message:
-        """The call's result message, with its status for code to read."""
-        content = self.for_model(max_chars) + extra
-        call = self.call
-        return Message.tool(call.id, call.name, content, self.status, self.error)
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,15 +98,6 @@ class Runner(Protocol):
     async def run(self, fn: Callable[..., Any], *args: Any) -> Any: ...
 
     async def aclose(self) -> None: ...
-
-
-def parse_arguments(raw: str) -> ToolArguments:
-    """The call's arguments as an object, or the raw text if they are not one."""
-    try:
-        value = json.loads(raw) if raw.strip() else {}
-    except (ValueError, RecursionError):  # malformed, too deep, huge numbers
-        return raw
-    return value if isinstance(value, dict) else raw
 
 
 @dataclass(frozen=True, slots=True)
@@ -264,7 +221,7 @@ class ToolExecutor:
             call=call,
             arguments=parse_arguments(call.arguments),
             status=tried.status,
-            result=_jsonable(tried.value) if tried.status == "ok" else None,
+            result=jsonable(tried.value) if tried.status == "ok" else None,
             error=None
             if tried.status == "ok"
             else _with_attempts(tried.value, attempts),
@@ -442,14 +399,3 @@ def _validate(tool: AnyTool, arguments: ToolArguments) -> BaseModel | str:
         )
         return f"invalid arguments for {tool.name}: {problems}"
     return parsed
-
-
-def _jsonable(value: Any) -> Any:
-    """Tool results travel as JSON; models become dicts, the rest str()."""
-    if isinstance(value, BaseModel):
-        return value.model_dump(mode="json")
-    try:
-        json.dumps(value)
-    except (TypeError, ValueError):
-        return json.loads(json.dumps(value, default=str))
-    return value

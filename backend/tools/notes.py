@@ -123,15 +123,17 @@ class DeleteNoteArgs(BaseModel):
     id: int = Field(ge=1, description="The number of the note to delete.")
 
 
-def note_tools(
-    notebook: Notebook, clock: Callable[[], float] = time.time
-) -> list[Tool[Any]]:
-    """`save_note`, `list_notes` and `delete_note` over `notebook`."""
+class _NoteActions:
+    """What the note tools do, over one `notebook`."""
 
-    async def save_note(args: SaveNoteArgs, ctx: ToolContext) -> dict[str, Any]:
-        saved_at = round(clock(), 3)
+    def __init__(self, notebook: Notebook, clock: Callable[[], float]) -> None:
+        self.notebook = notebook
+        self.clock = clock
+
+    async def save_note(self, args: SaveNoteArgs, ctx: ToolContext) -> dict[str, Any]:
+        saved_at = round(self.clock(), 3)
         try:
-            note = await notebook.add_note(
+            note = await self.notebook.add_note(
                 ctx.owner,
                 args.text.strip(),
                 saved_at,
@@ -142,24 +144,28 @@ def note_tools(
             raise ToolError(str(exc)) from exc
         return {"saved": note.model_dump()}
 
-    async def list_notes(args: ListNotesArgs, ctx: ToolContext) -> dict[str, Any]:
-        notes = [note.model_dump() for note in await notebook.notes(ctx.owner)]
+    async def list_notes(self, args: ListNotesArgs, ctx: ToolContext) -> dict[str, Any]:
+        notes = [note.model_dump() for note in await self.notebook.notes(ctx.owner)]
         return {"count": len(notes), "notes": notes}
 
-    async def delete_note(args: DeleteNoteArgs, ctx: ToolContext) -> dict[str, Any]:
-        note = await notebook.delete_note(
+    async def delete_note(
+        self, args: DeleteNoteArgs, ctx: ToolContext
+    ) -> dict[str, Any]:
+        note = await self.notebook.delete_note(
             ctx.owner, args.id, effect=effect_key(ctx, "delete_note")
         )
         if note is None:
-            kept = await notebook.notes(ctx.owner)
+            kept = await self.notebook.notes(ctx.owner)
             ids = ", ".join(str(n.id) for n in kept) or "none"
             raise ToolError(f"there is no note #{args.id}; existing notes: {ids}")
         return {"deleted": note.model_dump()}
 
-    def reconcile(verb: str) -> Callable[[ToolContext], Awaitable[Reconciled]]:
+    def reconcile(self, verb: str) -> Callable[[ToolContext], Awaitable[Reconciled]]:
+        """Whether a call cut off by a crash took effect; its result under `verb`."""
+
         async def took_effect(ctx: ToolContext) -> Reconciled:
             key = ctx.idempotency_key
-            done = await notebook.effect(key) if key is not None else None
+            done = await self.notebook.effect(key) if key is not None else None
             if done is None:
                 return Reconciled(took_effect=False)
             note = NoteRecord.model_validate_json(done)
@@ -167,22 +173,28 @@ def note_tools(
 
         return took_effect
 
+
+def note_tools(
+    notebook: Notebook, clock: Callable[[], float] = time.time
+) -> list[Tool[Any]]:
+    """`save_note`, `list_notes` and `delete_note` over `notebook`."""
+    act = _NoteActions(notebook, clock)
     return [
         Tool(
             "save_note",
             "Save a note the user asked you to remember. Asks the user for approval.",
             SaveNoteArgs,
-            save_note,
+            act.save_note,
             ToolEffect(requires_approval=True, untrusted_result=False),
             offline=SaveNoteSkill(),
             summary="Saves a note for you to find later; asks you first.",
-            reconcile=reconcile("saved"),
+            reconcile=act.reconcile("saved"),
         ),
         Tool(
             "list_notes",
             "List the notes the user saved (in any conversation).",
             ListNotesArgs,
-            list_notes,
+            act.list_notes,
             # every note was approved by the user when it was saved
             ToolEffect(read_only=True, idempotent=True, untrusted_result=False),
             offline=ListNotesSkill(),
@@ -192,10 +204,10 @@ def note_tools(
             "delete_note",
             "Delete a saved note by its number. Asks the user for approval.",
             DeleteNoteArgs,
-            delete_note,
+            act.delete_note,
             ToolEffect(untrusted_result=False),  # asks: it deletes
             offline=DeleteNoteSkill(),
             summary="Deletes one of your saved notes; asks you first.",
-            reconcile=reconcile("deleted"),
+            reconcile=act.reconcile("deleted"),
         ),
     ]

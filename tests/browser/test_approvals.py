@@ -262,9 +262,7 @@ async def test_stop_closes_the_dialog(
     deployer = Deployer()
     _, app = await start_deploy_run(start_server, open_app, deployer)
 
-    await app.page.evaluate(
-        "() => window.loopwire.connection.send({type: 'agent_control', action: 'stop'})"
-    )
+    await app.connection("connection.send({type: 'agent_control', action: 'stop'})")
     await expect(app.dialog).to_be_hidden()
     await app.wait_idle()
     await expect(app.loc(".tool-card")).to_have_attribute("data-status", "cancelled")
@@ -433,7 +431,7 @@ async def test_an_approval_made_offline_goes_out_once_the_connection_is_back(
     assert deployer.deployed == []
 
     sockets.refuse_later = False
-    await app.page.evaluate("loopwire.connection.reconnectNow()")
+    await app.connection("connection.reconnectNow()")
     await app.wait_idle()
     assert [frames for frames in sockets.approvals() if frames] == [[APPROVED]]
     assert deployer.deployed == ["web@production"]

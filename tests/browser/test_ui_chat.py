@@ -114,9 +114,7 @@ async def test_error_frames_are_shown_and_never_swallowed(
     app = await open_app(harness)
 
     # nothing is running: a stop is refused with no_active_run
-    await app.page.evaluate(
-        "() => window.loopwire.connection.send({type: 'agent_control', action: 'stop'})"
-    )
+    await app.connection("connection.send({type: 'agent_control', action: 'stop'})")
     notice = app.loc(".notice-error").last
     await expect(notice.locator(".notice-title")).to_have_text("Nothing is running")
     await expect(notice.locator(".notice-text")).to_have_text(
@@ -127,9 +125,7 @@ async def test_error_frames_are_shown_and_never_swallowed(
     await app.type_and_send("first")
     await expect(app.loc(".busy-text")).to_have_text("Reasoning…")
     await hang.started.wait()
-    await app.page.evaluate(
-        "() => window.loopwire.connection.send({type: 'chat', content: 'second'})"
-    )
+    await app.connection("connection.send({type: 'chat', content: 'second'})")
     busy = app.loc(".notice-error").last
     await expect(busy.locator(".notice-title")).to_have_text(
         "Still busy with the previous message"
@@ -137,7 +133,7 @@ async def test_error_frames_are_shown_and_never_swallowed(
     await expect(app.stop_button).to_be_enabled()
 
     # a frame the server cannot parse
-    await app.page.evaluate("() => window.loopwire.connection.send({type: 'shout'})")
+    await app.connection("connection.send({type: 'shout'})")
     await expect(app.loc(".notice-error").last.locator(".notice-title")).to_have_text(
         "The server refused a message"
     )

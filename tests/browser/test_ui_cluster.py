@@ -46,14 +46,14 @@ async def test_the_page_carries_on_when_its_instance_is_killed(
             await app.type_and_send("remember: buy milk")
             await expect(app.dialog).to_be_visible()
             await expect(app.loc("#approval-tool")).to_have_text("save_note")
-            session = await app.page.evaluate("loopwire.connection.sessionId")
+            session = await app.connection("connection.sessionId")
             owner = await owner_of(redis_url, session)
 
             await cluster.kill(owner)
             await expect(app.loc("#connection")).to_have_attribute(
                 "data-state", "reconnecting"
             )
-            await app.page.evaluate("loopwire.connection.reconnectNow()")
+            await app.connection("connection.reconnectNow()")
             await app.expect_connected()
             assert await owner_of(redis_url, session) != owner
 
@@ -100,7 +100,7 @@ async def test_a_reloaded_page_approves_what_the_killed_instance_asked_once(
             await app.load()
             await app.type_and_send("remember: buy milk")
             await expect(app.dialog).to_be_visible()
-            session = await app.page.evaluate("loopwire.connection.sessionId")
+            session = await app.connection("connection.sessionId")
             owner = await owner_of(redis_url, session)
 
             sockets.held = True
@@ -117,7 +117,7 @@ async def test_a_reloaded_page_approves_what_the_killed_instance_asked_once(
                 "data-status", "approval"
             )
             # the take-over skipped seqs: no frame ends the replay, a pause does
-            await app.page.wait_for_function("() => !loopwire.connection.replaying")
+            await app.wait_for_connection("!connection.replaying")
             buttons = [
                 app.page.get_by_role("button", name=name)
                 for name in ("Reject", "Approve")

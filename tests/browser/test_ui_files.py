@@ -74,7 +74,7 @@ async def test_attach_drop_download_and_a_refusal(
     app.problems.clear()
 
     # the conversation exists now (a file came first): its address says so
-    session = await app.page.evaluate("loopwire.connection.sessionId")
+    session = await app.connection("connection.sessionId")
     await expect(app.page).to_have_url(f"{harness.server.url('')}/c/{session}")
     await app.page.reload()
     await app.expect_connected()

@@ -118,9 +118,8 @@ async def test_edit_and_resend_replaces_what_followed(
     await expect(app.answers()).to_have_text(["One.", "Edited two."])
     edit = app.sent_of("chat")[-1]
     assert edit["content"] == "second, better"
-    stored = await app.page.evaluate(
-        "fetch('/api/conversations/' + loopwire.connection.sessionId)"
-        ".then((r) => r.json())"
+    stored = await app.connection(
+        "fetch('/api/conversations/' + connection.sessionId).then((r) => r.json())"
     )
     assert [run["request"] for run in stored["runs"]] == ["first", "second, better"]
     assert edit["replace_from"] not in [run["id"] for run in stored["runs"]]

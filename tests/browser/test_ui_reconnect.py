@@ -67,7 +67,7 @@ async def test_server_drop_reconnects_and_resumes_without_loss_or_duplicates(
     await slow.started.wait()
     session = next(iter(harness.service.sessions.values()))
     run_task = session.run.task
-    applied = await app.page.evaluate("() => window.loopwire.connection.lastSeq")
+    applied = await app.connection("connection.lastSeq")
 
     sockets.gate.clear()  # hold the reconnection until the run has finished
     await sockets.drop()

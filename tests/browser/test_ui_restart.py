@@ -28,7 +28,7 @@ async def restart(app: App, server: ServerProcess, database_url: str) -> ServerP
     await expect(app.loc("#connection")).to_have_attribute("data-state", "reconnecting")
     successor = ServerProcess(database_url, port=server.port, llm_provider="offline")
     await successor.start()
-    await app.page.evaluate("loopwire.connection.reconnectNow()")
+    await app.connection("connection.reconnectNow()")
     await app.expect_connected()
     return successor
 

@@ -3,6 +3,7 @@ what it sent, requested and complained about."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -31,6 +32,11 @@ CHROMIUM_ARGS = [
     "--no-first-run",
     "--disable-quic",
 ]
+# The page's entry module, as the page loaded it (the same module instance):
+# what it exports (`connection`, `controller`, …) is how a test reaches inside.
+APP_MODULE = (
+    "import(document.querySelector('script[type=module][src$=\"/js/app.js\"]').src)"
+)
 DESKTOP = {"width": 1280, "height": 860}
 PHONE = {"width": 375, "height": 812}
 
@@ -106,6 +112,21 @@ class App:
     def foreign_requests(self) -> list[str]:
         origin = urlsplit(self.base_url).netloc
         return [url for url in self.requests if urlsplit(url).netloc != origin]
+
+    async def connection(self, expression: str) -> Any:
+        """`expression` evaluated in the page with its `connection` in scope."""
+        return await self.page.evaluate(
+            f"async () => {{ const {{ connection }} = await {APP_MODULE};"
+            f" return {expression}; }}"
+        )
+
+    async def wait_for_connection(self, expression: str, timeout_s: float = 30) -> None:
+        """Until `expression` (as in `connection`) is true."""
+        deadline = asyncio.get_running_loop().time() + timeout_s
+        while not await self.connection(expression):
+            if asyncio.get_running_loop().time() > deadline:
+                raise AssertionError(f"{expression} stayed false for {timeout_s} s")
+            await asyncio.sleep(0.05)
 
     # ------------------------------------------------------------ locators
 

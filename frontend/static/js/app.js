@@ -1,5 +1,6 @@
 // Entry point: reads the page config, builds the pieces, wires the events.
 import { Connection } from './connection.js';
+import { Composer } from './composer.js';
 import { Controller } from './controller.js';
 import {
   conversationInUrl,
@@ -42,101 +43,19 @@ const approvals = new ApprovalDialog({ onDecide: (request, approved, reason) => 
 const controller = new Controller({ connection, settings, transcript, messages, banner, approvals, info: config.info });
 messages.onEdit = (runId, text) => controller.editMessage(runId, text);
 
-const composer = byId('composer');
-const sendButton = byId('send-button');
-const sendLabel = byId('send-label');
-const stopButton = byId('stop-button');
-const stopLabel = byId('stop-label');
-const hint = byId('composer-hint');
-const defaultHint = hint.cloneNode(true).childNodes;
+const composer = new Composer({ input, controller, connection, banner, touch: TOUCH, onChange: refresh });
 
 function focusComposer() {
-  input.focus();
-  return true;
+  return composer.focus();
 }
 
 function refresh() {
-  const running = controller.running;
-  const connected = connection.isOpen;
-  const answering = banner.answering;
-  stopButton.hidden = !running;
-  stopButton.disabled = !running;
-  stopLabel.textContent = controller.stopRequested ? 'Stopping…' : 'Stop';
-  sendButton.disabled = (running && !answering) || !connected || input.value.trim() === '';
-  showComposerMode(answering);
-  document.body.dataset.running = String(running);
+  composer.refresh();
+  document.body.dataset.running = String(controller.running);
   toolbar.refresh();
 }
 
-/** The message box is the answer box while a question waits. */
-function showComposerMode(answering) {
-  if (composer.dataset.mode === (answering ? 'answer' : 'message')) return;
-  composer.dataset.mode = answering ? 'answer' : 'message';
-  input.placeholder = answering ? 'Type your answer…' : 'Message loopwire…';
-  if (answering) input.setAttribute('aria-label', 'Your answer');
-  else input.removeAttribute('aria-label');
-  sendLabel.textContent = answering ? 'Send answer' : 'Send';
-}
-
-function setHint(text) {
-  if (text) hint.textContent = text;
-  else hint.replaceChildren(...[...defaultHint].map((node) => node.cloneNode(true)));
-  hint.dataset.alert = String(Boolean(text));
-}
-
-function autosize() {
-  input.style.height = 'auto';
-  input.style.height = `${Math.min(input.scrollHeight, 240)}px`;
-}
-
-function submit() {
-  if (banner.answering) {
-    const content = input.value.trim();
-    if (!content) return;
-    input.value = ''; // before the banner goes: it puts back a set-aside draft
-    if (controller.answer(content, banner.questionId)) {
-      setHint(null);
-    } else {
-      input.value = content;
-      setHint('Not connected — your answer stays here until the connection is back.');
-    }
-    autosize();
-    refresh();
-    return;
-  }
-  if (controller.running) {
-    const how = TOUCH.matches ? 'tap Stop' : 'press Esc';
-    setHint(`A run is active — wait for its answer, or ${how} to stop it.`);
-    return;
-  }
-  if (!connection.isOpen) {
-    setHint('Not connected — your message stays here until the connection is back.');
-    return;
-  }
-  if (controller.sendChat(input.value)) {
-    input.value = '';
-    autosize();
-    setHint(null);
-  }
-  refresh();
-}
-
-composer.addEventListener('submit', (event) => {
-  event.preventDefault();
-  submit();
-});
-input.addEventListener('keydown', (event) => {
-  if (event.key === 'Enter' && !event.shiftKey && !event.isComposing) {
-    event.preventDefault();
-    submit();
-  }
-});
-input.addEventListener('input', () => {
-  autosize();
-  refresh();
-});
-stopButton.addEventListener('click', () => controller.stop());
-toolbar.addEventListener('notice', (event) => setHint(event.detail));
+toolbar.addEventListener('notice', (event) => composer.setHint(event.detail));
 byId('model-select').addEventListener('change', () => showModel(controller.info, settings.modelFor(controller.info)));
 
 // ---------------------------------------------------------------- conversations
@@ -169,7 +88,7 @@ async function openConversation(id, { push = true } = {}) {
   }
   if (ticket !== opening) return; // another click came first
   controller.openConversation(id, stored.runs, stored.messages);
-  setHint(null); // what is typed in the message box stays there
+  composer.setHint(null); // what is typed in the message box stays there
   focusComposer();
 }
 
@@ -216,10 +135,7 @@ window.addEventListener('pagehide', () => {
 byId('examples').addEventListener('click', (event) => {
   const button = event.target.closest('[data-prompt]');
   if (!button) return;
-  input.value = button.dataset.prompt;
-  autosize();
-  refresh();
-  focusComposer();
+  composer.setText(button.dataset.prompt);
 });
 
 // ---------------------------------------------------------------- files
@@ -316,7 +232,7 @@ connection.addEventListener('replayed', () => controller.onReplayed());
 connection.addEventListener('refused', (event) => controller.onRefused(event.detail));
 controller.addEventListener('change', () => {
   refresh();
-  if (!controller.running && hint.dataset.alert === 'true') setHint(null);
+  if (!controller.running && composer.alerting) composer.setHint(null);
 });
 controller.addEventListener('run-started', () => {
   showInUrl(connection.sessionId, true);
@@ -324,15 +240,10 @@ controller.addEventListener('run-started', () => {
 });
 controller.addEventListener('run-finished', () => {
   refreshList();
-  const lost = document.activeElement === document.body || document.activeElement === stopButton;
+  const lost = document.activeElement === document.body || document.activeElement === composer.stopButton;
   if (lost && !connection.replaying) focusComposer();
 });
-controller.addEventListener('chat-refused', (event) => {
-  if (!input.value.trim()) {
-    input.value = event.detail.content;
-    autosize();
-  }
-});
+controller.addEventListener('chat-refused', (event) => composer.restore(event.detail.content));
 
 showModel(config.info, settings.modelFor(config.info));
 toolbar.setInfo(config.info);
@@ -348,5 +259,6 @@ if (openedId) {
 }
 if (!TOUCH.matches) focusComposer();
 
-// For people debugging in the console (and for the browser tests).
-window.loopwire = { connection, controller, settings, sidebar };
+// For the browser tests and for debugging in the console:
+// `const { connection } = await import('/static/js/app.js')`.
+export { connection, controller, settings, sidebar };

@@ -19,6 +19,7 @@
 // Who is connecting is the browser's session cookie (set by the login page;
 // never a token in the URL). A handshake refused because the cookie is gone
 // or expired sends the page to the login form.
+import { FRAME } from './protocol.js';
 
 const SESSION_KEY = 'loopwire.session_id';
 const FIRST_DELAY_MS = 500;
@@ -129,7 +130,7 @@ export class Connection extends EventTarget {
       console.warn('loopwire: ignoring a frame that is not JSON');
       return;
     }
-    if (frame.type === 'session_ready') {
+    if (frame.type === FRAME.SESSION_READY) {
       this.ready(frame);
     } else if (!frame.seq) {
       this.emit('refused', { frame });

@@ -10,13 +10,15 @@
 // is sent again after the reconnect's replay, when the replay shows the run
 // still waiting for it; the user is not asked again. After a reload the
 // same holds for the decisions this tab remembers (`Transcript`).
+import { CLIENT, ERROR, FRAME, UPDATE } from './protocol.js';
 import { RunView, phaseAfter } from './render/run.js';
+import { RunState } from './state.js';
 
 /** Frames after which a pending question can no longer be waiting. */
-const KEEPS_QUESTION = new Set(['agent_request_input', 'agent_steps_granted', 'agent_request_input_timeout', 'agent_stopped']);
-const REFUSES_CHAT = new Set(['busy', 'invalid_message', 'rate_limited', 'unauthorized', 'internal_error']);
+const KEEPS_QUESTION = new Set([UPDATE.AGENT_REQUEST_INPUT, UPDATE.AGENT_STEPS_GRANTED, UPDATE.AGENT_REQUEST_INPUT_TIMEOUT, UPDATE.AGENT_STOPPED]);
+const REFUSES_CHAT = new Set([ERROR.BUSY, ERROR.INVALID_MESSAGE, ERROR.RATE_LIMITED, ERROR.UNAUTHORIZED, ERROR.INTERNAL_ERROR]);
 /** Refusals of a decision that came too late (it had been taken, or the wait was over). */
-const STALE_DECISION = new Set(['no_pending_input', 'no_pending_approval']);
+const STALE_DECISION = new Set([ERROR.NO_PENDING_INPUT, ERROR.NO_PENDING_APPROVAL]);
 
 export class Controller extends EventTarget {
   constructor({ connection, settings, transcript, messages, banner, approvals, info }) {
@@ -29,19 +31,11 @@ export class Controller extends EventTarget {
     this.approvals = approvals;
     this.info = info;
     this.runs = new Map();
-    this.pending = null;
-    this.active = null;
-    this.stopRequested = false;
-    this.stopWanted = false;
-    this.awaitingReplay = false;
-    this.questionRun = null;
-    this.stored = null;
-    this.unacked = new Map(); // decisions not yet seen acted on: request → {frame, runId, seq}
-    this.staleExpected = 0; // decisions sent again that the server may refuse as stale
+    this.state = new RunState();
   }
 
   get running() {
-    return this.pending !== null || this.active !== null;
+    return this.state.running;
   }
 
   changed() {
@@ -62,27 +56,27 @@ export class Controller extends EventTarget {
     };
     if (changedSession) this.sessionLost();
     this.transcript.useSession(frame.session_id);
-    this.awaitingReplay = true;
+    this.state.awaitingReplay = true;
     if (!this.connection.replaying) this.afterReplay();
     this.changed();
   }
 
   onFrame({ frame, replaying }) {
     this.apply(frame, replaying);
-    if (this.awaitingReplay && !this.connection.replaying) this.afterReplay();
+    if (this.state.awaitingReplay && !this.connection.replaying) this.afterReplay();
     this.changed();
   }
 
   /** A replay ended without its last seq (the conversation changed servers). */
   onReplayed() {
-    if (this.awaitingReplay) this.afterReplay();
+    if (this.state.awaitingReplay) this.afterReplay();
     this.changed();
   }
 
   onRefused({ frame }) {
     // a decision reached a server that let the conversation go: the socket
     // closes next, and the decision is sent again after the reconnect
-    if (frame.error_type === 'moved') return;
+    if (frame.error_type === ERROR.MOVED) return;
     this.messages.errorNotice(frame);
     this.changed();
   }
@@ -90,7 +84,7 @@ export class Controller extends EventTarget {
   /** The server does not know our session any more (it restarted). */
   sessionLost() {
     this.forgetDecisions();
-    if (this.runs.size === 0 && !this.pending) return;
+    if (this.runs.size === 0 && !this.state.pending) return;
     this.messages.notice({
       kind: 'warn',
       title: 'The server started a new conversation',
@@ -100,12 +94,12 @@ export class Controller extends EventTarget {
   }
 
   afterReplay() {
-    this.awaitingReplay = false;
+    this.state.awaitingReplay = false;
     this.resendDecisions();
     this.showEarlierRuns();
     if (this.banner.questionId) this.banner.input.focus();
-    if (this.stopWanted && this.running) this.stop();
-    this.stopWanted = false;
+    if (this.state.stopWanted && this.running) this.stop();
+    this.state.stopWanted = false;
   }
 
   /**
@@ -114,8 +108,8 @@ export class Controller extends EventTarget {
    * answer the history keeps, above the replayed ones, said to be older.
    */
   showEarlierRuns() {
-    const stored = this.stored;
-    this.stored = null;
+    const stored = this.state.stored;
+    this.state.stored = null;
     if (!stored) return;
     const answers = answersByRequest(stored.messages);
     const earlier = [];
@@ -138,16 +132,16 @@ export class Controller extends EventTarget {
 
   apply(frame, replaying) {
     if (!frame.run_id) {
-      if (frame.type === 'error') this.globalError(frame, replaying);
-      else if (frame.type === 'session_reset') this.messages.notice({ kind: 'info', title: 'History cleared', text: 'The model starts afresh from here.' });
-      else if (frame.type === 'runs_removed') this.removeRuns(frame.run_ids);
-      else if (frame.type === 'files_update') this.dispatchEvent(new CustomEvent('files', { detail: frame.files }));
+      if (frame.type === FRAME.ERROR) this.globalError(frame, replaying);
+      else if (frame.type === FRAME.SESSION_RESET) this.messages.notice({ kind: 'info', title: 'History cleared', text: 'The model starts afresh from here.' });
+      else if (frame.type === FRAME.RUNS_REMOVED) this.removeRuns(frame.run_ids);
+      else if (frame.type === FRAME.FILES_UPDATE) this.dispatchEvent(new CustomEvent('files', { detail: frame.files }));
       return;
     }
     this.noteEffects(frame);
     const run = this.runFor(frame.run_id);
-    if (this.questionRun === run && !KEEPS_QUESTION.has(frame.update_type)) this.questionSettled(run);
-    if (frame.type === 'agent_update') this.agentUpdate(run, frame, replaying);
+    if (this.state.questionRun === run && !KEEPS_QUESTION.has(frame.update_type)) this.questionSettled(run);
+    if (frame.type === FRAME.AGENT_UPDATE) this.agentUpdate(run, frame, replaying);
     else this.runFrame(run, frame);
     run.setPhase(phaseAfter(frame, run.agent));
   }
@@ -155,11 +149,11 @@ export class Controller extends EventTarget {
   runFor(runId) {
     let view = this.runs.get(runId);
     if (view) return view;
-    if (this.pending) {
-      view = this.pending.view;
-      view.userBubble = this.pending.bubble;
-      this.transcript.rememberMessage(runId, { content: this.pending.content, mode: this.pending.mode });
-      this.pending = null;
+    if (this.state.pending) {
+      view = this.state.pending.view;
+      view.userBubble = this.state.pending.bubble;
+      this.transcript.rememberMessage(runId, { content: this.state.pending.content, mode: this.state.pending.mode });
+      this.state.pending = null;
       this.dispatchEvent(new Event('run-started'));
     } else {
       const said = this.transcript.message(runId);
@@ -171,7 +165,7 @@ export class Controller extends EventTarget {
     if (view.userBubble) this.messages.bindUser(view.userBubble, runId);
     view.setCap(this.info.limits.max_steps_cap);
     this.runs.set(runId, view);
-    this.active = view;
+    this.state.active = view;
     return view;
   }
 
@@ -190,31 +184,31 @@ export class Controller extends EventTarget {
 
   runFrame(run, frame) {
     switch (frame.type) {
-      case 'tool_start':
+      case FRAME.TOOL_START:
         run.toolStart(frame);
         this.approvals.dismiss(frame.tool_call_id);
         break;
-      case 'tool_complete':
+      case FRAME.TOOL_COMPLETE:
         run.toolComplete(frame);
         this.approvals.dismiss(frame.tool_call_id);
         break;
-      case 'tool_error':
+      case FRAME.TOOL_ERROR:
         run.toolError(frame);
         this.approvals.dismiss(frame.tool_call_id);
         break;
-      case 'tool_approval_request':
+      case FRAME.TOOL_APPROVAL_REQUEST:
         this.approvalRequested(run, frame);
         break;
-      case 'token_stream':
+      case FRAME.TOKEN_STREAM:
         run.token(frame);
         break;
-      case 'chat_response':
+      case FRAME.CHAT_RESPONSE:
         run.response(frame);
         break;
-      case 'response_complete':
+      case FRAME.RESPONSE_COMPLETE:
         this.finishRun(run);
         break;
-      case 'error':
+      case FRAME.ERROR:
         run.runError(frame);
         break;
       default:
@@ -225,29 +219,29 @@ export class Controller extends EventTarget {
   agentUpdate(run, frame, replaying) {
     run.becomeAgent();
     switch (frame.update_type) {
-      case 'agent_start': run.start(frame); break;
-      case 'agent_plan': run.plan(frame); break;
-      case 'agent_turn_start': run.turnStart(frame); break;
-      case 'agent_reason': run.reason(frame); break;
-      case 'agent_observe': run.observe(frame); break;
-      case 'agent_request_input':
+      case UPDATE.AGENT_START: run.start(frame); break;
+      case UPDATE.AGENT_PLAN: run.plan(frame); break;
+      case UPDATE.AGENT_TURN_START: run.turnStart(frame); break;
+      case UPDATE.AGENT_REASON: run.reason(frame); break;
+      case UPDATE.AGENT_OBSERVE: run.observe(frame); break;
+      case UPDATE.AGENT_REQUEST_INPUT:
         this.questionAsked(run, frame, replaying);
         break;
-      case 'agent_request_input_timeout':
+      case UPDATE.AGENT_REQUEST_INPUT_TIMEOUT:
         run.questionTimedOut(frame);
-        this.questionRun = null;
+        this.state.questionRun = null;
         this.banner.clear('No answer came in time — the agent is finishing without it.');
         break;
-      case 'agent_duplicate_call': run.duplicateCall(frame); break;
-      case 'agent_steps_granted': run.stepsGranted(frame); break;
-      case 'agent_max_steps_reached': run.maxStepsReached(frame); break;
-      case 'agent_stopped':
+      case UPDATE.AGENT_DUPLICATE_CALL: run.duplicateCall(frame); break;
+      case UPDATE.AGENT_STEPS_GRANTED: run.stepsGranted(frame); break;
+      case UPDATE.AGENT_MAX_STEPS_REACHED: run.maxStepsReached(frame); break;
+      case UPDATE.AGENT_STOPPED:
         run.stopped(frame);
         this.clearQuestion('Question withdrawn: the run was stopped.');
         this.approvals.clear();
         break;
-      case 'agent_completion': run.completion(frame); break;
-      case 'agent_error': run.agentError(frame); break;
+      case UPDATE.AGENT_COMPLETION: run.completion(frame); break;
+      case UPDATE.AGENT_ERROR: run.agentError(frame); break;
       default:
         console.warn('loopwire: unknown agent update', frame.update_type);
     }
@@ -258,7 +252,7 @@ export class Controller extends EventTarget {
     run.requestInput(frame);
     const said = this.transcript.answer(frame.run_id, frame.question_id);
     if (said === null) {
-      this.questionRun = run;
+      this.state.questionRun = run;
       this.banner.show(frame, { live: !replaying });
       return;
     }
@@ -280,7 +274,7 @@ export class Controller extends EventTarget {
   /** A later frame shows the pending question was answered. */
   questionSettled(run) {
     const questionId = this.banner.questionId;
-    this.questionRun = null;
+    this.state.questionRun = null;
     if (questionId === null) return;
     run.questionAnswered(questionId, this.transcript.answer(run.runId, questionId));
     this.banner.clear();
@@ -290,16 +284,16 @@ export class Controller extends EventTarget {
 
   /** `decision` (a client frame) answers `request`: keep it until the run moves on. */
   awaitEffect(request, decision) {
-    this.unacked.set(`${request.run_id} ${request.seq}`, { frame: decision, runId: request.run_id, seq: request.seq });
+    this.state.unacked.set(`${request.run_id} ${request.seq}`, { frame: decision, runId: request.run_id, seq: request.seq });
   }
 
   /** The run's next frame after a request shows what became of the decision on
    * it (its tool's result, the question's follow-up, the call asked about again
    * in doubt, a timeout, a stop); only a step grant can come while it waits. */
   noteEffects(frame) {
-    if (this.unacked.size === 0 || frame.update_type === 'agent_steps_granted') return;
-    for (const [key, kept] of this.unacked) {
-      if (kept.runId === frame.run_id && frame.seq > kept.seq) this.unacked.delete(key);
+    if (this.state.unacked.size === 0 || frame.update_type === UPDATE.AGENT_STEPS_GRANTED) return;
+    for (const [key, kept] of this.state.unacked) {
+      if (kept.runId === frame.run_id && frame.seq > kept.seq) this.state.unacked.delete(key);
     }
   }
 
@@ -307,18 +301,18 @@ export class Controller extends EventTarget {
    * the server had taken after all is refused as stale, and that refusal is
    * not shown. */
   resendDecisions() {
-    for (const kept of this.unacked.values()) {
-      if (this.connection.send(kept.frame)) this.staleExpected += 1;
+    for (const kept of this.state.unacked.values()) {
+      if (this.connection.send(kept.frame)) this.state.staleExpected += 1;
     }
   }
 
   forgetDecisions() {
-    this.unacked.clear();
-    this.staleExpected = 0;
+    this.state.unacked.clear();
+    this.state.staleExpected = 0;
   }
 
   clearQuestion(message) {
-    this.questionRun = null;
+    this.state.questionRun = null;
     this.banner.clear(message);
   }
 
@@ -326,42 +320,42 @@ export class Controller extends EventTarget {
     run.finish();
     this.clearQuestion('The run ended before the question was answered.');
     this.approvals.clear();
-    if (this.active === run) this.active = null;
-    this.stopRequested = false;
+    if (this.state.active === run) this.state.active = null;
+    this.state.stopRequested = false;
     this.dispatchEvent(new Event('run-finished'));
   }
 
   /** End the active run locally: the server will not tell us more about it. */
   abandonRun(why) {
-    if (this.pending) {
-      this.messages.markUnsent(this.pending.bubble, why);
-      this.pending.view.discard();
-      this.pending = null;
+    if (this.state.pending) {
+      this.messages.markUnsent(this.state.pending.bubble, why);
+      this.state.pending.view.discard();
+      this.state.pending = null;
     }
-    if (this.active) {
-      this.active.notice('error', why);
-      this.finishRun(this.active);
+    if (this.state.active) {
+      this.state.active.notice('error', why);
+      this.finishRun(this.state.active);
     }
-    this.stopRequested = false;
+    this.state.stopRequested = false;
   }
 
   globalError(frame, replaying) {
-    if (STALE_DECISION.has(frame.error_type) && (replaying || this.staleExpected > 0)) {
+    if (STALE_DECISION.has(frame.error_type) && (replaying || this.state.staleExpected > 0)) {
       // a decision sent again (or, replayed, one sent before) came too late:
       // the frames around it show what happened
-      if (!replaying) this.staleExpected -= 1;
+      if (!replaying) this.state.staleExpected -= 1;
       return;
     }
-    if (this.pending && REFUSES_CHAT.has(frame.error_type)) {
-      this.messages.markUnsent(this.pending.bubble, 'Not sent');
-      this.pending.view.discard();
-      this.dispatchEvent(new CustomEvent('chat-refused', { detail: { content: this.pending.content } }));
-      this.pending = null;
-    } else if (frame.error_type === 'no_active_run' && this.running) {
+    if (this.state.pending && REFUSES_CHAT.has(frame.error_type)) {
+      this.messages.markUnsent(this.state.pending.bubble, 'Not sent');
+      this.state.pending.view.discard();
+      this.dispatchEvent(new CustomEvent('chat-refused', { detail: { content: this.state.pending.content } }));
+      this.state.pending = null;
+    } else if (frame.error_type === ERROR.NO_ACTIVE_RUN && this.running) {
       this.abandonRun('The server has no active run for this message (it may have been lost in a disconnect).');
-    } else if (frame.error_type === 'no_pending_input') {
+    } else if (frame.error_type === ERROR.NO_PENDING_INPUT) {
       this.clearQuestion(null);
-    } else if (frame.error_type === 'server_restarting') {
+    } else if (frame.error_type === ERROR.SERVER_RESTARTING) {
       // nothing is lost: the connection comes back and the run goes on
       this.messages.notice({ kind: 'info', title: 'Server restarting', text: 'The server is restarting: the page reconnects and carries on.' });
       return;
@@ -390,19 +384,19 @@ export class Controller extends EventTarget {
     const mode = frame.agent_mode ? 'agent' : this.settings.modeFor(this.info);
     const bubble = this.messages.addUser(text, mode);
     const view = this.newRunView(mode);
-    this.pending = { content: text, mode, bubble, view };
+    this.state.pending = { content: text, mode, bubble, view };
     this.banner.hideMessage();
     this.changed();
     return true;
   }
 
   stop() {
-    if (!this.running || this.stopRequested) return;
-    if (this.connection.send({ type: 'agent_control', action: 'stop' })) {
-      this.stopRequested = true;
-      (this.active ?? this.pending?.view)?.setPhase('Stopping…');
+    if (!this.running || this.state.stopRequested) return;
+    if (this.connection.send({ type: CLIENT.AGENT_CONTROL, action: 'stop' })) {
+      this.state.stopRequested = true;
+      (this.state.active ?? this.state.pending?.view)?.setPhase('Stopping…');
     } else {
-      this.stopWanted = true;
+      this.state.stopWanted = true;
     }
     this.changed();
   }
@@ -435,31 +429,31 @@ export class Controller extends EventTarget {
       view.userBubble?.remove();
       view.element.remove();
       this.runs.delete(runId);
-      if (this.questionRun === view) this.clearQuestion(null);
+      if (this.state.questionRun === view) this.clearQuestion(null);
     }
     this.messages.stick();
   }
 
   /** Let the step in progress finish, then end the run; true when it went out. */
   stopAfterStep() {
-    if (!this.running || this.stopRequested) return false;
-    return this.connection.send({ type: 'agent_control', action: 'stop_after_step' });
+    if (!this.running || this.state.stopRequested) return false;
+    return this.connection.send({ type: CLIENT.AGENT_CONTROL, action: 'stop_after_step' });
   }
 
   grant(steps) {
-    this.connection.send({ type: 'agent_control', action: 'grant_steps', steps });
+    this.connection.send({ type: CLIENT.AGENT_CONTROL, action: 'grant_steps', steps });
   }
 
   answer(content, questionId) {
     const question = this.banner.pending;
-    const frame = { type: 'agent_user_input', content, question_id: questionId };
+    const frame = { type: CLIENT.AGENT_USER_INPUT, content, question_id: questionId };
     if (!this.connection.send(frame)) return false;
     if (question?.question_id === questionId) {
       this.transcript.rememberAnswer(question.run_id, questionId, content);
       this.awaitEffect(question, frame);
     }
-    const run = this.questionRun;
-    this.questionRun = null;
+    const run = this.state.questionRun;
+    this.state.questionRun = null;
     run?.questionAnswered(questionId, content);
     run?.setPhase('Observing…');
     this.banner.clear();
@@ -474,7 +468,7 @@ export class Controller extends EventTarget {
     const sent = this.connection.send(frame);
     this.transcript.rememberApproval(request, decision);
     this.awaitEffect(request, frame);
-    const run = this.runs.get(request.run_id) ?? this.active;
+    const run = this.runs.get(request.run_id) ?? this.state.active;
     run?.approvalDecided(request.tool_call_id, decision);
     run?.setPhase(approved ? 'Continuing…' : 'Rejected — continuing…');
     this.changed();
@@ -493,10 +487,10 @@ export class Controller extends EventTarget {
    */
   openConversation(id, runs = [], messages = []) {
     this.runs.clear();
-    this.pending = null;
-    this.active = null;
-    this.stopRequested = false;
-    this.stopWanted = false;
+    this.state.pending = null;
+    this.state.active = null;
+    this.state.stopRequested = false;
+    this.state.stopWanted = false;
     this.forgetDecisions();
     this.messages.clear();
     this.clearQuestion(null);
@@ -513,7 +507,7 @@ export class Controller extends EventTarget {
    * cover (older than the frames the server keeps) are shown from them.
    */
   rememberRuns(id, runs, messages = []) {
-    this.stored = { runs, messages };
+    this.state.stored = { runs, messages };
     this.transcript.useSession(id);
     for (const run of runs) {
       if (!this.transcript.message(run.id)) {
@@ -524,11 +518,11 @@ export class Controller extends EventTarget {
 }
 
 function answerFrame(question, content) {
-  return { type: 'agent_user_input', content, question_id: question.question_id };
+  return { type: CLIENT.AGENT_USER_INPUT, content, question_id: question.question_id };
 }
 
 function approvalFrame(request, { approved, reason }) {
-  const frame = { type: 'tool_approval_response', tool_call_id: request.tool_call_id, approved };
+  const frame = { type: CLIENT.TOOL_APPROVAL_RESPONSE, tool_call_id: request.tool_call_id, approved };
   if (reason) frame.reason = reason;
   if (approved && request.in_doubt) frame.in_doubt = true; // "run it again" says so
   return frame;

@@ -1,6 +1,7 @@
 // Application state that outlives a frame: the server's description, the
 // user's controls, and what this tab said (the server does not echo the
 // user's own messages, so they are kept here to rebuild the screen on reload).
+import { CLIENT } from './protocol.js';
 
 const SETTINGS_KEY = 'loopwire.settings';
 const TRANSCRIPT_KEY = 'loopwire.transcript';
@@ -19,6 +20,39 @@ function writeJson(storage, key, value) {
     storage.setItem(key, JSON.stringify(value));
   } catch {
     // storage full or disabled: the UI still works, a reload just shows less
+  }
+}
+
+/**
+ * What the controller knows of the run in progress, the question or approvals
+ * it waits on, and the replay under way: the controller's mutable state, in
+ * one place (it lives as long as the tab; nothing of it is stored).
+ */
+export class RunState {
+  constructor() {
+    /** A chat sent whose run has no frame yet: {content, mode, bubble, view}. */
+    this.pending = null;
+    /** The RunView of the run in progress (bound to its run_id). */
+    this.active = null;
+    /** A stop went out for the run in progress. */
+    this.stopRequested = false;
+    /** Stop was asked while offline: sent after the reconnect's replay. */
+    this.stopWanted = false;
+    /** A replay is under way (from session_ready until its last frame). */
+    this.awaitingReplay = false;
+    /** The RunView whose question waits for an answer. */
+    this.questionRun = null;
+    /** The opened conversation's stored runs and messages, until the replay has shown what it covers. */
+    this.stored = null;
+    /** Decisions not yet seen acted on: request key → {frame, runId, seq}. */
+    this.unacked = new Map();
+    /** Decisions sent again that the server may refuse as stale. */
+    this.staleExpected = 0;
+  }
+
+  /** From a chat sent until its run's response_complete. */
+  get running() {
+    return this.pending !== null || this.active !== null;
   }
 }
 
@@ -87,7 +121,7 @@ export class Settings {
     // no data source chosen: nothing to search, so not the search tool either
     if ((info.data_sources ?? []).length && !sources.length) tools = tools.filter((n) => n !== 'search_documents');
     const frame = {
-      type: 'chat',
+      type: CLIENT.CHAT,
       content,
       agent_mode: this.agentMode,
       agent_max_steps: this.stepsFor(info.limits),

@@ -3,17 +3,18 @@
 import { copyButton } from './copy.js';
 import { editInPlace } from './edit.js';
 import { h, icon } from '../dom.js';
+import { ERROR } from '../protocol.js';
 
 const ERROR_TITLES = {
-  invalid_message: 'The server refused a message',
-  busy: 'Still busy with the previous message',
-  no_pending_input: 'No question is waiting for an answer',
-  no_pending_approval: 'No approval is pending',
-  no_active_run: 'Nothing is running',
-  llm_error: 'The model could not answer',
-  unauthorized: 'Not allowed to connect',
-  rate_limited: 'Too many requests',
-  internal_error: 'Something went wrong on the server',
+  [ERROR.INVALID_MESSAGE]: 'The server refused a message',
+  [ERROR.BUSY]: 'Still busy with the previous message',
+  [ERROR.NO_PENDING_INPUT]: 'No question is waiting for an answer',
+  [ERROR.NO_PENDING_APPROVAL]: 'No approval is pending',
+  [ERROR.NO_ACTIVE_RUN]: 'Nothing is running',
+  [ERROR.LLM_ERROR]: 'The model could not answer',
+  [ERROR.UNAUTHORIZED]: 'Not allowed to connect',
+  [ERROR.RATE_LIMITED]: 'Too many requests',
+  [ERROR.INTERNAL_ERROR]: 'Something went wrong on the server',
 };
 
 const MODE_LABELS = { agent: 'Agent', tools: 'With tools', retrieve: 'Documents', plain: null };

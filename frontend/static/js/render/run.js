@@ -4,6 +4,7 @@ import { h, icon, spinner } from '../dom.js';
 import { setMarkdown } from '../markdown.js';
 import { addCodeCopyButtons, copyButton } from './copy.js';
 import { formatDuration, formatNumber, plural } from '../format.js';
+import { FRAME, UPDATE } from '../protocol.js';
 import { errorTitle } from './messages.js';
 import { QuestionCard, StepView } from './steps.js';
 import { ToolCard } from './toolcard.js';
@@ -22,27 +23,27 @@ const FOLDS_AWAY = new Set(['finished', 'max_steps']);
 
 /** What is running after `frame`, for the busy indicator (null = unchanged). */
 export function phaseAfter(frame, agent) {
-  const kind = frame.type === 'agent_update' ? frame.update_type : frame.type;
+  const kind = frame.type === FRAME.AGENT_UPDATE ? frame.update_type : frame.type;
   switch (kind) {
-    case 'agent_start': return 'Starting…';
-    case 'agent_plan': return 'Carrying out the plan…';
-    case 'agent_turn_start': return 'Reasoning…';
-    case 'agent_reason': return frame.control?.finish ? 'Writing the answer…' : 'Choosing an action…';
-    case 'tool_start': return `Running ${frame.tool_name}…`;
-    case 'tool_complete':
-    case 'tool_error': return agent ? 'Observing…' : 'Thinking…';
-    case 'tool_approval_request': return 'Waiting for your approval';
-    case 'agent_request_input': return 'Waiting for your answer';
-    case 'agent_observe': {
+    case UPDATE.AGENT_START: return 'Starting…';
+    case UPDATE.AGENT_PLAN: return 'Carrying out the plan…';
+    case UPDATE.AGENT_TURN_START: return 'Reasoning…';
+    case UPDATE.AGENT_REASON: return frame.control?.finish ? 'Writing the answer…' : 'Choosing an action…';
+    case FRAME.TOOL_START: return `Running ${frame.tool_name}…`;
+    case FRAME.TOOL_COMPLETE:
+    case FRAME.TOOL_ERROR: return agent ? 'Observing…' : 'Thinking…';
+    case FRAME.TOOL_APPROVAL_REQUEST: return 'Waiting for your approval';
+    case UPDATE.AGENT_REQUEST_INPUT: return 'Waiting for your answer';
+    case UPDATE.AGENT_OBSERVE: {
       const c = frame.control;
       return c && (c.should_continue === false || c.final_answer) ? 'Writing the answer…' : 'Continuing…';
     }
-    case 'agent_request_input_timeout':
-    case 'agent_max_steps_reached':
-    case 'token_stream': return 'Writing the answer…';
-    case 'agent_stopped': return 'Stopping…';
-    case 'chat_response':
-    case 'agent_completion': return 'Finishing…';
+    case UPDATE.AGENT_REQUEST_INPUT_TIMEOUT:
+    case UPDATE.AGENT_MAX_STEPS_REACHED:
+    case FRAME.TOKEN_STREAM: return 'Writing the answer…';
+    case UPDATE.AGENT_STOPPED: return 'Stopping…';
+    case FRAME.CHAT_RESPONSE:
+    case UPDATE.AGENT_COMPLETION: return 'Finishing…';
     default: return null;
   }
 }

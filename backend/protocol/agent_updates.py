@@ -1,0 +1,169 @@
+"""The agent loop's `agent_update` payloads (tagged by `update_type`)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from backend.protocol.values import Payload
+
+
+class ReasonControl(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    plan: str = ""
+    tools_to_consider: list[str] = Field(default_factory=list)
+    finish: bool = False
+    final_answer: str = ""
+    ask_user: str = Field(
+        default="",
+        description="A clarifying question for the user (strategies without "
+        "tools, such as llm_only, ask through this field).",
+    )
+
+
+class ObserveControl(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    observation: str = ""
+    should_continue: bool = True
+    final_answer: str = ""
+    replan: bool = Field(
+        default=False,
+        description="plan_execute: the plan no longer fits; make a new one.",
+    )
+
+
+class PlanControl(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    steps: list[str] = Field(default_factory=list)
+    final_answer: str = ""
+
+
+class UsageInfo(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+    llm_calls: int
+
+
+class BaseAgentUpdate(Payload):
+    """Every `agent_update` payload."""
+
+    type: Literal["agent_update"] = "agent_update"
+
+
+class AgentStart(BaseAgentUpdate):
+    update_type: Literal["agent_start"] = "agent_start"
+    max_steps: int
+    strategy: str
+
+
+class AgentTurnStart(BaseAgentUpdate):
+    update_type: Literal["agent_turn_start"] = "agent_turn_start"
+    step: int
+    max_steps: int
+
+
+class AgentPlan(BaseAgentUpdate):
+    """plan_execute's numbered plan; `revision` counts re-plans (first: 1)."""
+
+    update_type: Literal["agent_plan"] = "agent_plan"
+    step: int
+    steps: list[str]
+    revision: int
+    content: str = ""
+
+
+class AgentReason(BaseAgentUpdate):
+    update_type: Literal["agent_reason"] = "agent_reason"
+    step: int
+    content: str
+    control: ReasonControl | None
+
+
+class AgentRequestInput(BaseAgentUpdate):
+    update_type: Literal["agent_request_input"] = "agent_request_input"
+    step: int
+    question: str
+    question_id: str
+    timeout_s: float
+
+
+class AgentRequestInputTimeout(BaseAgentUpdate):
+    update_type: Literal["agent_request_input_timeout"] = "agent_request_input_timeout"
+    step: int
+    question_id: str
+
+
+class AgentObserve(BaseAgentUpdate):
+    update_type: Literal["agent_observe"] = "agent_observe"
+    step: int
+    content: str
+    control: ObserveControl | None
+
+
+class AgentDuplicateCall(BaseAgentUpdate):
+    update_type: Literal["agent_duplicate_call"] = "agent_duplicate_call"
+    step: int
+    tool_name: str
+
+
+class AgentStepsGranted(BaseAgentUpdate):
+    update_type: Literal["agent_steps_granted"] = "agent_steps_granted"
+    granted: int
+    max_steps: int
+
+
+class AgentMaxStepsReached(BaseAgentUpdate):
+    update_type: Literal["agent_max_steps_reached"] = "agent_max_steps_reached"
+    steps: int
+
+
+StopMode = Literal["immediate", "after_step"]
+
+
+class AgentStopped(BaseAgentUpdate):
+    update_type: Literal["agent_stopped"] = "agent_stopped"
+    step: int
+    mode: StopMode
+
+
+CompletionReason = Literal[
+    "finished", "max_steps", "stopped", "rejected", "timeout", "error", "interrupted"
+]
+
+
+class AgentCompletion(BaseAgentUpdate):
+    update_type: Literal["agent_completion"] = "agent_completion"
+    steps: int
+    reason: CompletionReason
+    usage: UsageInfo
+    duration_ms: float
+    strategy: str
+
+
+class AgentError(BaseAgentUpdate):
+    update_type: Literal["agent_error"] = "agent_error"
+    message: str
+
+
+AgentUpdate = (
+    AgentStart
+    | AgentTurnStart
+    | AgentPlan
+    | AgentReason
+    | AgentRequestInput
+    | AgentRequestInputTimeout
+    | AgentObserve
+    | AgentDuplicateCall
+    | AgentStepsGranted
+    | AgentMaxStepsReached
+    | AgentStopped
+    | AgentCompletion
+    | AgentError
+)

@@ -1,0 +1,114 @@
+"""Client → server frames: the `ClientMessage` union (strict: wrong types
+and unknown fields are errors)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, get_args
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
+
+from backend.protocol.values import STEPS_LIMIT, SYSTEM_PROMPT_LIMIT, Id, Name
+
+
+class _Frame(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+
+class ChatMessage(_Frame):
+    """Start a run: a plain reply, tool use, or an agent loop."""
+
+    type: Literal["chat"]
+    content: Annotated[str, Field(min_length=1)]
+    agent_mode: bool = False
+    agent_max_steps: Annotated[int, Field(ge=1, le=STEPS_LIMIT)] | None = None
+    selected_tools: Annotated[list[Name], Field(max_length=256)] | None = None
+    selected_data_sources: Annotated[list[Name], Field(max_length=50)] | None = None
+    """The data sources `search_documents` may search in this run (None: all
+    of them). With neither `agent_mode`, `loop_strategy` nor `selected_tools`,
+    the run is a retrieval: the server searches them for `content` and the
+    model answers from the passages, citing them (`chat_response.sources`)."""
+    loop_strategy: Name | None = None
+    read_only: bool = False
+    model: Name | None = None
+    temperature: Annotated[float, Field(ge=0, le=2)] | None = None
+    save_chat: bool = True
+    """False: nothing of this run is stored, and it leaves no trace in the
+    conversation's history (the model of later runs never sees it)."""
+    include_history: bool = True
+    """False: the model sees only this message, not the conversation before."""
+    system_prompt: (
+        Annotated[str, Field(min_length=1, max_length=SYSTEM_PROMPT_LIMIT)] | None
+    ) = None
+    """Instructions for this run, given to the model after the server's own
+    system prompt on every call of the run (the server may refuse them)."""
+    replace_from: Id | None = None
+    """Edit and resend: the `run_id` of a saved run of this conversation. That
+    run and every later run of the conversation are removed (their messages
+    cut from the history the model sees, their records deleted from the
+    store; `runs_removed` names them), then this message starts a new run.
+    What their tools did (notes saved, …) is not undone."""
+
+    @model_validator(mode="after")
+    def _content_not_blank(self) -> ChatMessage:
+        if not self.content.strip():
+            raise ValueError("content must not be blank")
+        if self.system_prompt is not None and not self.system_prompt.strip():
+            raise ValueError("system_prompt must not be blank (leave it out for none)")
+        return self
+
+
+class AgentControlMessage(_Frame):
+    """Stop the running loop, stop it gracefully, or extend its budget."""
+
+    type: Literal["agent_control"]
+    action: Literal["stop", "stop_after_step", "grant_steps"]
+    steps: Annotated[int, Field(ge=1, le=STEPS_LIMIT)] | None = None
+
+    @model_validator(mode="after")
+    def _steps_with_grant(self) -> AgentControlMessage:
+        if self.action == "grant_steps" and self.steps is None:
+            raise ValueError("grant_steps needs 'steps' (a positive integer)")
+        if self.action != "grant_steps" and self.steps is not None:
+            raise ValueError(f"'steps' only goes with grant_steps, not {self.action}")
+        return self
+
+
+class AgentUserInputMessage(_Frame):
+    """The user's answer to a pending `request_input` question."""
+
+    type: Literal["agent_user_input"]
+    content: str
+    question_id: Id | None = None
+
+
+class ToolApprovalResponseMessage(_Frame):
+    type: Literal["tool_approval_response"]
+    tool_call_id: Id
+    approved: bool
+    reason: Annotated[str, Field(max_length=2000)] | None = None
+    in_doubt: bool | None = None
+    """`true` to approve a request `in_doubt` (run the call again), which
+    must say so: an approval given before the server stopped, sent again by
+    a client that reconnected, is then never taken as a "run it again"."""
+
+
+class ResetSessionMessage(_Frame):
+    """Forget the session's history (refused while a run is active)."""
+
+    type: Literal["reset_session"]
+
+
+ClientMessage = Annotated[
+    ChatMessage
+    | AgentControlMessage
+    | AgentUserInputMessage
+    | ToolApprovalResponseMessage
+    | ResetSessionMessage,
+    Field(discriminator="type"),
+]
+client_message_adapter: TypeAdapter[ClientMessage] = TypeAdapter(ClientMessage)
+CLIENT_MESSAGE_TYPES: tuple[str, ...] = tuple(
+    get_args(member.model_fields["type"].annotation)[0]
+    for member in get_args(get_args(ClientMessage)[0])
+)
+"""Every client frame `type`, read off the union itself."""

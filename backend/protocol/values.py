@@ -1,0 +1,28 @@
+"""The protocol's version and the field types and limits its frames share."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+PROTOCOL_VERSION = 1
+
+Id = Annotated[str, Field(min_length=1, max_length=256, pattern=r"^[!-~]+$")]
+"""A question, tool call or run id: short printable ASCII, no spaces (tool
+call ids come from the model's provider, so no narrower alphabet is assumed)."""
+Name = Annotated[str, Field(min_length=1, max_length=128)]
+"""A tool, strategy or model name."""
+STEPS_LIMIT = 10_000
+"""No step count a client sends may exceed this (the server's cap is lower)."""
+SYSTEM_PROMPT_LIMIT = 20_000
+"""Characters of a client's own instructions (`ChatMessage.system_prompt`)."""
+
+ToolArguments = dict[str, Any] | str
+"""Parsed arguments, or the raw text when the model sent something unparseable."""
+
+
+class Payload(BaseModel):
+    """The base of every server frame's payload (see `frames`)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")

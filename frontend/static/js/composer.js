@@ -1,0 +1,136 @@
+// The composer: the message box, its Send and Stop buttons, Enter to send, and
+// the hint under it. While a question waits it is the answer box (its label,
+// placeholder and button say so, and Enter sends the answer).
+import { byId } from './dom.js';
+
+export class Composer {
+  /**
+   * `onChange` is called when what the page shows may have changed (the text
+   * typed, a message sent); `touch` is the `(pointer: coarse)` media query.
+   */
+  constructor({ input, controller, connection, banner, touch, onChange }) {
+    this.input = input;
+    this.controller = controller;
+    this.connection = connection;
+    this.banner = banner;
+    this.touch = touch;
+    this.onChange = onChange;
+    this.form = byId('composer');
+    this.sendButton = byId('send-button');
+    this.sendLabel = byId('send-label');
+    this.stopButton = byId('stop-button');
+    this.stopLabel = byId('stop-label');
+    this.hint = byId('composer-hint');
+    this.defaultHint = this.hint.cloneNode(true).childNodes;
+
+    this.form.addEventListener('submit', (event) => {
+      event.preventDefault();
+      this.submit();
+    });
+    input.addEventListener('keydown', (event) => {
+      if (event.key === 'Enter' && !event.shiftKey && !event.isComposing) {
+        event.preventDefault();
+        this.submit();
+      }
+    });
+    input.addEventListener('input', () => {
+      this.autosize();
+      this.onChange();
+    });
+    this.stopButton.addEventListener('click', () => controller.stop());
+  }
+
+  focus() {
+    this.input.focus();
+    return true;
+  }
+
+  /** The buttons and the mode, after anything changed. */
+  refresh() {
+    const running = this.controller.running;
+    const connected = this.connection.isOpen;
+    const answering = this.banner.answering;
+    this.stopButton.hidden = !running;
+    this.stopButton.disabled = !running;
+    this.stopLabel.textContent = this.controller.state.stopRequested ? 'Stopping…' : 'Stop';
+    this.sendButton.disabled = (running && !answering) || !connected || this.input.value.trim() === '';
+    this.showMode(answering);
+  }
+
+  /** The message box is the answer box while a question waits. */
+  showMode(answering) {
+    const { form, input } = this;
+    if (form.dataset.mode === (answering ? 'answer' : 'message')) return;
+    form.dataset.mode = answering ? 'answer' : 'message';
+    input.placeholder = answering ? 'Type your answer…' : 'Message loopwire…';
+    if (answering) input.setAttribute('aria-label', 'Your answer');
+    else input.removeAttribute('aria-label');
+    this.sendLabel.textContent = answering ? 'Send answer' : 'Send';
+  }
+
+  /** An alert under the box (null: the usual hint back). */
+  setHint(text) {
+    if (text) this.hint.textContent = text;
+    else this.hint.replaceChildren(...[...this.defaultHint].map((node) => node.cloneNode(true)));
+    this.hint.dataset.alert = String(Boolean(text));
+  }
+
+  /** The hint shows an alert. */
+  get alerting() {
+    return this.hint.dataset.alert === 'true';
+  }
+
+  autosize() {
+    this.input.style.height = 'auto';
+    this.input.style.height = `${Math.min(this.input.scrollHeight, 240)}px`;
+  }
+
+  /** Put `text` in the box (an example prompt) and focus it. */
+  setText(text) {
+    this.input.value = text;
+    this.autosize();
+    this.onChange();
+    this.focus();
+  }
+
+  /** A chat the server refused: its text goes back into the box, if the box is empty. */
+  restore(content) {
+    if (this.input.value.trim()) return;
+    this.input.value = content;
+    this.autosize();
+  }
+
+  /** Enter or Send: the answer to the waiting question, else a new message. */
+  submit() {
+    const { input, controller, banner } = this;
+    if (banner.answering) {
+      const content = input.value.trim();
+      if (!content) return;
+      input.value = ''; // before the banner goes: it puts back a set-aside draft
+      if (controller.answer(content, banner.questionId)) {
+        this.setHint(null);
+      } else {
+        input.value = content;
+        this.setHint('Not connected — your answer stays here until the connection is back.');
+      }
+      this.autosize();
+      this.onChange();
+      return;
+    }
+    if (controller.running) {
+      const how = this.touch.matches ? 'tap Stop' : 'press Esc';
+      this.setHint(`A run is active — wait for its answer, or ${how} to stop it.`);
+      return;
+    }
+    if (!this.connection.isOpen) {
+      this.setHint('Not connected — your message stays here until the connection is back.');
+      return;
+    }
+    if (controller.sendChat(input.value)) {
+      input.value = '';
+      this.autosize();
+      this.setHint(null);
+    }
+    this.onChange();
+  }
+}
