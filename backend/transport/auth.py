@@ -29,7 +29,8 @@ from starlette.requests import HTTPConnection, cookie_parser
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from backend.identity.identities import Identities
-from backend.transport.guesses import Guesses, client_address
+from backend.transport.guesses import Guesses
+from backend.transport.limits import client_address
 from backend.transport.refusal import Header, handshake_refusal, http_refusal
 from backend.users import ADMIN, COOKIE_NAME, LOCAL_USER, ROLES, Identity, Role
 

@@ -15,8 +15,6 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 
-from starlette.types import Scope
-
 from backend.transport.limits import TokenBucket
 
 TRACKED_ADDRESSES = 10_000
@@ -43,8 +41,7 @@ class Guesses:
         bucket = self._buckets.get(address)
         if bucket is None:
             return 0
-        missing = 1 - bucket.peek()
-        return max(0, math.ceil(missing / bucket.rate))
+        return math.ceil(bucket.wait_s())
 
     def failed(self, address: str) -> None:
         bucket = self._buckets.get(address)
@@ -56,9 +53,3 @@ class Guesses:
                 self._buckets.popitem(last=False)
         self._buckets.move_to_end(address)
         bucket.take()
-
-
-def client_address(scope: Scope) -> str:
-    """The address a request came from, as the server knows it."""
-    client = scope.get("client")
-    return str(client[0]) if client else "unknown"

@@ -47,6 +47,12 @@ HOLD_MAX_S = 2.0
 """The longest a refused connection is held before its answer."""
 
 
+def client_address(scope: Scope) -> str:
+    """The address a request came from, as the server knows it."""
+    client = scope.get("client")
+    return str(client[0]) if client else "unknown"
+
+
 class TokenBucket:
     """`rate` messages per second on average, bursts of `burst`."""
 
@@ -142,14 +148,13 @@ class ClientLimits:
         None (a loopback client of a server without sign-in: not limited)."""
         if self.signed_in:
             return f"user:{user}"
-        client = scope.get("client")
-        host = client[0] if client else ""
+        host = client_address(scope)
         try:
             if ipaddress.ip_address(host).is_loopback:
                 return None
         except ValueError:
             pass  # a unix socket or a test client: counted by that name
-        return f"address:{host or 'unknown'}"
+        return f"address:{host}"
 
     def client(self, key: str) -> Client:
         entry = self._clients.get(key)

@@ -26,8 +26,9 @@ from backend.settings import Settings
 from backend.store.base import SignInMethod
 from backend.transport.auth import clear_cookie
 from backend.transport.bodies import media_type
-from backend.transport.guesses import Guesses, client_address
+from backend.transport.guesses import Guesses
 from backend.transport.http import PAGE_HEADERS, templates
+from backend.transport.limits import client_address
 from backend.users import COOKIE_NAME, Identity
 
 FORM_BYTES = 4096

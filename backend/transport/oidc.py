@@ -30,8 +30,8 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
 from backend.identity.oidc import OidcProvider, Pending, SignInFailed
-from backend.transport.guesses import client_address
 from backend.transport.http import PAGE_HEADERS, templates
+from backend.transport.limits import client_address
 from backend.transport.login import Login
 
 log = logging.getLogger(__name__)
