@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
-import ipaddress
-import re
 from pathlib import Path
 from typing import Literal
-from urllib.parse import urlsplit
 
 from pydantic import AliasChoices, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from backend.agent.config import LoopConfig, OnReject
 from backend.errors import ConfigError
+from backend.setting_values import (
+    check_networks,
+    comma_list,
+    parse_data_sources,
+    secure_url,
+)
 from backend.tools.config import ExecutorConfig
 
 ProviderName = Literal["offline", "openai"]
@@ -284,7 +287,7 @@ class Settings(BaseSettings):
                 raise ValueError(f"{prefix} needs {missing} too (or none of them)")
         for name in ("jwt_jwks_url", "oidc_issuer"):
             url = getattr(self, name)
-            if url and not _secure_url(url):
+            if url and not secure_url(url):
                 raise ValueError(
                     f"LOOPWIRE_{name.upper()} must be an https:// URL "
                     "(http:// only on a loopback address)"
@@ -315,14 +318,7 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _proxies(self) -> Settings:
-        for proxy in self.proxies:
-            try:
-                ipaddress.ip_network(proxy, strict=False)
-            except ValueError:
-                raise ValueError(
-                    f"LOOPWIRE_TRUSTED_PROXIES: {proxy!r} is not an IP address "
-                    "or network (e.g. 127.0.0.1 or 10.0.0.0/8)"
-                ) from None
+        check_networks("LOOPWIRE_TRUSTED_PROXIES", self.proxies)
         return self
 
     @model_validator(mode="after")
@@ -347,7 +343,7 @@ class Settings(BaseSettings):
 
     @property
     def origins(self) -> tuple[str, ...]:
-        return tuple(o.strip() for o in self.allowed_origins.split(",") if o.strip())
+        return comma_list(self.allowed_origins)
 
     @property
     def models(self) -> tuple[str, ...]:
@@ -357,12 +353,12 @@ class Settings(BaseSettings):
     @property
     def listed_models(self) -> tuple[str, ...]:
         """`LOOPWIRE_LLM_MODELS` as given (without the default `llm_model`)."""
-        return tuple(m.strip() for m in self.llm_models.split(",") if m.strip())
+        return comma_list(self.llm_models)
 
     @property
     def proxies(self) -> tuple[str, ...]:
         """`LOOPWIRE_TRUSTED_PROXIES` as a tuple (each checked at start-up)."""
-        return tuple(p.strip() for p in self.trusted_proxies.split(",") if p.strip())
+        return comma_list(self.trusted_proxies)
 
     @property
     def jwt_enabled(self) -> bool:
@@ -376,7 +372,7 @@ class Settings(BaseSettings):
 
     @property
     def hosts(self) -> tuple[str, ...]:
-        return tuple(h.strip() for h in self.allowed_hosts.split(",") if h.strip())
+        return comma_list(self.allowed_hosts)
 
     def loop_config(self) -> LoopConfig:
         """What every strategy shares, from these settings."""
@@ -418,42 +414,3 @@ IDENTITY_SETTINGS = {
     "LOOPWIRE_OIDC_ISSUER": ("oidc_issuer", "oidc_client_id", "oidc_client_secret"),
 }
 """An identity provider's settings that go together."""
-
-
-def _secure_url(url: str) -> bool:
-    """https://, or http:// to a loopback address (a provider on this machine)."""
-    parts = urlsplit(url)
-    if parts.scheme == "https" and parts.hostname:
-        return True
-    if parts.scheme != "http" or not parts.hostname:
-        return False
-    if parts.hostname == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(parts.hostname).is_loopback
-    except ValueError:
-        return False
-
-
-DATA_SOURCE_NAME = re.compile(r"[a-z0-9_-]{1,40}")
-
-
-def parse_data_sources(text: str) -> dict[str, Path]:
-    """`name=path,name=path` → {name: path}; a `ConfigError` names a bad entry."""
-    folders: dict[str, Path] = {}
-    for raw in text.split(","):
-        entry = raw.strip()
-        if not entry:
-            continue
-        name, equals, path = (part.strip() for part in entry.partition("="))
-        where = f"LOOPWIRE_DATA_SOURCES entry {entry!r}"
-        if not equals or not path:
-            raise ConfigError(f"{where} must be name=path")
-        if not DATA_SOURCE_NAME.fullmatch(name):
-            raise ConfigError(
-                f"{where}: the name {name!r} must be 1-40 of a-z, 0-9, _ and -"
-            )
-        if name in folders:
-            raise ConfigError(f"{where}: the name {name!r} is used twice")
-        folders[name] = Path(path).expanduser()
-    return folders

@@ -92,6 +92,7 @@ async def serve(start_server: StartServer, *script: object, **settings: Any) -> 
 
 
 async def test_no_token_no_run(start_server: StartServer) -> None:
+    """A request without a bearer token gets a 401 and never reaches the model."""
     harness = await serve(start_server)
     async with httpx.AsyncClient(base_url=harness.server.url("")) as http:
         response = await http.post("/api/agent", json={"query": "hi"})
@@ -145,6 +146,7 @@ async def test_no_token_no_run(start_server: StartServer) -> None:
 async def test_each_bad_field_is_named(
     start_server: StartServer, body: dict[str, Any], fields: list[tuple[str, str]]
 ) -> None:
+    """Every invalid field in a request body is named with its problem in a 400."""
     harness = await serve(start_server)
     async with client(harness) as http:
         response = await http.post("/api/agent", json=body)
@@ -158,6 +160,7 @@ async def test_each_bad_field_is_named(
 
 
 async def test_what_the_service_refuses_is_a_400(start_server: StartServer) -> None:
+    """An unknown strategy, tool or model is a 400; an unknown conversation is a 404."""
     harness = await serve(start_server)
     async with client(harness) as http:
         strategy = await http.post(
@@ -179,6 +182,7 @@ async def test_what_the_service_refuses_is_a_400(start_server: StartServer) -> N
 
 
 async def test_a_body_is_bounded_as_a_chat_frame_is(start_server: StartServer) -> None:
+    """A body over the frame limit is a 413, with its size declared or streamed."""
     harness = await serve(start_server, max_message_bytes=4096)
     body = json.dumps({"query": "q" * 5000}).encode()
     async with client(harness) as http:
@@ -205,6 +209,7 @@ async def test_a_body_is_bounded_as_a_chat_frame_is(start_server: StartServer) -
 
 
 async def test_a_busy_conversation_is_a_409(start_server: StartServer) -> None:
+    """A second run on a conversation with a run in progress is refused with a 409."""
     hang = Hang()
     harness = await serve(start_server, hang)
     async with (
@@ -234,6 +239,7 @@ async def test_a_busy_conversation_is_a_409(start_server: StartServer) -> None:
 async def test_a_run_streams_every_frame_in_order_then_done(
     start_server: StartServer,
 ) -> None:
+    """An SSE run sends every frame in seq order with its id, then a `done` summary."""
     harness = await serve(start_server, *one_step())
     async with (
         client(harness) as http,
@@ -271,6 +277,7 @@ async def test_a_run_streams_every_frame_in_order_then_done(
 
 
 async def test_last_event_id_replays_what_was_missed(start_server: StartServer) -> None:
+    """`Last-Event-ID` replays only the frames after it; nothing runs again."""
     harness = await serve(start_server, *one_step())
     async with client(harness) as http:
         async with http.stream(
@@ -300,6 +307,7 @@ async def test_last_event_id_replays_what_was_missed(start_server: StartServer) 
 async def test_a_question_answered_over_http_mid_stream(
     start_server: StartServer,
 ) -> None:
+    """An HTTP answer to the pending question resumes the stream; a wrong id is 409."""
     harness = await serve(
         start_server,
         reason("ask"),
@@ -343,6 +351,7 @@ async def test_a_question_answered_over_http_mid_stream(
 async def test_steps_granted_and_a_stop_after_the_step_over_http(
     start_server: StartServer,
 ) -> None:
+    """HTTP step grants and stops act on a live run; zero steps or a bad mode is 400."""
     hang = Hang()
     harness = await serve(
         start_server,
@@ -374,6 +383,7 @@ async def test_steps_granted_and_a_stop_after_the_step_over_http(
 
 
 async def test_a_client_that_goes_away_stops_its_run(start_server: StartServer) -> None:
+    """Closing an attached run's stream stops the run, which still ends in a reply."""
     hang = Hang()
     harness = await serve(start_server, hang)
     async with (
@@ -393,6 +403,7 @@ async def test_a_client_that_goes_away_stops_its_run(start_server: StartServer) 
 async def test_a_detached_run_goes_on_without_its_client(
     start_server: StartServer,
 ) -> None:
+    """A detached run keeps going after its stream closes, until it is stopped."""
     hang = Hang()
     harness = await serve(start_server, hang)
     async with client(harness) as http:
@@ -413,6 +424,7 @@ async def test_a_detached_run_goes_on_without_its_client(
 
 
 async def test_stream_false_answers_one_document(start_server: StartServer) -> None:
+    """With `stream: false` the run answers one JSON document with its metadata."""
     harness = await serve(start_server, *one_step())
     async with client(harness) as http:
         response = await http.post(
@@ -460,6 +472,7 @@ async def test_stream_false_answers_one_document(start_server: StartServer) -> N
 async def test_a_system_prompt_reaches_every_call_of_the_run(
     start_server: StartServer,
 ) -> None:
+    """A client system prompt follows the server's in every call, never in history."""
     harness = await serve(start_server, *one_step())
     async with client(harness) as http:
         response = await http.post(
@@ -487,6 +500,7 @@ async def test_a_system_prompt_reaches_every_call_of_the_run(
 async def test_an_operator_can_refuse_client_system_prompts(
     start_server: StartServer,
 ) -> None:
+    """With client system prompts off, one is refused and none reaches the model."""
     harness = await serve(start_server, *one_step(), client_system_prompts=False)
     async with client(harness) as http:
         refused = await http.post(
@@ -506,6 +520,7 @@ async def test_an_operator_can_refuse_client_system_prompts(
 async def test_another_users_conversation_cannot_be_driven(
     start_server: StartServer, tmp_path: Any
 ) -> None:
+    """Another user gets a 404 for every way of driving or reading someone's run."""
     tokens = tmp_path / "tokens"
     tokens.write_text(f"alice: {TOKEN}\nbob: bob-token-0123456789abc\n")
     tokens.chmod(0o600)
@@ -543,6 +558,7 @@ async def test_another_users_conversation_cannot_be_driven(
 
 
 def test_the_openapi_document_in_docs_is_not_stale() -> None:
+    """The committed `docs/openapi.json` matches the document the code generates."""
     kept = Path(__file__).resolve().parent.parent / "docs" / "openapi.json"
     assert kept.read_text(encoding="utf-8") == text(), (
         "docs/openapi.json is stale: run `make schema`"
@@ -552,6 +568,7 @@ def test_the_openapi_document_in_docs_is_not_stale() -> None:
 async def test_the_openapi_document_is_served_and_matches_the_routes(
     start_server: StartServer,
 ) -> None:
+    """`/openapi.json` serves the generated document, and its paths are all routes."""
     harness = await serve(start_server)
     async with client(harness) as http:
         served = await http.get("/openapi.json")
@@ -582,6 +599,7 @@ async def test_the_openapi_document_is_served_and_matches_the_routes(
 async def test_a_body_of_many_long_unknown_fields_is_not_echoed(
     start_server: StartServer,
 ) -> None:
+    """A 400 for many long unknown fields names only 20, cut short, in a small body."""
     harness = await serve(start_server)
     body: dict[str, Any] = {"query": "x"} | {
         f"{i:03d}" + "k" * 300: 1 for i in range(30)

@@ -35,6 +35,7 @@ async def swallows_first_cancel(
 async def test_cancel_all_cancels_again_a_task_that_swallowed_its_cancellation() -> (
     None
 ):
+    """A task that swallows its first cancellation is cancelled again until it ends."""
     cancels: list[int] = []
     started, resumed = asyncio.Event(), asyncio.Event()
     stubborn = asyncio.create_task(swallows_first_cancel(started, cancels, resumed))
@@ -46,6 +47,7 @@ async def test_cancel_all_cancels_again_a_task_that_swallowed_its_cancellation()
 
 
 async def test_cancel_all_with_nothing_to_cancel_returns_at_once() -> None:
+    """`cancel_all` with only finished tasks, or none, returns without waiting."""
     done = asyncio.create_task(asyncio.sleep(0))
     await done
     await cancel_all([done], again_s=60)
@@ -82,6 +84,8 @@ async def test_a_loop_that_catches_errors_still_stops_when_cancelled() -> None:
 
 
 async def test_stop_if_cancelled_lets_a_task_not_asked_to_stop_go_on() -> None:
+    """`stop_if_cancelled` does nothing in a task with no pending cancellation."""
+
     async def check() -> str:
         stop_if_cancelled()
         return "went on"

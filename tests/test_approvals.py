@@ -26,6 +26,7 @@ async def start_save_run(
 
 
 async def test_approved_over_websocket(start_server: StartServer) -> None:
+    """An approval request shows the call's arguments; approved, the tool runs."""
     saver = Saver()
     _harness, client, _, before = await start_save_run(
         start_server, observe(should_continue=False, final="Saved: milk."), saver=saver
@@ -58,6 +59,7 @@ async def test_approved_over_websocket(start_server: StartServer) -> None:
 async def test_rejected_stops_the_run_with_an_explanation(
     start_server: StartServer,
 ) -> None:
+    """A rejection skips the tool and ends the run as `rejected`; the model explains."""
     saver = Saver()
     _harness, client, _, before = await start_save_run(
         start_server, "I did not save it, since you declined.", saver=saver
@@ -79,6 +81,7 @@ async def test_rejected_stops_the_run_with_an_explanation(
 
 
 async def test_rejected_with_on_reject_continue(start_server: StartServer) -> None:
+    """With `approval_on_reject=continue` a rejection is observed; the run goes on."""
     _harness, client, _, before = await start_save_run(
         start_server,
         observe(should_continue=False, final="Fine, not saved."),
@@ -95,6 +98,7 @@ async def test_rejected_with_on_reject_continue(start_server: StartServer) -> No
 
 
 async def test_approval_times_out(start_server: StartServer) -> None:
+    """An unanswered approval times out, the tool unrun; a late yes is refused."""
     saver = Saver()
     _harness, client, _, _ = await start_save_run(
         start_server,
@@ -120,6 +124,7 @@ async def test_approval_times_out(start_server: StartServer) -> None:
 
 
 async def test_approved_over_http(start_server: StartServer) -> None:
+    """An approval posted over HTTP runs the tool, and posting it again gets a 409."""
     saver = Saver()
     harness, client, ready, before = await start_save_run(
         start_server, observe(should_continue=False, final="Saved."), saver=saver
@@ -141,6 +146,7 @@ async def test_approved_over_http(start_server: StartServer) -> None:
 
 
 async def test_http_refusals_change_nothing(start_server: StartServer) -> None:
+    """Wrong session, unknown call or bad body over HTTP leave the approval pending."""
     saver = Saver()
     harness, client, ready, before = await start_save_run(
         start_server, observe(should_continue=False, final="Saved."), saver=saver
@@ -185,6 +191,7 @@ async def test_http_refusals_change_nothing(start_server: StartServer) -> None:
 
 
 async def test_http_approval_needs_the_token(start_server: StartServer) -> None:
+    """The HTTP approval endpoint refuses a request without the bearer token."""
     harness = await start_server(
         ScriptedLLM(), approval_registry(), auth_token="s3cret"
     )
@@ -199,6 +206,7 @@ async def test_http_approval_needs_the_token(start_server: StartServer) -> None:
 
 
 async def test_another_session_cannot_answer(start_server: StartServer) -> None:
+    """A different session cannot answer another session's pending approval."""
     saver = Saver()
     harness, client, _, before = await start_save_run(
         start_server, observe(should_continue=False, final="Saved."), saver=saver
@@ -218,6 +226,7 @@ async def test_another_session_cannot_answer(start_server: StartServer) -> None:
 
 
 async def test_stop_while_waiting_for_approval(start_server: StartServer) -> None:
+    """A stop while an approval is pending cancels the call; a later yes is refused."""
     saver = Saver()
     _harness, client, _, before = await start_save_run(start_server, saver=saver)
     await client.send(type="agent_control", action="stop")
@@ -238,6 +247,7 @@ async def test_stop_while_waiting_for_approval(start_server: StartServer) -> Non
 
 
 async def test_several_approvals_in_one_run(start_server: StartServer) -> None:
+    """Two approval-gated calls in one step each ask, and both run once approved."""
     saver = Saver()
     llm = ScriptedLLM(
         reason("save two"),
@@ -260,6 +270,7 @@ async def test_several_approvals_in_one_run(start_server: StartServer) -> None:
 
 
 async def test_pending_approval_survives_a_reconnect(start_server: StartServer) -> None:
+    """A reconnecting client gets the approval request replayed and can answer it."""
     saver = Saver()
     harness, client, ready, before = await start_save_run(
         start_server, observe(should_continue=False, final="Saved."), saver=saver
@@ -281,6 +292,7 @@ async def test_pending_approval_survives_a_reconnect(start_server: StartServer) 
 async def test_tool_mode_asks_too_and_a_rejection_ends_the_rounds(
     start_server: StartServer,
 ) -> None:
+    """Tool-mode chat asks approval too; a rejection forbids tools in the next call."""
     saver = Saver()
     llm = ScriptedLLM(calls(("save", {"text": "milk"})), "Not saved.")
     harness = await start_server(llm, approval_registry(saver))
@@ -302,6 +314,7 @@ async def test_tool_mode_asks_too_and_a_rejection_ends_the_rounds(
 async def test_read_only_session_blocks_a_mutating_call(
     start_server: StartServer,
 ) -> None:
+    """A read-only run blocks a mutating call and hides such tools from the model."""
     saver = Saver()
     llm = ScriptedLLM(
         reason(),

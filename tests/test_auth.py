@@ -77,6 +77,7 @@ async def refused_handshake(harness: Harness, query: str = "", **headers: str) -
 
 
 def test_tokens_file_maps_users_to_tokens(tmp_path: Path) -> None:
+    """An exact token, bare or in a Bearer header, names its user; near-misses fail."""
     users = Users.configured(None, two_users(tmp_path))
     assert users.enabled and users.names == ("alice", "bob")
     assert users.by_token(ALICE) == "alice"
@@ -102,17 +103,20 @@ def test_tokens_file_maps_users_to_tokens(tmp_path: Path) -> None:
 def test_a_bad_tokens_file_says_which_line(
     tmp_path: Path, text: str, problem: str
 ) -> None:
+    """A malformed tokens file is a config error naming the offending line."""
     with pytest.raises(ConfigError) as bad:
         read_tokens_file(tokens_file(tmp_path, text))
     assert problem in str(bad.value)
 
 
 def test_a_missing_tokens_file_is_a_config_error(tmp_path: Path) -> None:
+    """A tokens file that does not exist is a `ConfigError` saying it cannot be read."""
     with pytest.raises(ConfigError, match="cannot read the tokens file"):
         read_tokens_file(tmp_path / "absent")
 
 
 def test_the_single_token_is_the_local_user(tmp_path: Path) -> None:
+    """A lone auth token is user `local`; a blank one or a file `local` is refused."""
     users = Users.configured(ALICE, None)
     assert users.by_token(ALICE) == "local"
     with pytest.raises(ConfigError, match="set but empty"):
@@ -123,11 +127,13 @@ def test_the_single_token_is_the_local_user(tmp_path: Path) -> None:
 
 
 def test_an_empty_token_setting_is_refused() -> None:
+    """Settings refuse an auth token set to the empty string."""
     with pytest.raises(ValueError, match="LOOPWIRE_AUTH_TOKEN is set but empty"):
         make_settings(auth_token="")
 
 
 def test_tokens_file_lines_may_name_a_role(tmp_path: Path) -> None:
+    """Lines may set role `admin` or `user` (default); `local` is admin; others fail."""
     path = tokens_file(tmp_path, f"alice: {ALICE} admin\nbob: {BOB} user\n")
     users = Users.configured("local-token-0123456789", path)
     assert [users.role(u) for u in ("alice", "bob", "local", "eve")] == [
@@ -155,6 +161,7 @@ def test_tokens_file_lines_may_name_a_role(tmp_path: Path) -> None:
 async def test_no_token_no_entry_and_no_model_call(
     start_with_users: StartServer,
 ) -> None:
+    """Bad credentials get 401 on socket and API, pages redirect, and no model runs."""
     llm = ScriptedLLM()
     harness = await start_with_users(llm)
     refused = {"error_type": "unauthorized", "message": SIGN_IN}
@@ -200,6 +207,7 @@ async def test_no_token_no_entry_and_no_model_call(
 async def test_a_bearer_token_opens_every_route(
     start_with_users: StartServer,
 ) -> None:
+    """A valid bearer token opens the socket, chat and the HTTP API for its user."""
     llm = ScriptedLLM("hello")
     harness = await start_with_users(llm)
     client, ready = await harness.ready_client(**bearer(ALICE))
@@ -220,6 +228,7 @@ async def test_a_bearer_token_opens_every_route(
 async def test_the_login_form_sets_a_strict_http_only_cookie(
     start_with_users: StartServer,
 ) -> None:
+    """Sign-in sets a strict HttpOnly cookie, and sign-out revokes it on the server."""
     harness = await start_with_users()
     async with httpx.AsyncClient(base_url=harness.server.url("")) as http:
         form = await http.get("/login")
@@ -258,6 +267,7 @@ async def test_the_login_form_sets_a_strict_http_only_cookie(
 async def test_the_login_form_refuses_odd_bodies_and_slows_guessing(
     start_with_users: StartServer,
 ) -> None:
+    """Login refuses JSON, huge or repeated tokens, and throttles after ten misses."""
     harness = await start_with_users()
     async with httpx.AsyncClient(base_url=harness.server.url("")) as http:
         as_json = await http.post("/login", json={"token": ALICE})
@@ -281,6 +291,7 @@ async def test_the_login_form_refuses_odd_bodies_and_slows_guessing(
 async def test_a_cross_site_login_post_is_refused(
     start_with_users: StartServer,
 ) -> None:
+    """A login post from a foreign `Origin` gets 403 and no cookie."""
     harness = await start_with_users()
     async with httpx.AsyncClient(base_url=harness.server.url("")) as http:
         response = await http.post(
@@ -295,6 +306,7 @@ async def test_a_cross_site_login_post_is_refused(
 async def test_another_users_conversation_is_not_found(
     start_with_users: StartServer,
 ) -> None:
+    """Another user's conversation looks absent on socket and HTTP and stays intact."""
     llm = ScriptedLLM("alice's secret answer")
     harness = await start_with_users(llm)
     alice, ready = await harness.ready_client(**bearer(ALICE))
@@ -330,6 +342,7 @@ async def test_another_users_conversation_is_not_found(
 async def test_another_user_cannot_approve_over_http(
     start_with_users: StartServer,
 ) -> None:
+    """Only the session's owner may answer its tool approval; another user gets 404."""
     saver = Saver()
     llm = ScriptedLLM(
         reason("save it"),
@@ -359,6 +372,7 @@ async def test_another_user_cannot_approve_over_http(
 async def test_each_user_has_a_connection_cap(
     start_with_users: StartServer,
 ) -> None:
+    """Each user's open sockets are capped separately, and closing one frees a slot."""
     harness = await start_with_users(
         ScriptedLLM(),
         test_registry(),
@@ -388,6 +402,7 @@ async def test_each_user_has_a_connection_cap(
 async def test_a_users_sockets_share_one_message_bucket(
     start_with_users: StartServer,
 ) -> None:
+    """All of a user's sockets draw on one rate bucket; another user's is separate."""
     harness = await start_with_users(
         ScriptedLLM(),
         test_registry(),
@@ -412,6 +427,7 @@ async def test_a_users_sockets_share_one_message_bucket(
 async def test_a_client_may_pick_only_an_allowed_model(
     start_server: StartServer,
 ) -> None:
+    """An unlisted model is refused before any model call; a listed one is used."""
     llm = ScriptedLLM("fine", model="small")
     harness = await start_server(
         llm, test_registry(), llm_model="small", llm_models="small, large"
@@ -434,6 +450,7 @@ async def test_a_client_may_pick_only_an_allowed_model(
 
 
 def test_exposure_needs_authentication_or_an_explicit_choice(tmp_path: Path) -> None:
+    """Serving past loopback needs users or `allow_insecure`; loopback needs neither."""
     open_settings = make_settings()
     nobody = Users({})
     for host in ("127.0.0.1", "::1", "[::1]", "localhost", "127.0.0.2"):
@@ -464,6 +481,7 @@ def test_exposure_needs_authentication_or_an_explicit_choice(tmp_path: Path) -> 
 def test_serve_refuses_to_start_unsafely(
     tmp_path: Path, env: dict[str, str], args: list[str], says: str
 ) -> None:
+    """`serve` exits 2 with the reason on an empty token, an open host or a bad file."""
     clean = {k: v for k, v in os.environ.items() if not k.startswith("LOOPWIRE_")}
     result = subprocess.run(
         [sys.executable, "-m", "backend", "serve", "--port", "0", *args],
@@ -479,6 +497,7 @@ def test_serve_refuses_to_start_unsafely(
 
 
 def test_query_strings_are_redacted_from_request_logs() -> None:
+    """Access logs drop a URL's query string and leave lines without one as they are."""
     record = logging.LogRecord(
         "uvicorn.access",
         logging.INFO,

@@ -56,6 +56,7 @@ PROSE = (
 
 
 def test_a_tiny_run_measures_everything_and_keeps_the_prose(tmp_path: Path) -> None:
+    """A tiny run fills every section and target row, keeps prose, leaves no process."""
     report = tmp_path / "benchmarks.md"
     report.write_text(PROSE, encoding="utf-8")
     done = subprocess.run(
@@ -112,12 +113,15 @@ def test_a_tiny_run_measures_everything_and_keeps_the_prose(tmp_path: Path) -> N
 
 
 def test_only_the_generated_section_is_replaced() -> None:
+    """Splicing swaps the text between the markers and keeps the prose around it."""
     document = f"# T\n\nIntro.\n\n{BEGIN}\nold\n{END}\n\n## Soak\n\nProse.\n"
     updated = splice(document, f"{BEGIN}\nnew\n{END}\n")
     assert updated == f"# T\n\nIntro.\n\n{BEGIN}\nnew\n{END}\n\n## Soak\n\nProse.\n"
 
 
 def test_the_fake_llm_ends_a_run_after_the_steps_asked_for() -> None:
+    """The fake model keeps a run going until the step count the user message names."""
+
     def observe(step: int) -> dict[str, object]:
         body = {
             "messages": [
@@ -155,6 +159,7 @@ def _streamed(*tokens: str) -> list[Frame]:
 
 
 def test_a_streamed_answer_is_checked_frame_by_frame_or_joined() -> None:
+    """Exact checks need a frame per token; loose ones the joined text and one end."""
     assert answer_text(3) == "w0 w1 w2"
     assert check_stream(_streamed("w0 ", "w1 ", "w2 "), 3) == 4
     assert check_stream(_streamed("w0 ", "w1 ", "w2 "), 3, exact=False) == 4

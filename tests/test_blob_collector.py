@@ -38,6 +38,7 @@ def digest(content: bytes) -> str:
 async def test_a_deleted_conversations_content_goes_and_the_rest_stays(
     start_server: StartServer, tmp_path: Path
 ) -> None:
+    """A pass removes only old, unnamed blobs and stale part files; the rest stays."""
     files_dir = tmp_path / "files"
     harness = await start_server(ScriptedLLM(), files_dir=files_dir, blob_gc_s=0)
     state = harness.server.app.state
@@ -88,6 +89,7 @@ async def test_a_deleted_conversations_content_goes_and_the_rest_stays(
 async def test_a_deletion_wakes_the_collector_of_a_running_server(
     start_server: StartServer, tmp_path: Path
 ) -> None:
+    """Deleting a conversation triggers a pass that removes its unused blob."""
     harness = await start_server(ScriptedLLM(), files_dir=tmp_path / "files")
     state = harness.server.app.state
     collector: BlobCollector = state.blob_collector

@@ -42,6 +42,7 @@ async def calc_error(expression: str) -> str:
 
 
 def test_builtin_tools_are_fresh_read_only_and_registrable() -> None:
+    """Each call builds three new read-only, idempotent tools that a registry takes."""
     first, second = builtin_tools(), builtin_tools()
     assert [t.name for t in first] == ["calculator", "current_time", "convert_units"]
     assert first is not second
@@ -74,6 +75,7 @@ def test_every_tool_says_what_it_does_for_people() -> None:
 
 
 def test_specs_describe_every_argument() -> None:
+    """Every built-in tool spec has a real description and describes each argument."""
     specs = {t.name: t.spec() for t in builtin_tools()}
     assert specs["calculator"].parameters["required"] == ["expression"]
     assert set(specs["convert_units"].parameters["required"]) == {
@@ -132,6 +134,7 @@ def test_specs_describe_every_argument() -> None:
     ],
 )
 async def test_calculator_evaluates(expression: str, expected: float) -> None:
+    """The calculator gets each expression right and returns whole results as `int`."""
     result = await calc(expression)
     assert result == expected
     assert type(result) is type(expected)
@@ -141,10 +144,12 @@ async def test_calculator_evaluates(expression: str, expected: float) -> None:
     "expression", ["1 / 0", "1 // 0", "5 % 0", "0 ** -1", "1 / (2 - 2)"]
 )
 async def test_calculator_division_by_zero(expression: str) -> None:
+    """Every form of dividing by zero fails with the message `division by zero`."""
     assert await calc_error(expression) == "division by zero"
 
 
 async def test_calculator_refuses_import() -> None:
+    """`__import__` is refused, and the message lists the allowed functions."""
     message = await calc_error("__import__('os')")
     assert message.startswith(
         "function '__import__' is not allowed; allowed functions:"
@@ -180,6 +185,7 @@ async def test_calculator_refuses_import() -> None:
     ],
 )
 async def test_calculator_rejects(expression: str, start: str) -> None:
+    """Names, attributes, strings, containers and other unsafe syntax are refused."""
     assert (await calc_error(expression)).startswith(start)
 
 
@@ -201,10 +207,12 @@ async def test_calculator_rejects(expression: str, start: str) -> None:
     ],
 )
 async def test_calculator_bounds_sizes(expression: str, message: str) -> None:
+    """Huge exponents, results or round digits, and complex roots fail with a reason."""
     assert await calc_error(expression) == message
 
 
 async def test_calculator_bounds_length_and_nesting() -> None:
+    """Expressions over 500 characters or nested too deeply are refused; 499 work."""
     assert await calc_error("1+" * 250 + "1") == (
         "expression is too long (501 characters; the limit is 500)"
     )
@@ -219,6 +227,7 @@ async def test_calculator_bounds_length_and_nesting() -> None:
 
 
 async def test_current_time_defaults_to_utc() -> None:
+    """Without a timezone, `current_time` reports the clock's instant in UTC."""
     assert await run("current_time") == {
         "timezone": "UTC",
         "iso": "2026-11-22T13:05:42+00:00",
@@ -284,10 +293,12 @@ async def test_current_time_defaults_to_utc() -> None:
     ],
 )
 async def test_current_time_in_zones(zone: str, expected: dict[str, str]) -> None:
+    """`current_time` converts to any IANA zone, ignoring case and outer spaces."""
     assert await run("current_time", timezone=zone) == expected
 
 
 async def test_current_time_reads_the_clock_each_call() -> None:
+    """`current_time` reads the clock afresh on every call rather than once."""
     instants = iter([FIXED, datetime(2027, 1, 1, 0, 0, tzinfo=UTC)])
     tool = {t.name: t for t in builtin_tools(clock=lambda: next(instants))}[
         "current_time"
@@ -299,6 +310,7 @@ async def test_current_time_reads_the_clock_each_call() -> None:
 
 
 async def test_current_time_takes_a_naive_clock_as_utc() -> None:
+    """A clock that returns a naive datetime is taken to be in UTC."""
     tool = builtin_tools(clock=lambda: datetime(2026, 11, 22, 13, 5))[1]
     result = await tool(tool.args_model(timezone="Europe/Berlin"), CTX)
     assert result["iso"] == "2026-11-22T14:05:00+01:00"
@@ -308,6 +320,7 @@ async def test_current_time_takes_a_naive_clock_as_utc() -> None:
     "zone", ["Mars/Olympus", "Narnia", "", "../etc/passwd", "Europe"]
 )
 async def test_current_time_unknown_zone(zone: str) -> None:
+    """An unknown or malformed timezone is refused with a hint to use an IANA name."""
     with pytest.raises(ToolError) as caught:
         await run("current_time", timezone=zone)
     assert str(caught.value) == (
@@ -326,6 +339,7 @@ async def convert(value: float, source: str, target: str) -> dict[str, Any]:
 
 
 async def test_convert_miles_to_km() -> None:
+    """Ten miles convert to 16.0934 km, with the units reported as their symbols."""
     assert await convert(10, "miles", "km") == {
         "value": 10.0,
         "from_unit": "mi",
@@ -366,6 +380,7 @@ async def test_convert_units(
     symbols: tuple[str, str],
     quantity: str,
 ) -> None:
+    """Lengths, masses, volumes and speeds convert correctly from many spellings."""
     assert await convert(value, source, target) == {
         "value": float(value),
         "from_unit": symbols[0],
@@ -390,6 +405,7 @@ async def test_convert_units(
 async def test_convert_temperature(
     value: float, source: str, target: str, result: float, symbols: tuple[str, str]
 ) -> None:
+    """Temperatures convert correctly among °C, °F and K from any common spelling."""
     converted = await convert(value, source, target)
     assert (converted["from_unit"], converted["to_unit"]) == symbols
     assert converted["result"] == result
@@ -397,12 +413,14 @@ async def test_convert_temperature(
 
 
 async def test_convert_below_absolute_zero() -> None:
+    """A temperature below absolute zero is refused instead of converted."""
     with pytest.raises(ToolError) as caught:
         await convert(-500, "celsius", "F")
     assert str(caught.value) == "-500 °C is below absolute zero"
 
 
 async def test_convert_incompatible_units() -> None:
+    """Converting across quantities is refused, listing the source quantity's units."""
     with pytest.raises(ToolError) as caught:
         await convert(5, "kg", "km")
     assert str(caught.value) == (
@@ -412,6 +430,7 @@ async def test_convert_incompatible_units() -> None:
 
 
 async def test_convert_unknown_target_lists_the_quantity() -> None:
+    """An unknown target unit is refused with the units of the source's quantity."""
     with pytest.raises(ToolError) as caught:
         await convert(10, "miles", "furlongs")
     assert str(caught.value) == (
@@ -420,6 +439,7 @@ async def test_convert_unknown_target_lists_the_quantity() -> None:
 
 
 async def test_convert_unknown_source_lists_everything() -> None:
+    """An unknown source unit is refused with every supported unit, by quantity."""
     with pytest.raises(ToolError) as caught:
         await convert(1, "smoots", "parsecs")
     assert str(caught.value) == (
@@ -432,6 +452,7 @@ async def test_convert_unknown_source_lists_everything() -> None:
 
 @pytest.mark.parametrize("value", [float("inf"), float("nan")])
 def test_convert_rejects_non_finite_values(value: float) -> None:
+    """Infinite or NaN values fail argument validation before any conversion."""
     model: type[BaseModel] = tools()["convert_units"].args_model
     with pytest.raises(ValidationError):
         model(value=value, from_unit="m", to_unit="km")

@@ -70,6 +70,7 @@ async def run_chat(
 
 
 async def test_questions_are_answered_from_arguments(start_server: StartServer) -> None:
+    """An `--answer` value answers the agent's question and the run finishes."""
     harness = await start_server(llm_provider="offline")
     url = harness.server.url("/ws", "ws")
     status, lines, err = await run_chat(url, "convert 10 miles", answer=["km"])
@@ -94,6 +95,7 @@ async def test_questions_are_answered_from_arguments(start_server: StartServer) 
 async def test_questions_are_answered_from_stdin_lines(
     start_server: StartServer,
 ) -> None:
+    """A line piped on stdin answers the agent's question and the run finishes."""
     harness = await start_server(llm_provider="offline")
     url = harness.server.url("/ws", "ws")
     with piped("km\n") as stdin:
@@ -107,6 +109,7 @@ async def test_questions_are_answered_from_stdin_lines(
 
 
 async def test_no_answer_to_give_stops_the_run(start_server: StartServer) -> None:
+    """With stdin used up or `--no-input`, a question stops the run with `NO_INPUT`."""
     harness = await start_server(llm_provider="offline")
     url = harness.server.url("/ws", "ws")
     with piped("") as stdin:
@@ -130,6 +133,7 @@ async def test_no_answer_to_give_stops_the_run(start_server: StartServer) -> Non
 async def test_plain_chat_prints_the_streamed_answer_once(
     start_server: StartServer,
 ) -> None:
+    """Without agent mode the streamed answer is printed exactly once."""
     harness = await start_server(llm_provider="offline")
     url = harness.server.url("/ws", "ws")
     status, lines, _ = await run_chat(url, "what is 6*7", agent=False)
@@ -140,6 +144,7 @@ async def test_plain_chat_prints_the_streamed_answer_once(
 async def test_system_gives_the_run_its_instructions(
     start_server: StartServer,
 ) -> None:
+    """`--system` text reaches the model as a system message before the user's."""
     llm = ScriptedLLM("Oui.")
     harness = await start_server(llm)
     url = harness.server.url("/ws", "ws")
@@ -155,6 +160,7 @@ async def test_system_gives_the_run_its_instructions(
 
 
 async def test_json_prints_one_frame_per_line(start_server: StartServer) -> None:
+    """`--json` prints each server frame as one valid JSON line, in seq order."""
     harness = await start_server(llm_provider="offline")
     url = harness.server.url("/ws", "ws")
     status, lines, err = await run_chat(url, "what is 6*7", agent=False, json=True)
@@ -172,6 +178,7 @@ async def test_json_prints_one_frame_per_line(start_server: StartServer) -> None
 
 
 async def test_approvals_from_arguments(start_server: StartServer) -> None:
+    """`--approve yes` runs the tool, `no` ends rejected, and no stdin declines."""
     harness = await start_server(llm_provider="offline")
     url = harness.server.url("/ws", "ws")
     message = "remember that the wifi password is hunter2"
@@ -204,6 +211,7 @@ async def test_approvals_from_arguments(start_server: StartServer) -> None:
 async def test_a_request_in_several_parts_and_a_budget(
     start_server: StartServer,
 ) -> None:
+    """A two-part request takes two steps; with `--max-steps 1` it exits `MAX_STEPS`."""
     harness = await start_server(llm_provider="offline")
     url = harness.server.url("/ws", "ws")
     message = "convert 10 miles to km and 5 kg to lb"
@@ -224,6 +232,7 @@ async def test_a_request_in_several_parts_and_a_budget(
 
 
 async def test_an_error_frame_ends_the_command(start_server: StartServer) -> None:
+    """An error frame from the server exits with `ERROR`, printing only its message."""
     harness = await start_server(llm_provider="offline")
     url = harness.server.url("/ws", "ws")
     status, lines, err = await run_chat(url, "hi", strategy="nope")
@@ -242,6 +251,7 @@ async def test_an_error_frame_ends_the_command(start_server: StartServer) -> Non
 async def test_session_continues_a_conversation_and_conversations_lists_it(
     start_server: StartServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """`--session` continues without replay, unknown ids fail, and listing shows it."""
     harness = await start_server(llm_provider="offline")
     url = harness.server.url("/ws", "ws")
     status, first, _ = await run_chat(url, "what is 3*7?")
@@ -271,6 +281,7 @@ async def test_session_continues_a_conversation_and_conversations_lists_it(
 
 
 def test_every_completion_reason_has_its_exit_status() -> None:
+    """Each completion reason has its exit status; error and interrupted share 1."""
     assert [
         for_reason(r)
         for r in (
@@ -286,6 +297,7 @@ def test_every_completion_reason_has_its_exit_status() -> None:
 
 
 def test_a_bad_setting_is_one_line_naming_it() -> None:
+    """Invalid settings are reported in one line naming each variable and its value."""
     with pytest.raises(ValidationError) as bad:
         make_settings(port="abc", agent_max_steps_cap="x")
     assert settings_problem(bad.value) == (
@@ -302,6 +314,7 @@ def test_a_bad_setting_is_one_line_naming_it() -> None:
 
 
 def test_the_url_comes_from_host_and_port() -> None:
+    """The client URL uses the port and maps wildcard hosts to a loopback address."""
     assert server_url(make_settings(port=9001), "ws", "/ws") == "ws://127.0.0.1:9001/ws"
     anywhere = make_settings(host="0.0.0.0", port=9002)
     assert server_url(anywhere, "ws", "/ws") == "ws://127.0.0.1:9002/ws"
@@ -309,6 +322,7 @@ def test_the_url_comes_from_host_and_port() -> None:
 
 
 async def test_a_call_in_doubt_is_asked_about_as_one_that_may_have_run() -> None:
+    """An in-doubt approval is shown as may-have-run and asked as a rerun."""
     request = ToolApprovalRequest(
         tool_call_id="call_1",
         tool_name="save_note",

@@ -130,6 +130,7 @@ class TestAgainstAServer:
     async def test_a_question_answered_from_piped_stdin(
         self, server: ServerProcess, tmp_path: Path
     ) -> None:
+        """An agent question is answered from piped stdin and the run prints as text."""
         ran = await self.chat(
             server, tmp_path, "--agent", "convert 10 miles", host="0.0.0.0"
         ).run(b"km\n")
@@ -146,6 +147,7 @@ class TestAgainstAServer:
     async def test_json_is_one_frame_per_line(
         self, server: ServerProcess, tmp_path: Path
     ) -> None:
+        """`--json` prints each protocol frame as a line; the prompt goes to stderr."""
         command = self.chat(server, tmp_path, "--json", "--agent", "convert 10 miles")
         ran = await command.run(b"km\n")
         assert ran.status == ExitCode.FINISHED
@@ -203,6 +205,7 @@ class TestAgainstAServer:
         status: ExitCode,
         reason: str,
     ) -> None:
+        """The command's exit status matches the run's completion reason."""
         ran = await self.chat(server, tmp_path, "--json", "--agent", *argv).run()
         assert ran.status == status
         completion = ran.frames()[-2]
@@ -214,6 +217,7 @@ class TestAgainstAServer:
     async def test_stopped_elsewhere_ends_with_its_own_status(
         self, server: ServerProcess, tmp_path: Path
     ) -> None:
+        """A run stopped by another client exits with the stopped status."""
         command = self.chat(server, tmp_path, "--json", "--agent", "convert 10 miles")
         await command.start()  # stdin stays open: the command waits for a line
         frames = await command.frames_until("agent_request_input")
@@ -234,6 +238,7 @@ class TestAgainstAServer:
     async def test_ctrl_c_stops_the_run(
         self, server: ServerProcess, tmp_path: Path
     ) -> None:
+        """SIGINT stops the run on the server and exits with the interrupted status."""
         command = self.chat(server, tmp_path, "--json", "--agent", "convert 10 miles")
         process = await command.start()
         frames = await command.frames_until("agent_request_input")
@@ -273,6 +278,7 @@ class TestAgainstAServer:
     async def test_what_used_to_hang_ends_at_once(
         self, server: ServerProcess, tmp_path: Path, argv: list[str], problem: str
     ) -> None:
+        """A chat the server refuses exits at once with one error line, no output."""
         ran = await self.chat(server, tmp_path, *argv).run()
         assert (ran.status, ran.out) == (ExitCode.ERROR, [])
         assert len(ran.err) == 1 and ran.err[0].startswith(problem)
@@ -280,6 +286,7 @@ class TestAgainstAServer:
     async def test_on_a_terminal_the_answer_is_rendered_markdown(
         self, server: ServerProcess, tmp_path: Path
     ) -> None:
+        """On a terminal the answer's markdown is rendered, with no raw `**`."""
         env = environment(server.port, TERM="xterm-256color", COLUMNS="100")
         command = Command(tmp_path, env, "chat", "--agent", "convert 10 miles to km")
         main, side = pty.openpty()
@@ -309,6 +316,7 @@ def _read_all(screen: Any) -> bytes:
 
 
 async def test_a_question_that_times_out(tmp_path: Path) -> None:
+    """A question left unanswered past the server's timeout exits with that status."""
     async with server_process(
         "sqlite://", llm_provider="offline", request_input_timeout_s="0.5"
     ) as server:
@@ -321,6 +329,7 @@ async def test_a_question_that_times_out(tmp_path: Path) -> None:
 
 
 async def test_nothing_listening_on_loopwire_port(tmp_path: Path) -> None:
+    """With no server on `LOOPWIRE_PORT`, the command exits with one connect error."""
     port = free_port()
     ran = await Command(tmp_path, environment(port), "chat", "hi").run()
     assert ran.status == ExitCode.CONNECTION
@@ -332,6 +341,7 @@ async def test_nothing_listening_on_loopwire_port(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("argv", [["chat", "hi"], ["serve"], ["conversations"]])
 async def test_a_bad_port_setting_is_one_line(tmp_path: Path, argv: list[str]) -> None:
+    """A non-integer `LOOPWIRE_PORT` makes every command exit with one usage line."""
     ran = await Command(tmp_path, environment("abc"), *argv).run()
     assert ran.status == ExitCode.USAGE
     assert ran.out == []
@@ -342,6 +352,7 @@ async def test_a_bad_port_setting_is_one_line(tmp_path: Path, argv: list[str]) -
 
 
 async def test_the_token_comes_from_loopwire_auth_token(tmp_path: Path) -> None:
+    """`LOOPWIRE_AUTH_TOKEN` signs the chat in; a wrong one ends in a 401 line."""
     token = "a-long-enough-token-123"
     async with server_process(
         "sqlite://", llm_provider="offline", auth_token=token

@@ -89,6 +89,7 @@ def save_milk(*after: object) -> ScriptedLLM:
 async def test_handlers_answer_and_approve_a_whole_run(
     start_server: StartServer,
 ) -> None:
+    """The `on_question` and `on_approval` handlers carry a run to its answer."""
     saver = Saver()
     llm = save_milk(observe(should_continue=False, final="Saved **milk**."))
     harness = await start_server(llm, approval_registry(saver))
@@ -131,6 +132,7 @@ async def test_handlers_answer_and_approve_a_whole_run(
 async def test_answer_and_approve_from_the_loop_body(
     start_server: StartServer,
 ) -> None:
+    """Answers and refusals sent in the `chat` loop reach the run; early ones raise."""
     llm = save_milk("I did not save it, since you declined.")
     harness = await start_server(llm, approval_registry())
     seen: list[Event] = []
@@ -164,6 +166,7 @@ async def test_answer_and_approve_from_the_loop_body(
 async def test_stop_ends_the_run_and_the_session_goes_on(
     start_server: StartServer,
 ) -> None:
+    """`stop` cancels the LLM call and ends the run; the session takes more messages."""
     hang = Hang()
     llm = ScriptedLLM(reason(), hang, "Hello again.")
     harness = await start_server(llm, test_registry())
@@ -190,6 +193,7 @@ async def test_stop_ends_the_run_and_the_session_goes_on(
 
 
 async def test_grant_steps_and_stop_after_step(start_server: StartServer) -> None:
+    """`grant_steps` allows a second step; `stop_after_step` ends it after its tool."""
     llm = ScriptedLLM(
         reason(),
         calls(("add", {"expression": "1+1"})),
@@ -221,6 +225,7 @@ async def test_grant_steps_and_stop_after_step(start_server: StartServer) -> Non
 async def test_reconnect_replays_what_was_missed_exactly_once(
     start_server: StartServer,
 ) -> None:
+    """After a dropped socket, the client reconnects and gets each missed event once."""
     llm = ScriptedLLM(
         reason("save it"),
         calls(("save", {"text": "milk"})),
@@ -262,6 +267,7 @@ async def test_reconnect_replays_what_was_missed_exactly_once(
 async def test_a_server_side_drop_mid_run_loses_and_repeats_nothing(
     start_server: StartServer,
 ) -> None:
+    """A socket the server drops mid-run reconnects; no event is lost or repeated."""
     llm = ScriptedLLM(
         reason("save it"),
         calls(("save", {"text": "milk"})),
@@ -295,6 +301,7 @@ async def test_a_server_side_drop_mid_run_loses_and_repeats_nothing(
 async def test_reconnecting_gives_up_after_its_attempts(
     start_server: StartServer,
 ) -> None:
+    """When every reconnect is refused, `ConnectionFailed` is raised after 3 tries."""
     llm = ScriptedLLM(reason("save it"), calls(("save", {"text": "milk"})))
     harness = await start_server(llm, approval_registry(), shutdown_grace_s=0)
     async with AgentClient(url(harness), backoff=NOW) as client:
@@ -312,6 +319,7 @@ async def test_reconnecting_gives_up_after_its_attempts(
 async def test_an_error_frame_raises_and_the_client_stays_usable(
     start_server: StartServer,
 ) -> None:
+    """Server and local refusals raise `AgentError`; the client can still chat after."""
     harness = await start_server(ScriptedLLM("Hi."), test_registry())
     async with AgentClient(url(harness)) as client:
         with pytest.raises(AgentError) as refused:
@@ -348,6 +356,7 @@ async def test_an_error_frame_raises_and_the_client_stays_usable(
 async def test_leaving_a_chat_early_does_not_leak_into_the_next(
     start_server: StartServer,
 ) -> None:
+    """Breaking out of a chat leaves none of its events to the client's next run."""
     hang = Hang()
     harness = await start_server(ScriptedLLM(reason(), hang, "Fresh."), test_registry())
     async with AgentClient(url(harness)) as client:
@@ -370,6 +379,7 @@ async def test_leaving_a_chat_early_does_not_leak_into_the_next(
 async def test_a_refused_handshake_raises_with_the_servers_reason(
     start_server: StartServer,
 ) -> None:
+    """A wrong or missing token raises `HandshakeRefused` with 401 and the reason."""
     harness = await start_server(ScriptedLLM("Hi."), auth_token=TOKEN)
     for token in ("wrong-token-000000000", None):
         with pytest.raises(HandshakeRefused) as refused:
@@ -385,6 +395,7 @@ async def test_a_refused_handshake_raises_with_the_servers_reason(
 
 
 async def test_nothing_listening_is_a_connection_failure() -> None:
+    """Connecting to a port with no server behind it raises `ConnectionFailed`."""
     target = f"ws://127.0.0.1:{free_port()}/ws"
     with pytest.raises(ConnectionFailed) as failed:
         async with AgentClient(target):
@@ -395,6 +406,7 @@ async def test_nothing_listening_is_a_connection_failure() -> None:
 async def test_the_sync_client_runs_where_no_loop_is_free(
     start_server: StartServer,
 ) -> None:
+    """`SyncAgentClient` runs a whole run with handlers from a thread with no loop."""
     llm = save_milk(observe(should_continue=False, final="Saved."))
     harness = await start_server(llm, approval_registry())
 
@@ -416,6 +428,7 @@ async def test_the_sync_client_runs_where_no_loop_is_free(
 async def test_replace_from_sends_a_message_in_place_of_a_run(
     start_server: StartServer,
 ) -> None:
+    """`replace_from` removes the named run and answers the new message in its place."""
     llm = ScriptedLLM("One.", "Two.", "Two, again.")
     harness = await start_server(llm, test_registry())
     async with AgentClient(url(harness)) as client:
@@ -458,6 +471,7 @@ def run_id_of(result: RunResult) -> str:
 def test_which_refusals_at_connect_are_tried_again(
     error_type: str, retried: bool
 ) -> None:
+    """Only transient refusals at connect are retried; bad input or auth are not."""
     assert _retryable(AgentError(error_type, "refused")) is retried
 
 
@@ -521,6 +535,8 @@ async def refused_as_moved(played: Played) -> None:
 
 
 async def test_an_approval_refused_as_moved_is_sent_again_after_the_reconnect() -> None:
+    """An approval refused as `moved` is resent once to the new owner on reconnect."""
+
     async def stale(played: Played) -> None:
         await asked_to_approve(played)
         await refused_as_moved(played)
@@ -546,6 +562,7 @@ async def test_an_approval_refused_as_moved_is_sent_again_after_the_reconnect() 
 
 
 async def test_an_answer_refused_as_moved_is_sent_again_after_the_reconnect() -> None:
+    """An answer refused as `moved` is resent once to the new owner on reconnect."""
     answer = {"type": "agent_user_input", "content": "milk", "question_id": CALL}
 
     async def stale(played: Played) -> None:

@@ -106,6 +106,7 @@ def hanging(fake_openai: FakeOpenAIServer) -> dict[str, object]:
 async def test_a_stop_sent_through_another_instance_stops_the_run(
     pg_database_url: str, redis_url: str, fake_openai: FakeOpenAIServer
 ) -> None:
+    """A stop sent via another instance ends a run hung in a model call."""
     settings = hanging(fake_openai)
     async with (
         running_cluster(pg_database_url, redis_url, **settings) as cluster,
@@ -137,6 +138,7 @@ async def test_a_stop_sent_through_another_instance_stops_the_run(
 async def test_a_question_raised_on_one_instance_is_answered_through_another(
     offline_cluster: ClusterHarness,
 ) -> None:
+    """An answer sent through another instance resumes the run, tools not rerun."""
     cluster = offline_cluster
     async with AsyncExitStack() as stack:
         a, owner, session, question = await paused(cluster, stack, *QUESTION)
@@ -160,6 +162,7 @@ async def test_a_question_raised_on_one_instance_is_answered_through_another(
 async def test_an_approval_over_http_through_a_third_instance_reaches_the_run(
     offline_cluster: ClusterHarness, pg_database_url: str
 ) -> None:
+    """An HTTP approval on a third instance runs the tool once and saves the note."""
     cluster = offline_cluster
     async with AsyncExitStack() as stack:
         a, owner, session, request = await paused(cluster, stack, *APPROVAL)
@@ -201,6 +204,7 @@ async def test_an_approval_over_http_through_a_third_instance_reaches_the_run(
 async def test_a_watcher_sees_each_frame_once_and_a_reconnect_elsewhere_replays_the_rest(
     offline_cluster: ClusterHarness,
 ) -> None:
+    """A watcher elsewhere sees every frame; a reconnect replays only what it missed."""
     cluster = offline_cluster
     async with AsyncExitStack() as stack:
         a, owner = await cluster.connect(stack)
@@ -235,6 +239,7 @@ async def test_a_watcher_sees_each_frame_once_and_a_reconnect_elsewhere_replays_
 async def test_a_paused_run_is_taken_over_when_its_instance_is_killed(
     offline_cluster: ClusterHarness, pg_database_url: str
 ) -> None:
+    """A paused run outlives its killed instance and ends elsewhere, tools run once."""
     cluster = offline_cluster
     async with AsyncExitStack() as stack:
         a, owner, session, question = await paused(cluster, stack, *QUESTION)
@@ -272,6 +277,7 @@ async def test_a_paused_run_is_taken_over_when_its_instance_is_killed(
 async def test_a_run_cut_off_mid_phase_by_a_kill_is_reported_interrupted(
     pg_database_url: str, redis_url: str, fake_openai: FakeOpenAIServer
 ) -> None:
+    """A kill mid model call ends the run as interrupted, with no second call."""
     settings = hanging(fake_openai)
     async with (
         running_cluster(pg_database_url, redis_url, **settings) as cluster,

@@ -45,6 +45,7 @@ def sse_events(text: str) -> list[tuple[str, str]]:
 async def test_the_http_api_reaches_a_conversation_owned_elsewhere(
     offline_cluster: ClusterHarness,
 ) -> None:
+    """Runs, streams, replays and reads through other instances reach the owner."""
     cluster = offline_cluster
     async with AsyncExitStack() as stack:
         a, owner = await cluster.connect(stack)
@@ -116,6 +117,7 @@ async def test_the_http_api_reaches_a_conversation_owned_elsewhere(
 async def test_files_and_deletion_through_other_instances(
     offline_cluster: ClusterHarness,
 ) -> None:
+    """Uploads and deletes via other instances reach the owner; watchers are told."""
     cluster = offline_cluster
     async with AsyncExitStack() as stack:
         a, owner, session, _ = await paused(cluster, stack, *QUESTION)
@@ -157,6 +159,7 @@ async def test_files_and_deletion_through_other_instances(
 async def test_a_sigterm_hands_a_paused_run_to_another_instance(
     offline_cluster: ClusterHarness,
 ) -> None:
+    """A SIGTERM'd owner hands its run awaiting approval on; the tool runs once."""
     cluster = offline_cluster
     async with AsyncExitStack() as stack:
         a, owner, session, request = await paused(cluster, stack, *APPROVAL)
@@ -185,9 +188,10 @@ async def test_a_sigterm_hands_a_paused_run_to_another_instance(
         assert calls_of([*a.seen, *after], "save_note") == 1
 
 
-async def test_a_client_back_right_after_a_kill_waits_out_the_lease(
+async def test_a_client_back_right_after_a_kill_resumes_on_another_instance(
     offline_cluster: ClusterHarness,
 ) -> None:
+    """A client back after its owner is killed resumes elsewhere and the run goes on."""
     cluster = offline_cluster
     async with AsyncExitStack() as stack:
         first = await stack.enter_async_context(AsyncExitStack())
@@ -195,12 +199,10 @@ async def test_a_client_back_right_after_a_kill_waits_out_the_lease(
         await cluster.kill(owner)
         await closed_with(a)
 
-        back = time.perf_counter()
         again, instance = await cluster.connect(
             stack, f"session_id={session}&last_seq={question['seq']}"
         )
         ready = await again.recv()
-        waited = time.perf_counter() - back
         assert instance != owner
         assert (ready["type"], ready["resumed"]) == ("session_ready", True)
         await again.send(
@@ -212,12 +214,12 @@ async def test_a_client_back_right_after_a_kill_waits_out_the_lease(
             in next(f for f in after if label(f) == "chat_response")["message"]
         )
         assert calls_of([*a.seen, *after], "calculator") == 1
-        print(f"reconnected through {instance} after {waited:.2f} s")
 
 
 async def test_another_users_conversation_is_theirs_on_no_instance(
     pg_database_url: str, redis_url: str, tmp_path: Path
 ) -> None:
+    """Another user naming a conversation gets a new one and cannot touch its run."""
     tokens = users(tmp_path)
     async with (
         running_cluster(

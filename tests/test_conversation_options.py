@@ -25,6 +25,7 @@ async def stored(url: str, session: str) -> tuple[list[tuple[str, str | None]], 
 async def test_an_unsaved_run_is_not_stored_and_later_runs_never_see_it(
     start_server: StartServer, database_url: str
 ) -> None:
+    """A `save_chat=False` run is answered but not stored or shown to later runs."""
     llm = ScriptedLLM("noted", "that stays between us", "you asked me to note X")
     harness = await start_server(llm, database_url=database_url)
     client, ready = await harness.ready_client()
@@ -52,6 +53,7 @@ async def test_an_unsaved_run_is_not_stored_and_later_runs_never_see_it(
 async def test_without_history_the_model_sees_only_this_message_yet_it_is_kept(
     start_server: StartServer, database_url: str
 ) -> None:
+    """With `include_history=False` the model sees just this message; all is stored."""
     llm = ScriptedLLM("one", "two", "three")
     harness = await start_server(llm, database_url=database_url)
     client, ready = await harness.ready_client()

@@ -13,6 +13,7 @@ JSON = {"Content-Type": "application/json"}
 async def test_list_read_rename_and_delete_conversations(
     start_server: StartServer, database_url: str
 ) -> None:
+    """The API pages stored conversations, shows runs and messages, renames, deletes."""
     llm = ScriptedLLM("four", "six")
     harness = await start_server(llm, database_url=database_url)
     ids = []
@@ -68,6 +69,7 @@ async def test_list_read_rename_and_delete_conversations(
 async def test_the_api_wants_the_token_when_one_is_set(
     start_server: StartServer,
 ) -> None:
+    """With an auth token set, the conversations API needs it as a bearer token."""
     harness = await start_server(ScriptedLLM(), auth_token="s3cret")
     base = harness.server.url("/api/conversations")
     async with httpx.AsyncClient() as http:

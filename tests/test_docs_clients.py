@@ -25,6 +25,7 @@ def examples() -> list[tuple[str, str]]:
 async def test_every_python_example_prints_what_the_page_shows(
     start_server: StartServer,
 ) -> None:
+    """Each Python example in `docs/clients.md` prints exactly the output shown."""
     harness = await start_server(llm_provider="offline")
     env = {k: v for k, v in os.environ.items() if not k.startswith("LOOPWIRE_")}
     found = examples()
@@ -47,6 +48,7 @@ async def test_every_python_example_prints_what_the_page_shows(
 
 
 def test_the_examples_are_formatted_and_lint_clean() -> None:
+    """The Python examples in `docs/clients.md` are ruff-formatted and lint clean."""
     for code, _ in examples():
         for command in (
             [str(RUFF), "format", "--check", "--stdin-filename", "example.py", "-"],

@@ -13,6 +13,7 @@ RUFF = Path(sys.executable).parent / "ruff"
 
 
 def test_the_example_defines_one_strategy() -> None:
+    """The docs' example is one tool-less `reflect` strategy that starts at a turn."""
     strategy = example_strategy()
     assert (strategy.name, strategy.first, strategy.uses_tools) == (
         "reflect",
@@ -22,6 +23,7 @@ def test_the_example_defines_one_strategy() -> None:
 
 
 def test_the_example_is_formatted_and_lint_clean() -> None:
+    """The docs' example strategy passes `ruff format --check` and `ruff check`."""
     source = example_source()
     for command in (
         [str(RUFF), "format", "--check", "--stdin-filename", "reflect.py", "-"],

@@ -88,6 +88,7 @@ async def edit(client: Client, replace_from: str, **fields: Any) -> WireFrame:
 async def test_editing_the_first_run_removes_both_and_the_model_sees_only_the_edit(
     start_server: StartServer,
 ) -> None:
+    """Replacing the first run drops both runs; the model sees only the edited turn."""
     _, llm, client, _, first, second = await two_runs(start_server, "edited", "three")
     last_seq = client.seen[-1]["seq"]
 
@@ -113,6 +114,7 @@ async def test_editing_the_first_run_removes_both_and_the_model_sees_only_the_ed
 async def test_editing_the_last_run_keeps_the_ones_before_it(
     start_server: StartServer,
 ) -> None:
+    """Replacing the last run removes only it; the model still sees the first turn."""
     _, llm, client, _, first, second = await two_runs(start_server, "edited")
 
     frames = await client.chat("second, edited", replace_from=second)
@@ -130,6 +132,7 @@ async def test_editing_the_last_run_keeps_the_ones_before_it(
 async def test_an_edit_is_stored_and_a_restarted_server_continues_from_it(
     start_server: StartServer, database_url: str
 ) -> None:
+    """An edit is saved and shown over HTTP, and a restarted server continues it."""
     harness, _, client, session, first, second = await two_runs(
         start_server, "three", "edited", database_url=database_url
     )
@@ -171,6 +174,7 @@ async def test_an_edit_is_stored_and_a_restarted_server_continues_from_it(
 async def test_a_new_connection_replays_the_old_runs_then_the_removal_then_the_new_run(
     start_server: StartServer,
 ) -> None:
+    """A client resuming from zero gets the old runs, the removal, then the new run."""
     harness, _, client, session, first, second = await two_runs(start_server, "edited")
     await client.chat("first, edited", replace_from=first)
     seen = client.seen[1:]
@@ -224,6 +228,7 @@ async def assert_nothing_changed(
 async def test_an_unknown_run_is_refused_and_nothing_changes(
     start_server: StartServer, replace_from: str, message: str
 ) -> None:
+    """An unknown run id is refused (a long one quoted short) and nothing changes."""
     harness, llm, client, session, first, second = await two_runs(start_server, "three")
     error = await edit(client, replace_from)
     assert (error["type"], error["error_type"], error["message"]) == (
@@ -237,6 +242,7 @@ async def test_an_unknown_run_is_refused_and_nothing_changes(
 async def test_a_run_of_another_conversation_is_refused(
     start_server: StartServer,
 ) -> None:
+    """A run id from another conversation is refused and this one is left intact."""
     harness, llm, client, session, first, second = await two_runs(
         start_server, "elsewhere", "three"
     )
@@ -252,6 +258,7 @@ async def test_a_run_of_another_conversation_is_refused(
 async def test_an_unsaved_run_is_refused_and_nothing_changes(
     start_server: StartServer,
 ) -> None:
+    """A run sent with `save_chat: false` cannot be replaced; history stays intact."""
     harness, llm, client, session, first, second = await two_runs(
         start_server, "secret answer", "three"
     )
@@ -267,6 +274,7 @@ async def test_an_unsaved_run_is_refused_and_nothing_changes(
 async def test_an_unsaved_edit_is_refused_and_nothing_changes(
     start_server: StartServer,
 ) -> None:
+    """An edit that itself has `save_chat: false` is refused and removes nothing."""
     harness, llm, client, session, first, second = await two_runs(start_server, "three")
     error = await edit(client, first, save_chat=False)
     assert error["message"] == (
@@ -279,6 +287,7 @@ async def test_an_unsaved_edit_is_refused_and_nothing_changes(
 async def test_an_edit_while_a_run_is_active_is_refused_as_busy(
     start_server: StartServer,
 ) -> None:
+    """An edit during an active run is refused as busy; the stopped run stays stored."""
     hang = Hang()
     harness, llm, client, session, first, second = await two_runs(
         start_server,
@@ -314,6 +323,7 @@ async def test_an_edit_while_a_run_is_active_is_refused_as_busy(
 async def test_an_invalid_chat_with_a_valid_edit_removes_nothing(
     start_server: StartServer,
 ) -> None:
+    """An edit whose chat fails validation (an unknown tool) removes no runs."""
     harness, llm, client, session, first, second = await two_runs(start_server, "three")
     error = await edit(client, first, selected_tools=["nope"])
     assert (error["error_type"], error["message"]) == (
@@ -324,6 +334,7 @@ async def test_an_invalid_chat_with_a_valid_edit_removes_nothing(
 
 
 async def test_a_run_from_before_a_reset_is_refused(start_server: StartServer) -> None:
+    """A run from before a reset is refused though its words sit at its old position."""
     llm = ScriptedLLM("one", "two", "three")
     harness = await start_server(llm, test_registry())
     client, _ = await harness.ready_client()
@@ -348,6 +359,7 @@ async def test_a_run_from_before_a_reset_is_refused(start_server: StartServer) -
 async def test_a_store_that_cannot_list_the_runs_refuses_the_edit(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """When the store cannot list runs, the edit fails as `store_error`, unapplied."""
     llm = ScriptedLLM("one", "two", "three")
     async with serving(llm, test_registry()) as client:
         first = run_id(await client.chat("first"))
@@ -382,6 +394,7 @@ async def test_a_store_that_cannot_list_the_runs_refuses_the_edit(
 async def test_the_agent_api_edits_too_and_refuses_the_same_way(
     start_server: StartServer,
 ) -> None:
+    """`/api/agent` answers 400 to an unknown run and replaces a known one."""
     llm = ScriptedLLM(
         *(reason("", finish=True, final=answer) for answer in ("one", "two", "1!"))
     )
@@ -422,6 +435,7 @@ async def test_the_agent_api_edits_too_and_refuses_the_same_way(
 
 
 def test_replace_from_is_a_protocol_id() -> None:
+    """`replace_from` takes an id-like string; empty, spaced, long or non-str fail."""
     frame = {"type": "chat", "content": "hi", "replace_from": "0123abcd"}
     assert client_message_adapter.validate_python(frame) == ChatMessage(
         type="chat", content="hi", replace_from="0123abcd"
@@ -467,6 +481,7 @@ CONVERSATION = [
 
 @pytest.mark.parametrize("length", range(len(CONVERSATION) + 1))
 def test_a_truncated_history_is_the_history_of_what_it_kept(length: int) -> None:
+    """A `History` truncated to any length equals one built from the kept messages."""
     history = History(CONVERSATION)
     history.window(10_000, tool_output_chars=10)  # fills the compaction cache
     history.truncate(length)
@@ -480,6 +495,7 @@ def test_a_truncated_history_is_the_history_of_what_it_kept(length: int) -> None
 
 
 def test_a_result_whose_call_was_cut_is_a_result_without_a_call() -> None:
+    """A result appended after its call was cut away is owned by no call."""
     history = History(CONVERSATION[:4])
     history.truncate(2)  # keeps the call c1 made; its result is cut
     history.truncate(1)  # and now the call too
@@ -497,6 +513,7 @@ def test_a_result_whose_call_was_cut_is_a_result_without_a_call() -> None:
 
 
 def test_a_repeated_call_id_points_back_to_the_kept_call() -> None:
+    """Cutting the later call of a reused id maps the id back to its earlier call."""
     history = History(CONVERSATION)
     assert history._calls["c1"] == 5
     history.truncate(5)
@@ -506,6 +523,7 @@ def test_a_repeated_call_id_points_back_to_the_kept_call() -> None:
 
 
 def test_truncate_past_the_end_keeps_everything_and_clear_empties() -> None:
+    """Truncating beyond the end keeps every message; `clear` leaves a fresh history."""
     history = History(CONVERSATION)
     history.truncate(100)
     assert len(history) == len(CONVERSATION)
@@ -534,6 +552,7 @@ def record(rid: str, at: float, state: dict[str, Any] | None = None) -> RunRecor
 
 
 def test_an_edit_makes_one_batch_that_cuts_and_deletes() -> None:
+    """An edit yields one batch that cuts, saves the new message, drops removed runs."""
     history = History([Message.user(t) for t in ("a", "A", "b", "B")])
     pending = journal(saved=4)
     pending.run(record("r2", 2))
@@ -554,6 +573,7 @@ def test_an_edit_makes_one_batch_that_cuts_and_deletes() -> None:
 
 
 def test_a_failed_batch_comes_back_and_the_earlier_cut_wins() -> None:
+    """A failed batch given back merges with a later edit, keeping the earlier cut."""
     history = History([Message.user(t) for t in "abcdef"])
     pending = journal(saved=2)
     pending.run(record("r1", 1))
@@ -576,6 +596,7 @@ def test_a_failed_batch_comes_back_and_the_earlier_cut_wins() -> None:
 
 
 def test_a_reset_is_a_cut_at_zero() -> None:
+    """Clearing history journals a cut at zero that survives a given-back batch."""
     history = History([Message.user("a")])
     pending = journal(saved=1)
     history.clear()
@@ -589,6 +610,7 @@ def test_a_reset_is_a_cut_at_zero() -> None:
 
 
 def test_frames_of_removed_runs_are_still_journalled() -> None:
+    """A frame of a removed run is still kept in the journal."""
     pending = journal()
     pending.runs_removed(["r1"])
     pending.frame(Frame(1, "r1", "{}"))
@@ -599,6 +621,7 @@ def test_frames_of_removed_runs_are_still_journalled() -> None:
 
 
 def test_a_run_checkpointed_before_runs_knew_their_position_is_refused() -> None:
+    """A run whose stored state lacks `request_at` (an older server's) is refused."""
     old = RunState.model_validate_json(
         json.dumps(
             {
@@ -622,6 +645,7 @@ def test_a_run_checkpointed_before_runs_knew_their_position_is_refused() -> None
 
 
 def test_the_runs_are_the_stored_ones_with_the_pending_ones_oldest_first() -> None:
+    """Pending records override stored ones, removed runs drop out, oldest first."""
     stored_runs = [record("r1", 1), record("r2", 2)]
     newer = record("r2", 2).model_copy(update={"status": "running"})
     runs = conversation_runs(
@@ -635,6 +659,7 @@ def test_the_runs_are_the_stored_ones_with_the_pending_ones_oldest_first() -> No
 
 
 def test_the_named_run_and_every_later_one_are_removed() -> None:
+    """The plan cuts at the run's message and removes it and every later run."""
     history = History([Message.user(t) for t in ("first", "1", "first", "2")])
     runs = [
         record("r1", 1, {"request_at": 0}),

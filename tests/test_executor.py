@@ -106,6 +106,7 @@ class Harness:
 
 
 async def test_success() -> None:
+    """A tool runs once with its context and returns its result and parsed arguments."""
     h = Harness(tool("echo", _echo, READ))
     outcome = await h.call("echo", {"text": "hi"})
     assert outcome.ok and outcome.result == {"echo": "hi", "session": "s1"}
@@ -114,6 +115,7 @@ async def test_success() -> None:
 
 
 async def test_unknown_tool() -> None:
+    """A call to a tool not in the registry fails and lists the available tools."""
     h = Harness(tool("echo", _echo, READ))
     outcome = await h.call("rm", {})
     assert (outcome.status, outcome.error) == (
@@ -123,6 +125,7 @@ async def test_unknown_tool() -> None:
 
 
 async def test_tool_not_offered_in_this_conversation() -> None:
+    """A tool not enabled for the conversation is refused, naming the ones that are."""
     h = Harness(tool("echo", _echo, READ), tool("other", _echo, READ))
     outcome = await h.call("other", {}, allowed=["echo"])
     assert (
@@ -132,6 +135,7 @@ async def test_tool_not_offered_in_this_conversation() -> None:
 
 
 async def test_invalid_arguments_are_explained() -> None:
+    """Ill-typed arguments and non-object JSON are refused with a readable reason."""
     h = Harness(tool("echo", _echo, READ))
     outcome = await h.call("echo", {"text": 5})
     assert (
@@ -143,6 +147,7 @@ async def test_invalid_arguments_are_explained() -> None:
 
 
 async def test_mutating_tool_blocked_in_read_only_session() -> None:
+    """A read-only session blocks a mutating tool without running it."""
     ran = Flaky([])
     h = Harness(tool("write", ran))
     outcome = await h.call("write", {}, read_only=True, allowed=[])
@@ -155,6 +160,7 @@ async def test_mutating_tool_blocked_in_read_only_session() -> None:
 
 
 async def test_rate_limit_applies_to_mutating_tools_per_session() -> None:
+    """Mutating calls are limited per session and window, while reads never are."""
     now = [0.0]
     limiter = RateLimiter(2, 60.0, clock=lambda: now[0])
     h = Harness(
@@ -176,6 +182,7 @@ async def test_rate_limit_applies_to_mutating_tools_per_session() -> None:
 
 
 async def test_timeout_of_a_non_idempotent_tool_is_not_retried() -> None:
+    """A non-idempotent tool that times out is tried once and reported as a timeout."""
     h = Harness(
         tool("hang", _forever, ToolEffect(requires_approval=False, timeout_s=0.05))
     )
@@ -188,6 +195,7 @@ async def test_timeout_of_a_non_idempotent_tool_is_not_retried() -> None:
 
 
 async def test_idempotent_timeouts_are_retried_then_reported() -> None:
+    """An idempotent tool that keeps timing out is tried three times, then reported."""
     h = Harness(
         tool(
             "hang",
@@ -204,6 +212,7 @@ async def test_idempotent_timeouts_are_retried_then_reported() -> None:
 
 
 async def test_idempotent_retry_succeeds() -> None:
+    """An idempotent tool succeeds on try three after a retryable error and a crash."""
     flaky = Flaky(
         [ToolError("upstream busy", retryable=True), RuntimeError("socket reset")]
     )
@@ -213,6 +222,7 @@ async def test_idempotent_retry_succeeds() -> None:
 
 
 async def test_non_idempotent_failure_is_not_retried() -> None:
+    """A crash in a non-idempotent tool fails the call after one attempt."""
     flaky = Flaky([RuntimeError("socket reset")])
     h = Harness(tool("send", flaky, ToolEffect(requires_approval=False)))
     outcome = await h.call("send")
@@ -224,6 +234,7 @@ async def test_non_idempotent_failure_is_not_retried() -> None:
 
 
 async def test_deterministic_tool_errors_are_not_retried() -> None:
+    """A non-retryable `ToolError` fails even an idempotent call after one attempt."""
     flaky = Flaky([ToolError("division by zero")])
     h = Harness(tool("calc", flaky, READ))
     outcome = await h.call("calc")
@@ -231,6 +242,7 @@ async def test_deterministic_tool_errors_are_not_retried() -> None:
 
 
 async def test_retries_are_bounded_by_max_attempts() -> None:
+    """Retryable errors are tried no more than `max_attempts` times in all."""
     flaky = Flaky([ToolError("busy", retryable=True)] * 5)
     h = Harness(
         tool("calc", flaky, READ),
@@ -241,6 +253,8 @@ async def test_retries_are_bounded_by_max_attempts() -> None:
 
 
 async def test_side_effect_notes_and_errors_do_not_fail_the_call() -> None:
+    """Side-effect notes are kept; a failing side effect is a note, not a failure."""
+
     async def audit(args: Any, result: Any, ctx: ToolContext) -> str:
         return f"audit: {args.text} -> {result['echo']}"
 
@@ -261,6 +275,7 @@ async def test_side_effect_notes_and_errors_do_not_fail_the_call() -> None:
 
 
 async def test_side_effects_run_once_even_after_retries() -> None:
+    """Side effects run once, on the result of the attempt that succeeded."""
     seen: list[int] = []
 
     async def count(args: Any, result: Any, ctx: ToolContext) -> None:
@@ -276,6 +291,7 @@ NEEDS_OK = ToolEffect(requires_approval=True)
 
 
 def test_a_tool_that_asks_first_needs_approval_and_runs_once_approved() -> None:
+    """A tool that requires approval needs it first and is ready once approved."""
     h = Harness(tool("save", Flaky([]), NEEDS_OK))
     _, _, check = h.check("save", {"text": "milk"})
     assert isinstance(check, NeedsApproval) and check.tool.name == "save"
@@ -284,6 +300,7 @@ def test_a_tool_that_asks_first_needs_approval_and_runs_once_approved() -> None:
 
 
 def test_approval_counts_once_against_the_rate_limit() -> None:
+    """A call uses a rate-limit slot when it asks for approval, none when approved."""
     limiter = RateLimiter(1, 60.0, clock=lambda: 0.0)
     h = Harness(tool("save", Flaky([]), NEEDS_OK), rate_limiter=limiter)
     assert isinstance(h.check("save")[2], NeedsApproval)
@@ -292,6 +309,7 @@ def test_approval_counts_once_against_the_rate_limit() -> None:
 
 
 def test_arguments_cannot_skip_approval_and_checks_still_apply_once_approved() -> None:
+    """Arguments cannot waive approval; an approved call with bad arguments fails."""
     h = Harness(tool("save", Flaky([]), NEEDS_OK))
     _, _, check = h.check("save", {"text": "x", "requires_approval": False})
     assert isinstance(check, NeedsApproval)
@@ -302,6 +320,7 @@ def test_arguments_cannot_skip_approval_and_checks_still_apply_once_approved() -
 
 
 def test_declined_approvals_explain_themselves() -> None:
+    """Rejected, timed-out and withdrawn approvals become refusals that say why."""
     h = Harness()
     assert h.executor.declined(
         "save", ApprovalDecision("rejected", "not now"), waited_s=7
@@ -318,6 +337,7 @@ def test_declined_approvals_explain_themselves() -> None:
 
 
 async def test_cancellation_propagates() -> None:
+    """Cancelling a running call cancels the tool and re-raises `CancelledError`."""
     started, cancelled = asyncio.Event(), asyncio.Event()
 
     async def hang(args: TextArgs, ctx: ToolContext) -> None:
@@ -338,6 +358,7 @@ async def test_cancellation_propagates() -> None:
 
 
 def test_outcome_for_model_is_bounded_and_its_message_carries_the_status() -> None:
+    """A big result is cut to the model's budget; a tool message carries the status."""
     outcome = ToolOutcome(
         call=ToolCall(id="c", name="big"), arguments={}, result=list(range(2000))
     )
@@ -355,6 +376,7 @@ def test_outcome_for_model_is_bounded_and_its_message_carries_the_status() -> No
 
 
 def test_outcome_round_trips_through_json() -> None:
+    """A `ToolOutcome` survives a JSON dump and reload unchanged."""
     outcome = ToolOutcome(
         call=ToolCall(id="c", name="x", arguments='{"a": 1}'),
         arguments={"a": 1},

@@ -78,6 +78,7 @@ async def stopped(process: asyncio.subprocess.Process) -> dict[str, Any]:
 async def test_a_flooding_user_does_not_slow_another_users_runs(
     tmp_path: Path,
 ) -> None:
+    """Alice's floods are throttled and Bob's median run stays within twice baseline."""
     tokens = tmp_path / "tokens"
     tokens.write_text(f"alice: {ALICE}\nbob: {BOB}\n", encoding="utf-8")
     tokens.chmod(0o600)

@@ -73,6 +73,7 @@ def limits(clock: Clock, **overrides: Any) -> ClientLimits:
 
 
 def test_reconnecting_resets_nothing() -> None:
+    """Leaving and reconnecting does not refill a client's connect budget; time does."""
     clock = Clock()
     counts = limits(clock, connects_per_s=1.0, connect_burst=3)
     for _ in range(3):
@@ -94,6 +95,7 @@ def test_reconnecting_resets_nothing() -> None:
 
 
 def test_a_client_is_forgotten_only_when_it_has_nothing_to_remember() -> None:
+    """A client's counts are pruned only once all of its buckets have refilled."""
     clock = Clock()
     counts = limits(
         clock, connects_per_s=1.0, connect_burst=2, runs_per_minute=6, run_burst=2
@@ -108,6 +110,7 @@ def test_a_client_is_forgotten_only_when_it_has_nothing_to_remember() -> None:
 
 
 def test_runs_share_one_bucket_and_say_when_to_come_back() -> None:
+    """Runs past the burst are refused with a retry-after; an unkeyed client is free."""
     counts = limits(Clock(), runs_per_minute=6, run_burst=2)
     counts.start_run("user:alice")
     counts.start_run("user:alice")
@@ -119,6 +122,7 @@ def test_runs_share_one_bucket_and_say_when_to_come_back() -> None:
 
 
 def test_without_sign_in_clients_are_addresses_and_loopback_is_free() -> None:
+    """Without sign-in clients are keyed by address, and loopback is not limited."""
     counts = ClientLimits(make_settings(), signed_in=False)
     local = {"client": ("127.0.0.1", 5000)}
     remote = {"client": ("203.0.113.9", 5000)}
@@ -135,6 +139,7 @@ def test_without_sign_in_clients_are_addresses_and_loopback_is_free() -> None:
 async def test_http_runs_and_chat_frames_spend_the_same_runs(
     start: StartServer,
 ) -> None:
+    """HTTP runs and WebSocket chats draw on the same per-user run budget."""
     harness = await start(runs_per_minute=0.5, run_burst=2)
     async with http(harness, ALICE) as alice, http(harness, BOB) as bob:
         for _ in range(2):
@@ -160,6 +165,7 @@ async def test_http_runs_and_chat_frames_spend_the_same_runs(
 
 
 async def test_streams_and_sockets_count_together(start: StartServer) -> None:
+    """Event streams, sockets and HTTP runs count toward one per-user connection cap."""
     harness = await start(max_connections_per_user=2)
     async with http(harness, ALICE) as alice:
         question = await asked(alice)  # its run waits: a stream on it stays open
@@ -179,6 +185,7 @@ async def test_streams_and_sockets_count_together(start: StartServer) -> None:
 
 
 async def test_the_server_caps_connections_for_everyone(start: StartServer) -> None:
+    """Past the server-wide connection cap, any user's request is refused with 429."""
     harness = await start(max_connections=2)
     await harness.ready_client(**bearer(ALICE))
     await harness.ready_client(**bearer(BOB))
@@ -192,6 +199,7 @@ async def test_the_server_caps_connections_for_everyone(start: StartServer) -> N
 
 
 async def test_a_reconnect_loop_is_refused_at_the_handshake(start: StartServer) -> None:
+    """Too many quick reconnects are refused with 429 at the handshake, per user."""
     harness = await start(connects_per_s=0.01, connect_burst=3)
     for _ in range(3):
         socket, _ = await harness.ready_client(**bearer(ALICE))
@@ -229,6 +237,7 @@ async def followed(
 async def test_one_users_waiting_runs_go_to_the_store_and_the_other_is_served(
     start: StartServer,
 ) -> None:
+    """One user's waiting runs are parked in the store so another user is served."""
     harness = await start(max_sessions_per_user=4, max_sessions=6)
     service, store = harness.service, harness.server.app.state.store
     async with http(harness, ALICE) as alice, http(harness, BOB) as bob:
@@ -269,6 +278,7 @@ async def test_one_users_waiting_runs_go_to_the_store_and_the_other_is_served(
 async def test_a_run_left_waiting_unwatched_is_parked_by_the_sweep(
     start: StartServer,
 ) -> None:
+    """An unwatched waiting run is parked by the sweep and resumes when answered."""
     harness = await start(park_waiting_after_s=0.05, session_grace_s=600)
     service = harness.service
     async with http(harness, ALICE) as alice:
@@ -295,6 +305,7 @@ async def test_a_run_left_waiting_unwatched_is_parked_by_the_sweep(
 async def test_lookups_of_unknown_conversations_leave_nothing(
     start: StartServer,
 ) -> None:
+    """Unknown conversations answer 404 and leave no session or open connection."""
     harness = await start()
     unknown = "0123456789abcdef0123456789abcdef"
     async with http(harness, ALICE) as alice:
@@ -315,6 +326,7 @@ async def test_lookups_of_unknown_conversations_leave_nothing(
 async def test_a_socket_that_only_sent_refused_frames_stores_nothing(
     start: StartServer,
 ) -> None:
+    """A socket whose frames were all refused leaves no conversation in the store."""
     harness = await start(user_messages_per_s=0.01, user_message_burst=2)
     socket, ready = await harness.ready_client(**bearer(ALICE))
     for text in ("not json", '{"type": "nope"}', "{}", "{}"):
@@ -333,6 +345,7 @@ async def test_a_socket_that_only_sent_refused_frames_stores_nothing(
 
 
 async def test_odd_input_is_a_400_never_a_500(start: StartServer) -> None:
+    """Malformed event ids, limits and cursors are answered 400, never 500."""
     harness = await start()
     nested = "[" * 5000 + "]" * 5000
     deep = base64.urlsafe_b64encode(nested.encode()).decode().rstrip("=")
@@ -380,6 +393,7 @@ async def wrong_tries(harness: Harness, count: int) -> list[int]:
 async def test_a_forwarded_address_is_believed_only_from_a_trusted_proxy(
     start: StartServer,
 ) -> None:
+    """`X-Forwarded-For` keys a client only when it comes from a trusted proxy."""
     spoofed = await start(auth_failures_per_minute=5)
     assert await wrong_tries(spoofed, 8) == [401] * 5 + [429] * 3
     proxied = await start(auth_failures_per_minute=5, trusted_proxies="127.0.0.1")

@@ -41,6 +41,7 @@ async def closing(client: ServiceClient) -> tuple[list[dict[str, Any]], str]:
 async def test_a_prompt_and_a_runs_end_are_stored_before_anyone_sees_them(
     database_url: str,
 ) -> None:
+    """The approval prompt and final frame are stored before the client gets either."""
     async with running(database_url) as lw:
         client = await lw.client()
         session = client.session.id

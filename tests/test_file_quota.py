@@ -45,6 +45,7 @@ def blobs_on_disk(files_dir: Path) -> dict[str, int]:
 async def test_an_upload_past_the_quota_is_refused_and_another_users_is_not(
     start_server: StartServer, tmp_path: Path
 ) -> None:
+    """An upload past a user's quota gets 413 and is not stored; other users may."""
     harness = await start_server(
         ScriptedLLM(),
         auth_tokens_file=users(tmp_path),
@@ -149,6 +150,7 @@ async def test_a_body_that_cannot_fit_is_refused_before_it_is_read(
 async def test_an_artifact_past_the_quota_is_a_tool_error_the_model_sees(
     start_server: StartServer, tmp_path: Path
 ) -> None:
+    """A `write_file` past the quota fails as a tool error the model sees."""
     llm = ScriptedLLM(
         reason("Write the report.", tools=["write_file"]),
         calls(("write_file", {"name": "report.md", "content": "x" * 3000})),

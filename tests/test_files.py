@@ -66,6 +66,7 @@ def upload(
 async def test_upload_list_and_download_for_the_owner_only(
     start_server: StartServer, tmp_path: Path
 ) -> None:
+    """An upload is cleaned, announced and served to its owner, and a 404 to others."""
     harness = await start_server(ScriptedLLM(), auth_tokens_file=users(tmp_path))
     client, conversation = await live(harness, AS_ALICE)
     async with httpx.AsyncClient(base_url=harness.server.url("")) as http:
@@ -122,6 +123,7 @@ async def test_upload_list_and_download_for_the_owner_only(
 async def test_a_file_name_with_other_scripts_is_kept_and_quoted(
     start_server: StartServer,
 ) -> None:
+    """A non-ASCII file name is kept and sent with an ASCII fallback and UTF-8 form."""
     harness = await start_server(ScriptedLLM())
     _, conversation = await live(harness)
     async with httpx.AsyncClient(base_url=harness.server.url("")) as http:
@@ -148,6 +150,7 @@ async def test_a_file_name_with_other_scripts_is_kept_and_quoted(
     ],
 )
 def test_names_are_cleaned(raw: str, clean: str) -> None:
+    """Path parts and control, bidi and reserved characters go; long names are cut."""
     assert clean_name(raw) == clean
 
 
@@ -168,6 +171,7 @@ REFUSALS = [
 async def test_a_refused_file_says_why_and_keeps_nothing(
     start_server: StartServer, name: str, content: bytes, status: int, reason: str
 ) -> None:
+    """A bad, empty or oversized file is refused, saying why, and nothing is kept."""
     harness = await start_server(ScriptedLLM(), max_file_bytes=2048)
     _, conversation = await live(harness)
     async with httpx.AsyncClient(base_url=harness.server.url("")) as http:
@@ -180,6 +184,7 @@ async def test_a_refused_file_says_why_and_keeps_nothing(
 
 
 async def test_the_form_and_the_count_are_bounded(start_server: StartServer) -> None:
+    """Bad or oversized upload forms are refused; files per conversation are capped."""
     harness = await start_server(
         ScriptedLLM(), max_file_bytes=2048, max_files_per_conversation=2
     )
@@ -251,6 +256,7 @@ async def test_the_form_and_the_count_are_bounded(start_server: StartServer) -> 
 async def test_the_manifest_lists_the_files_and_tools_read_and_write_them(
     start_server: StartServer,
 ) -> None:
+    """Reason prompts list the files, which `read_file` and `write_file` use."""
     llm = ScriptedLLM(
         reason("Read the file.", tools=["read_file"]),
         calls(("read_file", {"file_id": "PLACEHOLDER"})),
@@ -323,6 +329,7 @@ async def test_the_manifest_lists_the_files_and_tools_read_and_write_them(
 async def test_a_missing_file_is_a_tool_error_naming_the_files(
     start_server: StartServer,
 ) -> None:
+    """`read_file` on an unknown id fails, listing the files the conversation has."""
     llm = ScriptedLLM(
         reason("Read it.", tools=["read_file"]),
         calls(("read_file", {"file_id": "nope"})),
@@ -338,6 +345,7 @@ async def test_a_missing_file_is_a_tool_error_naming_the_files(
 async def test_an_upload_that_trickles_is_cut_off_in_time(
     start_server: StartServer,
 ) -> None:
+    """An upload that stalls is answered 408 at the upload timeout, keeping nothing."""
     harness = await start_server(ScriptedLLM(), upload_timeout_s=0.5)
     _, conversation = await live(harness)
     host, port = harness.server.url("").removeprefix("http://").split(":")

@@ -163,6 +163,7 @@ async def measure(server: ServerProcess) -> tuple[Latencies, dict[str, Any]]:
 
 
 async def test_a_flood_is_closed_and_the_neighbour_is_still_served() -> None:
+    """Flooding sockets close in time while every neighbour round trip is answered."""
     async with server_process(
         "sqlite://", ws_messages_per_s=RATE, ws_message_burst=BURST
     ) as server:

@@ -192,6 +192,7 @@ async def fuzz_batch(
 
 
 def test_every_fuzzed_frame_is_answered_and_the_neighbour_is_served() -> None:
+    """Every hostile frame gets a reply or the expected close; a neighbour is served."""
     server = ServerProcess(
         "sqlite://",
         max_message_bytes=str(MAX_MESSAGE_BYTES),

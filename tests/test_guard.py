@@ -88,6 +88,7 @@ async def raw_handshake(port: int, host: str) -> bytes:
 async def test_crafted_origins_are_refused_before_the_handshake(
     start_server: StartServer,
 ) -> None:
+    """Foreign, look-alike and non-web origins get 403 at handshake; no model call."""
     harness, llm = await served(start_server)
     statuses = {
         origin: await handshake_status(harness, Origin=origin)
@@ -104,6 +105,7 @@ async def test_crafted_origins_are_refused_before_the_handshake(
 async def test_loopback_origins_and_scripts_without_one_are_served(
     start_server: StartServer, origin: str | None
 ) -> None:
+    """Loopback origins and clients sending no `Origin` complete the handshake."""
     harness, _ = await served(start_server)
     headers = {"Origin": origin} if origin else {}
     assert await handshake_status(harness, **headers) == 101
@@ -112,6 +114,7 @@ async def test_loopback_origins_and_scripts_without_one_are_served(
 async def test_configured_and_public_origins_are_served(
     start_server: StartServer,
 ) -> None:
+    """Allowed and public-URL origins connect; the public host on another port fails."""
     harness, _ = await served(
         start_server,
         allowed_origins="https://app.example",
@@ -125,6 +128,7 @@ async def test_configured_and_public_origins_are_served(
 async def test_a_rebinding_host_is_refused_on_every_route(
     start_server: StartServer,
 ) -> None:
+    """A foreign `Host` header gets 400 on socket, page and API, with no model call."""
     harness, llm = await served(start_server)
     port = harness.server.port
     assert port is not None
@@ -145,6 +149,7 @@ async def test_a_rebinding_host_is_refused_on_every_route(
 
 
 async def test_public_and_allowed_hosts_are_served(start_server: StartServer) -> None:
+    """The public URL's host and allowed hosts, any port, are served; others get 400."""
     harness, _ = await served(
         start_server, public_url="https://chat.example", allowed_hosts="lan.example"
     )
@@ -161,6 +166,7 @@ async def test_public_and_allowed_hosts_are_served(start_server: StartServer) ->
 async def test_a_cross_site_post_to_the_approvals_route_is_refused(
     start_server: StartServer,
 ) -> None:
+    """Approvals refuse a foreign origin (403) or non-JSON body (415) before lookup."""
     harness, _ = await served(start_server)
     url = harness.server.url("/api/sessions/" + "0" * 32 + "/approvals/call_1")
     async with httpx.AsyncClient() as http:
@@ -184,6 +190,7 @@ async def test_a_cross_site_post_to_the_approvals_route_is_refused(
 async def test_every_http_response_has_the_security_headers(
     start_server: StartServer,
 ) -> None:
+    """Pages, API, health and 404 answers all carry nosniff, DENY, CSP and referrer."""
     harness, _ = await served(start_server)
     async with httpx.AsyncClient() as http:
         responses = [

@@ -63,6 +63,7 @@ def assert_whole_groups(window: Sequence[Message]) -> None:
 
 
 def test_the_estimate_is_utf8_bytes_over_four_rounded_up() -> None:
+    """Non-ASCII text is costed by its encoded bytes, so `€€€€` costs three tokens."""
     assert [estimate_text_tokens(t) for t in ("", "abcd", "abcde", "é", "€€€€")] == [
         0,
         1,
@@ -73,6 +74,7 @@ def test_the_estimate_is_utf8_bytes_over_four_rounded_up() -> None:
 
 
 def test_a_message_costs_its_text_an_overhead_and_its_tool_calls() -> None:
+    """A message costs 4 tokens plus its text; a tool call 4 plus name and arguments."""
     assert estimate_message_tokens(Message.user("abcd")) == 4 + 1
     assert estimate_message_tokens(Message.assistant(None)) == 4
     call = ToolCall(id="c1", name="add", arguments='{"a":1}')  # 3 and 7 bytes
@@ -96,6 +98,7 @@ def turns(count: int) -> list[Message]:
 
 
 def test_the_window_is_the_newest_messages_that_fit_the_budget() -> None:
+    """The window keeps the longest recent tail within budget, even from an answer."""
     messages = turns(10)
     history = History(messages)
 
@@ -107,6 +110,7 @@ def test_the_window_is_the_newest_messages_that_fit_the_budget() -> None:
 
 
 def test_the_current_request_is_kept_even_over_budget() -> None:
+    """The current question and its tool work are sent whole even when over budget."""
     messages = [
         Message.user("earlier"),
         Message.assistant("sure"),
@@ -158,6 +162,7 @@ def expected_start(messages: Sequence[Message], budget: int) -> int:
 
 
 def test_a_tool_call_is_never_separated_from_its_results() -> None:
+    """At any budget the window never opens on a note or splits a call from a result."""
     history = History(GROUPED)
     # Enough for everything from the first result on, yet the window cannot
     # start there, at the note between results, or at a note at all.
@@ -173,6 +178,7 @@ def test_a_tool_call_is_never_separated_from_its_results() -> None:
 
 
 def test_older_long_tool_outputs_are_compacted_and_the_history_is_not() -> None:
+    """Old long tool outputs are cut when sent, not stored, and budgeted as cut."""
     long_old, long_now = "a" * 3000, "b" * 3000
     messages = [
         Message.user("q1"),
@@ -204,6 +210,7 @@ def test_older_long_tool_outputs_are_compacted_and_the_history_is_not() -> None:
 
 
 def test_since_leaves_out_what_came_before() -> None:
+    """A `since` index drops every earlier message from the window."""
     messages = turns(3)
     history = History(messages)
     assert history.window(WIDE, tool_output_chars=100, since=6) == messages[6:]
@@ -244,6 +251,7 @@ def test_costs_are_estimated_on_append_not_on_every_window(
 def test_the_window_settings_are_read_from_the_environment(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """Window settings default to 8000 and 2000, come from env, and have minimums."""
     assert make_settings().history_window_tokens == 8000
     assert make_settings().history_tool_output_chars == 2000
     monkeypatch.setenv("LOOPWIRE_HISTORY_WINDOW_TOKENS", "3000")
@@ -325,6 +333,7 @@ AGENT_SCRIPT = [
 async def test_every_request_of_a_long_conversation_fits_the_budget(
     fields: dict[str, Any], script: list[Any], purposes: list[str]
 ) -> None:
+    """Every request over 200 old messages fits the budget with tool groups whole."""
     earlier = conversation()
     llm = ScriptedLLM(*script)
     async with serving(

@@ -92,6 +92,7 @@ async def handshake(harness: Harness, **headers: str) -> tuple[int, Any]:
 async def test_a_sign_in_is_kept_and_signing_out_revokes_it_at_once(
     start_server: StartServer, tokens: Path
 ) -> None:
+    """A sign-in is kept without its secret; signing out refuses the cookie at once."""
     harness = await start(start_server, tokens)
     cookie = await sign_in(harness, BOB)
     assert await status(harness, **session(cookie)) == 200
@@ -129,6 +130,7 @@ async def test_a_sign_in_is_kept_and_signing_out_revokes_it_at_once(
 async def test_another_instance_refuses_a_revoked_sign_in_within_the_cache_bound(
     start_server: StartServer, tokens: Path, database_url: str
 ) -> None:
+    """Another instance refuses a revoked sign-in once its 5 s cache runs out."""
     one = await start(start_server, tokens, database_url=database_url)
     two = await start(start_server, tokens, database_url=database_url)
     clock = Clock()
@@ -178,6 +180,7 @@ async def test_a_revoked_sign_in_closes_its_open_sockets(
 async def test_an_admin_revokes_one_sign_in_or_all_of_a_users(
     start_server: StartServer, tokens: Path
 ) -> None:
+    """An admin lists sign-ins and revokes one of them, or all of one user's."""
     harness = await start(start_server, tokens)
     first, second = await sign_in(harness, BOB), await sign_in(harness, BOB)
     mine = await sign_in(harness, ALICE)
@@ -231,6 +234,7 @@ async def test_an_admin_revokes_one_sign_in_or_all_of_a_users(
 async def test_every_admin_route_needs_the_admin_role(
     start_server: StartServer, tokens: Path, method: str, path: str, as_admin: int
 ) -> None:
+    """Each admin route refuses a user with 403 and no sign-in with 401."""
     harness = await start(start_server, tokens)
     bobs_cookie = await sign_in(harness, BOB)
     alices_cookie = await sign_in(harness, ALICE)
@@ -248,6 +252,7 @@ async def test_every_admin_route_needs_the_admin_role(
 async def test_the_single_token_and_no_authentication_make_an_admin(
     start_server: StartServer,
 ) -> None:
+    """The single-token holder, and anyone on an open server, may use admin routes."""
     single = await start_server(ScriptedLLM(), auth_token=ALICE)
     open_server = await start_server(ScriptedLLM())
     assert await status(single, "/api/admin/usage", **bearer(ALICE)) == 200
@@ -257,6 +262,7 @@ async def test_the_single_token_and_no_authentication_make_an_admin(
 async def test_usage_counts_each_users_conversations_runs_and_files(
     start_server: StartServer, tokens: Path
 ) -> None:
+    """The usage report counts each user's conversations, runs and file bytes."""
     harness = await start_server(
         ScriptedLLM("one", "two", "three"), test_registry(), auth_tokens_file=tokens
     )
@@ -282,6 +288,7 @@ async def test_usage_counts_each_users_conversations_runs_and_files(
 async def test_wrong_credentials_are_throttled_per_address(
     start_server: StartServer, tokens: Path
 ) -> None:
+    """After 30 wrong credentials one address gets 429 even for a right one."""
     harness = await start(start_server, tokens)
     harness.server.app.state.guesses.clock = lambda: 0.0  # no refill meanwhile
     statuses: list[int] = []

@@ -21,6 +21,7 @@ async def test_a_failing_route_answers_with_an_incident_id(
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
+    """A crashing route answers 500 with only an incident id; the log has details."""
     harness = await start_server(ScriptedLLM(), test_registry())
 
     async def broken(*_args: object, **_kwargs: object) -> None:
@@ -48,6 +49,7 @@ async def test_a_failing_route_answers_with_an_incident_id(
 async def test_a_run_that_fails_unexpectedly_names_only_an_incident(
     start_server: StartServer, caplog: pytest.LogCaptureFixture
 ) -> None:
+    """A crashing run ends with an `internal_error` naming only a logged incident."""
     caplog.set_level(logging.ERROR)
     harness = await start_server(
         ScriptedLLM(reason(), RuntimeError(SECRET)), test_registry()

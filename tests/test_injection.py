@@ -123,6 +123,7 @@ async def decide(client: Client, request: Frame, approved: bool) -> list[Frame]:
 async def test_instructions_in_a_document_never_change_anything_unasked(
     start_server: StartServer, fake_openai: FakeOpenAIServer, tmp_path: Path
 ) -> None:
+    """Every change a read document asks for awaits approval; declined, none happens."""
     harness, client, session = await started(start_server, fake_openai, tmp_path)
     tools = ["search_documents", "list_notes", "delete_note", "write_file"]
     await client.send(

@@ -125,6 +125,7 @@ async def get(harness: Harness, value: str, path: str = "/api/info") -> httpx.Re
 async def test_a_rotated_key_is_fetched_and_a_withdrawn_one_refused(
     start_server: StartServer, idp: JwksServer
 ) -> None:
+    """A token with a new key id refetches the keys; a key no longer published fails."""
     harness = await start_with_jwt(start_server, idp, "hello", jwt_jwks_refetch_s=0)
     signed_by_a = token(KEY_A, "a")
     assert (await get(harness, signed_by_a)).status_code == 200
@@ -146,6 +147,7 @@ async def test_a_rotated_key_is_fetched_and_a_withdrawn_one_refused(
 async def test_the_roles_claim_makes_an_admin(
     start_server: StartServer, idp: JwksServer
 ) -> None:
+    """Only the admin role in the configured roles claim grants admin access."""
     harness = await start_with_jwt(
         start_server, idp, jwt_roles_claim="realm_access.roles", jwt_admin_role="ops"
     )
@@ -159,6 +161,7 @@ async def test_the_roles_claim_makes_an_admin(
 async def test_every_kind_of_wrong_token_is_refused(
     start_server: StartServer, idp: JwksServer
 ) -> None:
+    """Each kind of bad token gets the same 401; one expired seconds ago passes."""
     harness = await start_with_jwt(start_server, idp)
     now = int(time.time())
     pem = KEY_A.public_key().public_bytes(
@@ -187,6 +190,7 @@ async def test_every_kind_of_wrong_token_is_refused(
 async def test_made_up_key_ids_fetch_the_keys_at_most_once_per_interval(
     idp: JwksServer,
 ) -> None:
+    """Unknown key ids refetch at most once per interval; a failed fetch keeps keys."""
     now = [0.0]
     keys = Jwks(idp.url, refetch_s=60, clock=lambda: now[0])
     assert await keys.key("a") is not None
@@ -207,6 +211,7 @@ async def test_made_up_key_ids_fetch_the_keys_at_most_once_per_interval(
 async def test_a_token_naming_no_key_uses_the_only_one(
     start_server: StartServer, idp: JwksServer
 ) -> None:
+    """A token without a `kid` uses the only published key; with two keys it fails."""
     harness = await start_with_jwt(start_server, idp, jwt_jwks_refetch_s=0)
     assert (await get(harness, token(kid=None))).status_code == 200
     idp.keys = [public_jwk(KEY_A, "a"), public_jwk(KEY_B, "b")]
@@ -240,5 +245,6 @@ async def test_a_token_naming_no_key_uses_the_only_one(
 def test_an_identity_provider_set_up_by_halves_is_refused(
     settings: dict[str, str], problem: str
 ) -> None:
+    """An identity provider set up by halves or with a plain-http JWKS is refused."""
     with pytest.raises(ValueError, match=re.escape(problem)):
         make_settings(**settings)

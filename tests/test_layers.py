@@ -14,7 +14,7 @@ BACKEND = Path(__file__).resolve().parent.parent / "backend"
 RULES = [
     ("llm", ("backend.tools", "backend.chat", "backend.agent", "backend.store")),
     ("store", ("backend.llm", "backend.chat", "backend.agent", "backend.transport")),
-    ("bus", ("backend.chat", "backend.agent", "backend.transport")),
+    ("bus", ("backend.llm", "backend.chat", "backend.agent", "backend.transport")),
     ("transport", ("backend.agent",)),
     ("notifications.py", ("backend.llm", "backend.chat", "backend.agent")),
     ("transcript.py", ("backend.",)),

@@ -194,6 +194,7 @@ async def test_a_fault_in_observe_ends_the_run_without_running_the_tool_again(
     message: str,
     attempts: int,
 ) -> None:
+    """A failing observe call ends the run in error with a summary; no tool rerun."""
     outcome = await run_agent(
         start_server, faulty, *BEFORE_OBSERVE, *[fault] * attempts, Reply("unused")
     )
@@ -216,6 +217,7 @@ async def test_a_fault_in_observe_ends_the_run_without_running_the_tool_again(
 async def test_a_retry_that_works_finishes_the_run_with_the_tool_run_once(
     start_server: StartServer, faulty: FaultyOpenAIServer
 ) -> None:
+    """Observe recovering on its third attempt finishes the run; the tool ran once."""
     outcome = await run_agent(
         start_server,
         faulty,
@@ -249,6 +251,7 @@ async def test_a_retry_that_works_finishes_the_run_with_the_tool_run_once(
 async def test_retry_after_is_honoured(
     start_server: StartServer, faulty: FaultyOpenAIServer
 ) -> None:
+    """A 429's one-second `Retry-After` is waited out before the retry."""
     outcome = await run_agent(
         start_server,
         faulty,
@@ -266,6 +269,7 @@ async def test_retry_after_is_honoured(
 async def test_retry_after_is_capped(
     start_server: StartServer, faulty: FaultyOpenAIServer
 ) -> None:
+    """An hour-long `Retry-After` is cut to the configured maximum wait."""
     hour = ErrorReply(429, "come back in an hour", "rate_limit", retry_after="3600")
     outcome = await run_agent(
         start_server,
@@ -353,6 +357,7 @@ async def test_a_fault_in_a_streamed_reply_is_retried_only_before_any_text(
     attempts: int,
     shown: str,
 ) -> None:
+    """A streamed reply failing after text is shown is not retried; one with none is."""
     outcome = await run_agent(
         start_server,
         faulty,
@@ -389,6 +394,7 @@ async def test_a_fault_in_a_streamed_reply_is_retried_only_before_any_text(
 async def test_an_error_names_no_key_url_or_exception(
     start_server: StartServer, faulty: FaultyOpenAIServer
 ) -> None:
+    """An upstream error shown to the user has its API key and URL secrets masked."""
     echoed = (
         f"Incorrect API key provided: {SECRET_KEY}. Authorization: Bearer "
         f"{SECRET_KEY} at http://admin:hunter2@llm.internal:8000/v1?key=abc"

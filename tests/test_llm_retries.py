@@ -72,6 +72,7 @@ def overloaded(**headers: Any) -> ErrorReply:
 async def test_without_retry_after_the_waits_double(
     client: OpenAIClient, faulty: FaultyOpenAIServer, waits: Waits
 ) -> None:
+    """Without `Retry-After`, waits double from 0.5 s and it gives up after 3 tries."""
     faulty.script(overloaded(), overloaded(), overloaded(), Reply("never"))
 
     with pytest.raises(LLMError) as caught:
@@ -87,6 +88,7 @@ async def test_without_retry_after_the_waits_double(
 async def test_retry_after_is_honoured_up_to_the_cap(
     client: OpenAIClient, faulty: FaultyOpenAIServer, waits: Waits
 ) -> None:
+    """`Retry-After` and `retry-after-ms` set the wait, capped at 30 seconds."""
     faulty.script(
         overloaded(retry_after="3600"),
         overloaded(retry_after_ms=1500),
@@ -102,6 +104,7 @@ async def test_retry_after_is_honoured_up_to_the_cap(
 async def test_retry_after_as_a_date(
     client: OpenAIClient, faulty: FaultyOpenAIServer, waits: Waits
 ) -> None:
+    """A `Retry-After` HTTP date makes the client wait until that time."""
     date = email.utils.formatdate(time.time() + 10, usegmt=True)
     faulty.script(overloaded(retry_after=date), Reply("ok"))
 
@@ -124,11 +127,13 @@ async def test_retry_after_as_a_date(
     ],
 )
 def test_retry_after_parsing(headers: dict[str, str], expected: float | None) -> None:
+    """`retry_after_s` prefers milliseconds, reads seconds and dates, drops the rest."""
     now = email.utils.parsedate_to_datetime("Wed, 21 Oct 2015 07:28:00 GMT")
     assert retry_after_s(headers, now.timestamp()) == expected
 
 
 def test_policy_waits() -> None:
+    """Backoff doubles per attempt up to `max_wait_s`; a server hint replaces it."""
     policy = RetryPolicy(max_retries=10, backoff_s=0.5, max_wait_s=30)
     assert [policy.wait_s(n, None) for n in range(1, 8)] == [
         0.5,
@@ -145,6 +150,7 @@ def test_policy_waits() -> None:
 async def test_a_server_saying_do_not_retry_is_believed(
     client: OpenAIClient, faulty: FaultyOpenAIServer, waits: Waits
 ) -> None:
+    """A 500 with `x-should-retry: false` fails at once, with no retry or wait."""
     with pytest.raises(LLMError) as caught:  # nothing scripted: 500, no retry
         await client.complete(ask())
 
@@ -158,6 +164,7 @@ async def test_a_server_saying_do_not_retry_is_believed(
 async def test_a_stream_that_fails_before_any_text(
     client: OpenAIClient, faulty: FaultyOpenAIServer, fault: Any
 ) -> None:
+    """A stream cut or stalled before any text is retried; a malformed one is not."""
     faulty.script(fault, Reply("Hello there"))
     retried = not isinstance(fault, Malformed)
 
@@ -191,6 +198,7 @@ async def test_a_stream_that_fails_before_any_text(
 async def test_a_stream_that_fails_after_text_is_not_retried(
     client: OpenAIClient, faulty: FaultyOpenAIServer, fault: Any, message: str
 ) -> None:
+    """A stream failing after some text raises its own error and is not retried."""
     faulty.script(fault, Reply("Hello again"))
     seen: list[StreamEvent] = []
 

@@ -153,6 +153,7 @@ class TestSharedServer:
     async def test_tools_are_namespaced_with_descriptions_and_schemas(
         self, demo: MCPManager
     ) -> None:
+        """Tools are named `server__tool` and described with a `[server]` prefix."""
         tools = by_name(demo)
         names = [f"demo__{n}" for n in DEMO_TOOLS]
         assert list(tools) == names + [f"fx__{n}" for n in DEMO_TOOLS]
@@ -173,6 +174,7 @@ class TestSharedServer:
     async def test_effects_default_to_mutating_and_asking_unless_configured(
         self, demo: MCPManager
     ) -> None:
+        """Unconfigured tools need approval and may mutate; `effects` overrides that."""
         tools = by_name(demo)
         assert tools["demo__echo"].effect == ToolEffect(requires_approval=True)
         assert tools["demo__echo"].effect.read_only is False
@@ -189,14 +191,17 @@ class TestSharedServer:
         assert demo.status() == {"demo": "up", "fx": "up"}
 
     async def test_text_result(self, demo: MCPManager) -> None:
+        """A text content result comes back as the plain string."""
         assert await call(by_name(demo)["demo__echo"], text="hello") == "hello"
 
     async def test_structured_result(self, demo: MCPManager) -> None:
+        """A structured content result comes back as the server's dict."""
         assert await call(by_name(demo)["demo__add"], a=2, b=3.5) == {"sum": 5.5}
 
     async def test_json_text_is_decoded_and_images_are_summarised(
         self, demo: MCPManager
     ) -> None:
+        """JSON text is decoded, and an image becomes its type, MIME type and size."""
         tools = by_name(demo)
         stats = await call(tools["demo__stats"])
         assert stats == {"files": 3, "names": ["a", "b", "c"]}
@@ -207,10 +212,12 @@ class TestSharedServer:
     async def test_error_result_raises_tool_error_with_the_servers_text(
         self, demo: MCPManager
     ) -> None:
+        """An error result raises `ToolError` carrying the server's own message."""
         message = await fails(by_name(demo)["demo__fail"], reason="disk full")
         assert "cannot do that: disk full" in message
 
     async def test_the_server_validates_arguments(self, demo: MCPManager) -> None:
+        """A missing argument fails with the server's validation error; it stays up."""
         message = await fails(by_name(demo)["demo__add"], a=1)
         assert "validation error" in message and "b" in message
         assert demo.status()["demo"] == "up"
@@ -218,6 +225,7 @@ class TestSharedServer:
     async def test_stop_cancels_the_call_on_the_server(
         self, demo: MCPManager, tmp_path: Path
     ) -> None:
+        """Cancelling a call cancels its handler on the server, which stays usable."""
         await stop_while_running(by_name(demo)["demo__wait"], tmp_path)
         echo = by_name(demo)["demo__echo"]
         assert await call(echo, text="still up") == "still up"
@@ -242,6 +250,7 @@ class TestSharedServer:
             assert await next_line(signals) == "cancelled"
 
     async def test_concurrent_calls(self, demo: MCPManager) -> None:
+        """Calls in flight at once, across two servers, each get their own result."""
         tools = by_name(demo)
         results = await asyncio.gather(
             *(call(tools["demo__add"], a=n, b=1) for n in range(5)),
@@ -251,6 +260,7 @@ class TestSharedServer:
 
 
 def test_result_value_summarises_resources() -> None:
+    """`result_value` summarises resources and links and joins text that is not JSON."""
     text = mcp_types.TextResourceContents(
         uri="file:///a.txt", mime_type="text/plain", text="hi"
     )
@@ -297,6 +307,7 @@ async def stop_while_running(tool: AnyTool, tmp_path: Path) -> None:
 
 
 async def test_stop_with_the_legacy_handshake(tmp_path: Path) -> None:
+    """Cancelling reaches a server on the legacy handshake, which goes on serving."""
     async with MCPManager([server("old", protocol="legacy")]) as manager:
         await stop_while_running(by_name(manager)["old__wait"], tmp_path)
         assert await call(by_name(manager)["old__echo"], text="ok") == "ok"
@@ -306,6 +317,7 @@ async def test_stop_with_the_legacy_handshake(tmp_path: Path) -> None:
 
 
 async def test_streamable_http_server(tmp_path: Path) -> None:
+    """An HTTP server gets env-expanded headers, renamed clashing tools, and Stop."""
     inner = build_server().streamable_http_app()
     tokens: set[bytes | None] = set()
 
@@ -351,6 +363,7 @@ async def http_subprocess() -> AsyncIterator[tuple[str, asyncio.subprocess.Proce
 
 
 async def test_http_server_dying_mid_call() -> None:
+    """A dying HTTP server fails its call at once, then is down after one reconnect."""
     async with http_subprocess() as (url, proc):
         configs = parse_mcp_config({"mcpServers": {"web": {"url": url}}})
         async with MCPManager(configs) as manager:
@@ -373,6 +386,7 @@ async def test_http_server_dying_mid_call() -> None:
 async def test_a_crashing_server_is_reconnected_once_per_outage(
     tmp_path: Path,
 ) -> None:
+    """A crashed server restarts on the next call; one unable to restart stays down."""
     script = tmp_path / "tools_server.py"  # a copy we can take away
     shutil.copy(SERVERS / "tools_server.py", script)
     async with MCPManager([server("s", str(script))]) as manager:
@@ -410,6 +424,7 @@ async def test_a_crashing_server_is_reconnected_once_per_outage(
 
 
 async def test_failing_servers_are_reported_and_the_others_work() -> None:
+    """Servers failing to start are listed as problems; the healthy one serves tools."""
     async with serving(build_server().streamable_http_app()) as live:
         configs = [
             *parse_mcp_config(
@@ -446,6 +461,7 @@ async def test_failing_servers_are_reported_and_the_others_work() -> None:
 
 
 async def test_exit_with_a_call_in_flight_ends_the_call(tmp_path: Path) -> None:
+    """Closing the manager fails an in-flight call and ends the server process."""
     async with fifo(tmp_path, "signals") as (channel, signals):
         async with MCPManager([server("s")]) as manager:
             pid = await pid_of(by_name(manager))
@@ -464,6 +480,7 @@ async def test_exit_with_a_call_in_flight_ends_the_call(tmp_path: Path) -> None:
 def test_tool_names_are_sanitised_bounded_and_unique(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
+    """Tool names are made valid, at most 64 characters, unique and deterministic."""
     long = "x" * 80
     names = tool_names(
         [
@@ -484,6 +501,7 @@ def test_tool_names_are_sanitised_bounded_and_unique(
 
 
 def test_input_schemas_become_object_schemas() -> None:
+    """Any input schema becomes a title-less object schema, leaving the input as is."""
     schema = {"title": "T", "properties": {"q": {"type": "string"}}}
     assert object_schema(schema) == {
         "type": "object",
@@ -505,6 +523,7 @@ def write(tmp_path: Path, document: Any) -> Path:
 
 
 def test_config_loads_stdio_and_http_servers(tmp_path: Path) -> None:
+    """A config file yields stdio and HTTP servers with env expansion and effects."""
     path = write(
         tmp_path,
         {
@@ -543,6 +562,7 @@ def test_config_loads_stdio_and_http_servers(tmp_path: Path) -> None:
 
 
 def test_the_example_config_parses() -> None:
+    """`docs/mcp.example.json` loads: a local notes server on, a remote one off."""
     notes, remote = load_mcp_config(ROOT / "docs" / "mcp.example.json", environ={})
     assert notes.enabled and notes.cwd == str(ROOT)
     assert notes.effect_for("list_notes") == ToolEffect(
@@ -555,6 +575,7 @@ def test_the_example_config_parses() -> None:
 
 
 async def test_the_example_config_runs() -> None:
+    """The example notes server starts, and its add and list tools work."""
     notes = load_mcp_config(ROOT / "docs" / "mcp.example.json", environ={})[0]
     notes = notes.model_copy(update={"command": sys.executable})  # wherever the venv is
     async with MCPManager([notes]) as manager:
@@ -647,6 +668,7 @@ async def test_the_example_config_runs() -> None:
     ],
 )
 def test_config_errors_are_clear(tmp_path: Path, document: Any, expected: str) -> None:
+    """Each bad MCP config raises `ConfigError` naming the file and the problem."""
     path = write(tmp_path, document)
     with pytest.raises(ConfigError) as caught:
         load_mcp_config(path, environ={})
@@ -655,5 +677,6 @@ def test_config_errors_are_clear(tmp_path: Path, document: Any, expected: str) -
 
 
 def test_a_missing_config_file_is_a_config_error(tmp_path: Path) -> None:
+    """A missing MCP config file raises `ConfigError` saying it cannot be read."""
     with pytest.raises(ConfigError, match="cannot read MCP config"):
         load_mcp_config(tmp_path / "nope.json")

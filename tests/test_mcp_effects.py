@@ -29,6 +29,7 @@ def config(**keys: Any) -> MCPServerConfig:
 
 
 def test_an_unconfigured_tool_asks_first() -> None:
+    """A tool with no configured effects needs approval, whatever its hints claim."""
     plain = config()
     assert plain.effect_for("anything") == ASKS
     assert plain.asks_by_default("anything")
@@ -36,6 +37,7 @@ def test_an_unconfigured_tool_asks_first() -> None:
 
 
 def test_the_config_decides_key_by_key() -> None:
+    """Per-tool effects merge over `default`; read-only tools need no approval."""
     effects = {
         "default": {"idempotent": True},
         "tools": {
@@ -66,6 +68,7 @@ def test_the_config_decides_key_by_key() -> None:
 
 
 def test_trusted_hints_fill_only_what_the_config_leaves_unset() -> None:
+    """With `trust_annotations`, hints fill only the effects the config leaves unset."""
     trusting = config(trust_annotations=True)
     assert trusting.effect_for("lookup", READ_HINTS) == READS
     assert not trusting.asks_by_default("lookup", READ_HINTS)
@@ -81,6 +84,7 @@ def test_trusted_hints_fill_only_what_the_config_leaves_unset() -> None:
 async def test_live_servers_tools_ask_unless_configured_or_trusted(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
+    """Live tools ask unless configured or trusted read-only; the askers are logged."""
     entry = {"command": sys.executable, "args": [SCRIPT]}
     configs = parse_mcp_config(
         {

@@ -24,6 +24,7 @@ def _config(tmp_path: Path, **servers: dict[str, object]) -> Path:
 async def test_mcp_tools_are_listed_and_called(
     start_server: StartServer, tmp_path: Path
 ) -> None:
+    """A working MCP server's tools are listed and called; a broken one is left out."""
     config = _config(
         tmp_path,
         demo={
@@ -71,6 +72,7 @@ async def test_mcp_tools_are_listed_and_called(
 async def test_mcp_server_crash_mid_call_is_reported(
     start_server: StartServer, tmp_path: Path
 ) -> None:
+    """A server crash mid-call fails the tool step, and later chats still work."""
     config = _config(
         tmp_path,
         demo={

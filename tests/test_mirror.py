@@ -50,6 +50,7 @@ def attached(frames: range, last_seq: int, run_id: str | None = "r1") -> Mirror:
 
 
 def test_frames_after_the_window_come_once_each_in_order() -> None:
+    """Frames after the attach window reach clients once each and in order."""
     mirror = attached(range(1, 4), 3)
     client = mirror.outbox.subscribe(0)
     assert mirror.receive(3, 4, text(4))
@@ -61,6 +62,7 @@ def test_frames_after_the_window_come_once_each_in_order() -> None:
 
 
 def test_a_missed_frame_is_noticed_not_skipped() -> None:
+    """A frame whose predecessor never came is refused until a re-attach fills in."""
     mirror = attached(range(1, 3), 2)
     client = mirror.outbox.subscribe(2)
     assert mirror.receive(3, 4, text(4)) is False  # 3 never came
@@ -70,6 +72,7 @@ def test_a_missed_frame_is_noticed_not_skipped() -> None:
 
 
 def test_a_new_owner_after_a_crash_goes_on_past_the_gap_it_leaves() -> None:
+    """A new owner's frame that jumps far ahead after a crash is still delivered."""
     mirror = attached(range(1, 11), 10)
     client = mirror.outbox.subscribe(10)
     # the new owner stored frames up to 8 only, and skips a million seqs
@@ -78,6 +81,7 @@ def test_a_new_owner_after_a_crash_goes_on_past_the_gap_it_leaves() -> None:
 
 
 def test_frames_published_before_the_attach_reply_wait_for_it() -> None:
+    """Frames published before the attach reply are held until its window arrives."""
     mirror = Mirror("s" * 32, owner="alice", max_frame_bytes=1 << 20, link=Unlinked())
     assert mirror.receive(3, 4, text(4))  # before the reply: held back
     assert mirror.receive(4, 5, text(5))
@@ -87,6 +91,7 @@ def test_frames_published_before_the_attach_reply_wait_for_it() -> None:
 
 
 def test_the_run_in_progress_follows_the_frames() -> None:
+    """The mirror's `run_id` is set by a run's frames and cleared at the run's end."""
     mirror = attached(range(1, 2), 1, run_id=None)
     assert mirror.run_id is None
     mirror.receive(1, 2, text(2, "r7"))
@@ -96,6 +101,7 @@ def test_the_run_in_progress_follows_the_frames() -> None:
 
 
 def test_a_notice_reaches_the_clients_but_is_not_replayed() -> None:
+    """A notice reaches connected clients with seq 0 but is not replayed later."""
     mirror = attached(range(1, 3), 2)
     client = mirror.outbox.subscribe(2)
     mirror.notice("cannot reach the owner", "unavailable")

@@ -34,6 +34,7 @@ def notifications() -> tuple[Notifications, Collected]:
 
 
 def test_a_frame_is_the_envelope_then_the_payload_and_parses_as_its_model() -> None:
+    """An emitted update is stamped with seq, session, run and time, and parses back."""
     notify, out = notifications()
     notify.begin_run("r1", agent=True)
     control = ReasonControl(plan="Add.", tools_to_consider=["add"])
@@ -63,6 +64,7 @@ def test_a_frame_is_the_envelope_then_the_payload_and_parses_as_its_model() -> N
 
 
 def test_seq_counts_every_frame_and_errors_outside_the_run_have_no_run_id() -> None:
+    """Each frame takes the next seq; errors outside the run and resets lack run ids."""
     notify, out = notifications()
     notify.begin_run("r1", agent=True)
     notify.emit(AgentTurnStart(step=1, max_steps=3))
@@ -79,6 +81,7 @@ def test_seq_counts_every_frame_and_errors_outside_the_run_have_no_run_id() -> N
 
 
 def test_a_plain_run_shows_no_agent_updates() -> None:
+    """A non-agent run drops agent updates, keeps tool and chat frames, seq unbroken."""
     notify, out = notifications()
     notify.begin_run("r1", agent=False)
     notify.emit(AgentTurnStart(step=1, max_steps=4))
@@ -98,6 +101,7 @@ def test_a_plain_run_shows_no_agent_updates() -> None:
 
 
 def test_text_is_escaped_properly_in_both_halves() -> None:
+    """Quotes, newlines and U+2028 in payload and envelope survive as valid JSON."""
     text = stamp(
         Error(message='say "hi"\n\u2028', error_type="invalid_message"),
         seq=3,
@@ -111,6 +115,7 @@ def test_text_is_escaped_properly_in_both_halves() -> None:
 
 
 def test_a_refusal_before_any_session_has_seq_zero() -> None:
+    """An error sent before any session has seq 0, no session id and no run id."""
     frame = json.loads(
         outside_session(
             Error(message="bad token", error_type="unauthorized"), clock=lambda: 7.0

@@ -68,6 +68,7 @@ def reason_note(text: str) -> Message:
 
 
 async def test_identity_and_protocol() -> None:
+    """The offline client names itself model `loopwire-offline`, provider `offline`."""
     client: LLMClient = llm
     assert (client.model, client.provider) == ("loopwire-offline", "offline")
     await client.aclose()
@@ -77,6 +78,7 @@ async def test_identity_and_protocol() -> None:
 
 
 async def test_convert_without_target_unit_asks_then_converts() -> None:
+    """A conversion missing its target unit asks for it, then converts to the answer."""
     history = [
         Message.user("hi"),
         Message.assistant(WORDS.greeting()),
@@ -152,6 +154,7 @@ async def test_convert_without_target_unit_asks_then_converts() -> None:
 
 
 async def test_answer_with_extra_words_names_the_unit() -> None:
+    """A wordy answer to the unit question still gives `convert_units` the bare unit."""
     ask = call(
         "call_1", "request_input", question="What unit should I convert 10 miles to?"
     )
@@ -169,6 +172,7 @@ async def test_answer_with_extra_words_names_the_unit() -> None:
 
 
 async def test_greeting_finishes_in_reason() -> None:
+    """A greeting needs no tools: reason finishes at once with the greeting."""
     prose, control = await reason([Message.user("Hello!")])
     assert prose == "I can answer this directly, without tools."
     assert control == {
@@ -184,17 +188,16 @@ async def test_greeting_finishes_in_reason() -> None:
     }
 
 
-@pytest.mark.parametrize(
-    ("text", "kind"),
-    [("thanks a lot!", "thanks"), ("what can you do?", "help"), ("help", "help")],
-)
-async def test_small_talk_finishes_in_reason(text: str, kind: str) -> None:
+@pytest.mark.parametrize("text", ["thanks a lot!", "what can you do?", "help"])
+async def test_small_talk_finishes_in_reason(text: str) -> None:
+    """Thanks and requests for help are answered in reason, without any tool."""
     _, control = await reason([Message.user(text)])
     assert control["finish"] is True
     assert control["final_answer"] == WORDS.small_talk(text)
 
 
 async def test_help_names_capabilities_and_configuration() -> None:
+    """The help text lists every offline skill and the settings for a real model."""
     assert WORDS.help() == (
         "I'm loopwire's built-in offline demo model (simple rules, no network).\n\n"
         "I can:\n"
@@ -210,6 +213,7 @@ async def test_help_names_capabilities_and_configuration() -> None:
 
 
 async def test_arithmetic_in_one_step() -> None:
+    """A sum takes one calculator call and is answered right after its result."""
     history = [Message.user("What is 2+2*3?")]
     prose, control = await reason(history)
     assert prose == "I'll use the calculator tool to calculate 2+2*3."
@@ -244,6 +248,7 @@ async def test_arithmetic_in_one_step() -> None:
     ],
 )
 async def test_arithmetic_phrasings(text: str, expression: str, answer: str) -> None:
+    """Sums in words, brackets or powers become a calculator call and a tidy answer."""
     history = [Message.user(text)]
     calculation = call("call_1", "calculator", expression=expression)
     assert (await act(history)).tool_calls == (calculation,)
@@ -253,6 +258,7 @@ async def test_arithmetic_phrasings(text: str, expression: str, answer: str) -> 
 
 
 async def test_time_question() -> None:
+    """A time question calls `current_time` with the city's zone, giving local time."""
     history = [Message.user("What time is it in Paris?")]
     _, control = await reason(history)
     assert control["plan"] == "Call current_time to get the time in Europe/Paris."
@@ -285,11 +291,13 @@ async def test_time_question() -> None:
     ],
 )
 async def test_time_zones_from_places(text: str, zone: str) -> None:
+    """City names, IANA names and no place at all map to the right time zone."""
     completion = await act([Message.user(text)])
     assert completion.tool_calls == (call("call_1", "current_time", timezone=zone),)
 
 
 async def test_unknown_place_fails_honestly() -> None:
+    """An unknown place is still looked up, and its error becomes the final answer."""
     lookup = call("call_1", "current_time", timezone="Narnia")
     history = [Message.user("what time is it in Narnia?")]
     assert (await act(history)).tool_calls == (lookup,)
@@ -343,6 +351,7 @@ async def test_unknown_place_fails_honestly() -> None:
     ],
 )
 async def test_conversions(text: str, arguments: dict[str, Any], answer: str) -> None:
+    """Varied conversion phrasings call `convert_units` and end with the result."""
     history = [Message.user(text)]
     conversion = call("call_1", "convert_units", **arguments)
     assert (await act(history)).tool_calls == (conversion,)
@@ -353,6 +362,7 @@ async def test_conversions(text: str, arguments: dict[str, Any], answer: str) ->
 
 
 async def test_tool_not_offered() -> None:
+    """A request needing a tool not offered ends unfinished, naming the missing tool."""
     history = [Message.user("what is 2+2*3")]
     completion = await act(
         history, tools=(TOOLS["convert_units"].spec(), REQUEST_INPUT)
@@ -408,6 +418,7 @@ async def test_a_run_cut_short_says_so_and_continue_carries_on() -> None:
 
 
 async def test_request_input_not_offered_asks_in_text() -> None:
+    """Without `request_input`, the clarifying question is asked in the reply text."""
     completion = await act([Message.user("convert 10 miles")], tools=BUILTIN_SPECS)
     assert completion.tool_calls == ()
     assert completion.content == (
@@ -416,6 +427,7 @@ async def test_request_input_not_offered_asks_in_text() -> None:
 
 
 async def test_failed_tool_result() -> None:
+    """A failed calculation ends the run with the tool's error as the final answer."""
     calculation = call("call_1", "calculator", expression="1/0")
     history = [
         Message.user("what is 1/0"),
@@ -439,6 +451,7 @@ async def test_failed_tool_result() -> None:
 
 
 async def test_unanswered_question() -> None:
+    """A timed-out `request_input` ends the run saying the question went unanswered."""
     ask = call(
         "call_1", "request_input", question="What unit should I convert 10 miles to?"
     )
@@ -475,6 +488,7 @@ async def test_question_the_loop_gave_up_on() -> None:
 
 
 async def test_failed_conversion() -> None:
+    """An unknown target unit yields the converter's error, listing units it knows."""
     ask = call(
         "call_1", "request_input", question="What unit should I convert 10 miles to?"
     )
@@ -501,6 +515,7 @@ async def test_failed_conversion() -> None:
 
 
 async def test_cancelled_tool_is_reported() -> None:
+    """A tool call closed by the user's stop is reported as stopped before finishing."""
     calculation = call("call_1", "calculator", expression="2+2")
     history = [
         Message.user("2+2"),
@@ -513,6 +528,7 @@ async def test_cancelled_tool_is_reported() -> None:
 
 
 async def test_results_already_present_finish_in_reason_and_skip_act() -> None:
+    """With the tool result already in history, reason answers and act does nothing."""
     calculation = call("call_1", "calculator", expression="6*7")
     history = [Message.user("what is 6*7"), Message.assistant(None, [calculation])]
     history.append(await result_of(calculation))
@@ -528,6 +544,7 @@ async def test_results_already_present_finish_in_reason_and_skip_act() -> None:
 
 
 async def test_only_this_runs_results_count_and_ids_keep_counting() -> None:
+    """An earlier turn's result does not answer a new question, and call ids go on."""
     first = call("call_1", "calculator", expression="1+1")
     history = [
         Message.user("what is 1+1"),
@@ -542,12 +559,14 @@ async def test_only_this_runs_results_count_and_ids_keep_counting() -> None:
 
 
 async def test_unknown_request_in_agent_mode_finishes_honestly() -> None:
+    """An out-of-scope request in agent mode finishes with the offline introduction."""
     _, control = await reason([Message.user("Write me a poem about the sea")])
     assert control["finish"] is True
     assert control["final_answer"] == WORDS.introduction()
 
 
 async def test_final_without_results() -> None:
+    """A final answer with no results yet says which unit it still needs to know."""
     assert await final([Message.user("convert 10 miles")]) == (
         "I couldn't finish: I still need to know which unit to convert 10 miles to. "
         "Reply with it and I'll carry on."
@@ -555,6 +574,7 @@ async def test_final_without_results() -> None:
 
 
 async def test_tolerates_unreadable_results() -> None:
+    """A truncated, non-JSON tool result is passed on verbatim as the answer."""
     calculation = call("call_1", "calculator", expression="2+2")
     history = [
         Message.user("what is 2+2"),
@@ -572,6 +592,7 @@ async def test_tolerates_unreadable_results() -> None:
 
 
 async def test_chat_greeting_and_local_arithmetic() -> None:
+    """Plain chat greets, and does arithmetic and reports its errors without tools."""
     hello = await chat([Message.user("hey there")])
     assert (hello.content, hello.tool_calls) == (WORDS.greeting(), ())
     sum_ = await chat([Message.user("what is 12 times 7?")])
@@ -581,6 +602,7 @@ async def test_chat_greeting_and_local_arithmetic() -> None:
 
 
 async def test_chat_unknown_is_honest_about_being_offline() -> None:
+    """Plain chat answers an out-of-scope request with the offline introduction."""
     completion = await chat([Message.user("Tell me a joke")])
     assert completion.content == WORDS.introduction()
     assert WORDS.introduction() == (
@@ -599,6 +621,7 @@ async def test_chat_unknown_is_honest_about_being_offline() -> None:
 
 
 async def test_chat_without_tools_says_which_tool_it_needs() -> None:
+    """Plain chat names the tool a request needs and says to turn tools on."""
     completion = await chat([Message.user("What time is it in Tokyo?")])
     assert completion.tool_calls == ()
     assert completion.content.startswith(
@@ -610,6 +633,7 @@ async def test_chat_without_tools_says_which_tool_it_needs() -> None:
 
 
 async def test_tool_mode_calls_then_answers() -> None:
+    """In tool mode, chat calls the tool and then answers from its result."""
     history = [Message.user("convert 5 lb to kg")]
     completion = await chat(history, BUILTIN_SPECS)
     conversion = call("call_1", "convert_units", value=5, from_unit="lb", to_unit="kg")
@@ -620,6 +644,7 @@ async def test_tool_mode_calls_then_answers() -> None:
 
 
 async def test_tool_mode_asks_in_text_and_takes_the_unit_next_turn() -> None:
+    """Tool mode asks for a missing unit in text and uses the user's next message."""
     history = [Message.user("convert 10 miles")]
     question = await chat(history, BUILTIN_SPECS)
     assert (question.content, question.tool_calls) == (
@@ -634,6 +659,7 @@ async def test_tool_mode_asks_in_text_and_takes_the_unit_next_turn() -> None:
 
 
 async def test_tool_mode_without_the_tool() -> None:
+    """Tool mode does sums itself but says a conversion needs the missing tool."""
     only_time = (TOOLS["current_time"].spec(),)
     local = await chat([Message.user("sqrt(16) + 1")], only_time)
     assert (local.content, local.tool_calls) == ("sqrt(16) + 1 = **5**", ())
@@ -644,6 +670,7 @@ async def test_tool_mode_without_the_tool() -> None:
 
 
 async def test_tool_choice_none_never_calls() -> None:
+    """A request with tool choice `none` gets no tool call even when a tool fits."""
     req = request("chat", [Message.user("what time is it")], BUILTIN_SPECS, "none")
     completion = await llm.complete(req)
     assert completion.tool_calls == ()
@@ -653,6 +680,7 @@ async def test_tool_choice_none_never_calls() -> None:
 
 
 async def test_stream_yields_word_deltas_then_the_completion() -> None:
+    """Streaming sends one text delta per word, then the completion `complete` gives."""
     req = request("observe", [Message.user("what can you do?")])
     expected = await llm.complete(req)
     events = [event async for event in llm.stream(req)]
@@ -666,6 +694,7 @@ async def test_stream_yields_word_deltas_then_the_completion() -> None:
 
 
 async def test_stream_of_a_tool_call_has_no_text() -> None:
+    """A streamed tool call yields only the completion, with no text deltas."""
     req = request("act", [Message.user("what is 2+2")], AGENT_TOOLS, "auto")
     events = [event async for event in llm.stream(req)]
     assert events == [await llm.complete(req)]
@@ -674,6 +703,7 @@ async def test_stream_of_a_tool_call_has_no_text() -> None:
 
 
 async def test_usage_counts_calls_and_invents_no_tokens() -> None:
+    """Usage records one LLM call per completion and no token counts."""
     completion = await llm.complete(request("chat", [Message.user("hello")]))
     assert completion.usage == Usage(llm_calls=1)
 
@@ -682,6 +712,7 @@ async def test_usage_counts_calls_and_invents_no_tokens() -> None:
 
 
 async def test_two_conversions_take_one_step_each() -> None:
+    """Two conversions in one request run one step each and are answered together."""
     history = [Message.user("convert 10 miles to km and 5 kg to lb")]
     _, control = await reason(history)
     assert control["plan"] == "Call convert_units to convert 10 miles to km."
@@ -718,6 +749,7 @@ async def test_two_conversions_take_one_step_each() -> None:
 
 
 async def test_a_sum_and_a_time_in_tool_mode() -> None:
+    """Tool mode runs a sum and a time lookup in turn and joins both answers."""
     history = [Message.user("3*7 and the time in London")]
     calculation = call("call_1", "calculator", expression="3*7")
     assert (await chat(history, BUILTIN_SPECS)).tool_calls == (calculation,)
@@ -732,6 +764,7 @@ async def test_a_sum_and_a_time_in_tool_mode() -> None:
 
 
 async def test_a_plan_has_one_step_per_action() -> None:
+    """A plan for a multi-part request lists one step per action, the question first."""
     history = [Message.user("convert 10 miles and 3*7")]
     completion = await llm.complete(request("plan", history))
     prose, control = split(completion)
@@ -747,11 +780,13 @@ async def test_a_plan_has_one_step_per_action() -> None:
 
 
 async def test_a_plan_for_small_talk_is_the_answer() -> None:
+    """Planning small talk gives no steps and the greeting as the final answer."""
     _, control = split(await llm.complete(request("plan", [Message.user("hi")])))
     assert control == {"steps": [], "final_answer": WORDS.greeting()}
 
 
 async def test_a_part_with_a_question_asks_then_goes_on() -> None:
+    """A part that needs a question asks first, converts, then does the next part."""
     history = [Message.user("convert 10 miles and 3*7")]
     _, control = await reason(history)
     assert control["ask_user"] == "What unit should I convert 10 miles to?"
@@ -774,6 +809,7 @@ async def test_a_part_with_a_question_asks_then_goes_on() -> None:
 
 
 async def test_an_answer_in_words_completes_every_part_of_the_request() -> None:
+    """In tool mode, a unit given as a chat reply lets every part of the request run."""
     history = [Message.user("convert 10 miles and 3*7")]
     question = await chat(history, BUILTIN_SPECS)
     assert question.content == "What unit should I convert 10 miles to?"
@@ -805,11 +841,13 @@ async def test_an_answer_in_words_completes_every_part_of_the_request() -> None:
 async def test_a_request_is_split_only_when_every_piece_is_a_request(
     text: str, calls: tuple[ToolCall, ...]
 ) -> None:
+    """An `and` splits a request only when each piece is a request of its own."""
     every_tool = (*(tool.spec() for tool in REGISTRY), REQUEST_INPUT)
     assert (await act([Message.user(text)], tools=every_tool)).tool_calls == calls
 
 
 async def test_plain_chat_answers_the_parts_it_can_and_says_what_it_cannot() -> None:
+    """Plain chat answers the sum itself and says the time needs a tool."""
     completion = await chat([Message.user("3*7 and the time in London")])
     head, _, rest = completion.content.partition("\n\n")
     assert head == "3 × 7 = **21**"  # noqa: RUF001

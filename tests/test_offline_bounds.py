@@ -51,6 +51,7 @@ def _cpu_of(request: LLMRequest, registry: ToolRegistry) -> float:
 
 @pytest.mark.parametrize("name", PATHOLOGICAL)
 def test_a_pathological_request_costs_milliseconds(name: str) -> None:
+    """Each pathological input costs the offline model under 0.1 s of CPU and 10 MiB."""
     registry = default_registry()
     tools = (*(t.spec() for t in registry.available(None)), REQUEST_INPUT_SPEC)
     text = PATHOLOGICAL[name]
@@ -73,6 +74,7 @@ def test_a_pathological_request_costs_milliseconds(name: str) -> None:
 async def test_a_long_request_is_answered_off_the_event_loop_within_a_time_limit(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """A long request runs in a thread that gives up at its limit; short ones inline."""
     llm = OfflineLLM(default_registry())
     long_request = LLMRequest(messages=(Message.user("what is 2+2? " * 100),))
     assert len("what is 2+2? " * 100) > offline.INLINE_CHARS

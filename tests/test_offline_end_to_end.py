@@ -9,6 +9,7 @@ END = ["chat_response", "agent_completion", "response_complete"]
 
 
 async def test_fresh_app_runs_on_the_offline_model(start_server: StartServer) -> None:
+    """The default app offers the built-in tools and answers arithmetic with them."""
     harness = await start_server(llm_provider="offline")
     client, ready = await harness.ready_client()
     assert (ready["model"], ready["provider"]) == ("loopwire-offline", "offline")
@@ -43,6 +44,7 @@ async def test_fresh_app_runs_on_the_offline_model(start_server: StartServer) ->
 async def test_offline_agent_asks_for_the_missing_unit(
     start_server: StartServer,
 ) -> None:
+    """The offline agent asks for the missing unit and converts once it is answered."""
     harness = await start_server(llm_provider="offline")
     client, _ = await harness.ready_client()
     await client.send(type="chat", content="convert 10 miles", agent_mode=True)
@@ -72,11 +74,14 @@ async def test_offline_agent_asks_for_the_missing_unit(
 
 
 async def test_offline_plain_chat_greets(start_server: StartServer) -> None:
+    """A plain "hello" on the offline model is answered with a streamed greeting."""
     harness = await start_server(llm_provider="offline")
     client, _ = await harness.ready_client()
     frames = await client.chat("hello")
     assert labels(frames)[-2:] == ["chat_response", "response_complete"]
     assert frames[0]["type"] == "token_stream" and frames[0]["is_first"] is True
+    answer = frames[-2]["message"]
+    assert answer.startswith("Hello! ") and "try “" in answer
 
 
 STEP = ["agent_turn_start", "agent_reason"]
@@ -85,6 +90,7 @@ STEP = ["agent_turn_start", "agent_reason"]
 async def test_a_request_in_two_parts_takes_a_step_for_each(
     start_server: StartServer,
 ) -> None:
+    """A two-part request takes one conversion step per part, then a joined answer."""
     harness = await start_server(llm_provider="offline")
     client, _ = await harness.ready_client()
 
@@ -106,6 +112,7 @@ async def test_a_request_in_two_parts_takes_a_step_for_each(
 async def test_two_kinds_of_request_in_tool_mode_and_with_a_plan(
     start_server: StartServer,
 ) -> None:
+    """A mixed request runs both tools in tool mode and becomes a two-step plan."""
     harness = await start_server(llm_provider="offline")
     client, _ = await harness.ready_client()
 
@@ -138,6 +145,7 @@ async def test_two_kinds_of_request_in_tool_mode_and_with_a_plan(
 async def test_a_run_out_of_steps_says_so_and_continue_finishes_it(
     start_server: StartServer,
 ) -> None:
+    """A run out of steps says what is left, and `Continue` does only that part."""
     harness = await start_server(llm_provider="offline")
     client, _ = await harness.ready_client()
     two_parts = "what is 2+2*3 and convert 10 miles to km"

@@ -86,6 +86,7 @@ def refused(tool_call: ToolCall, status: ToolStatus, error: str) -> Message:
 
 
 async def test_save_in_agent_mode() -> None:
+    """An agent-mode “remember that …” calls `save_note`, then confirms the note."""
     history = [Message.user("Remember that my locker code is 4512.")]
     prose, control = await reason(history)
     assert prose == (
@@ -116,6 +117,7 @@ async def test_save_in_agent_mode() -> None:
 
 
 async def test_save_declined_stops_with_an_honest_answer() -> None:
+    """A declined `save_note` ends the run saying the note was not saved."""
     save = call("call_1", "save_note", text=LOCKER)
     history = [
         Message.user("remember that my locker code is 4512"),
@@ -148,6 +150,7 @@ async def test_save_declined_stops_with_an_honest_answer() -> None:
 
 
 async def test_declined_without_a_reason_and_with_the_continue_note() -> None:
+    """A decline with no reason and a “continue without it” hint still stops unsaved."""
     save = call("call_1", "save_note", text="buy milk")
     content = (
         "Error (rejected): the user declined to run save_note\n"
@@ -204,6 +207,7 @@ SAVE = call("call_1", "save_note", text="buy milk")
     ],
 )
 async def test_save_errors_are_reported_honestly(result: Message, answer: str) -> None:
+    """Timeout, quota, read-only and cancelled saves each end naming their cause."""
     save = SAVE
     history = [Message.user("remember: buy milk"), *ran(save, result)]
     _, control = await observe(history)
@@ -213,6 +217,7 @@ async def test_save_errors_are_reported_honestly(result: Message, answer: str) -
 
 
 async def test_failed_save_observation() -> None:
+    """A failed save's observation quotes the error and says the user will be told."""
     save = call("call_1", "save_note", text="buy milk")
     result = refused(
         save, "failed", "this session already has 200 notes; delete some first"
@@ -248,11 +253,13 @@ async def test_failed_save_observation() -> None:
     ],
 )
 async def test_save_phrasings(text: str, note: str) -> None:
+    """Many phrasings of “remember …” call `save_note` with only the text to keep."""
     completion = await act([Message.user(text)])
     assert completion.tool_calls == (call("call_1", "save_note", text=note),)
 
 
 async def test_save_needs_the_tool_offered() -> None:
+    """With `save_note` not offered, no call is made and the answer says it is off."""
     history = [Message.user("remember: buy milk")]
     completion = await act(history, tools=(*BUILTIN_SPECS, REQUEST_INPUT))
     assert (completion.content, completion.tool_calls) == (
@@ -270,6 +277,7 @@ async def test_save_needs_the_tool_offered() -> None:
 
 
 async def test_long_notes_are_shortened_in_the_plan_only() -> None:
+    """A long note is cut with an ellipsis in the plan but saved in full."""
     text = "the quick brown fox jumps over the lazy dog " * 3
     history = [Message.user(f"remember that {text}")]
     _, control = await reason(history)
@@ -286,6 +294,7 @@ async def test_long_notes_are_shortened_in_the_plan_only() -> None:
 
 
 async def test_bare_remember_asks_then_saves() -> None:
+    """A bare “make a note” asks what to remember, then saves the user's answer."""
     history = [Message.user("make a note")]
     prose, control = await reason(history)
     assert prose == "The request doesn't say what to remember, so I'll ask the user."
@@ -311,6 +320,7 @@ async def test_bare_remember_asks_then_saves() -> None:
 
 
 async def test_bare_remember_unanswered() -> None:
+    """An unanswered “What should I remember?” ends naming the timeout."""
     ask = call("call_1", "request_input", question="What should I remember?")
     history = [
         Message.user("remember"),
@@ -328,6 +338,7 @@ async def test_bare_remember_unanswered() -> None:
 
 
 async def test_bare_remember_in_tool_mode_takes_the_next_message() -> None:
+    """In tool mode a bare “remember” asks in prose and saves the next user message."""
     history = [Message.user("remember")]
     question = await chat(history, TOOL_MODE)
     assert (question.content, question.tool_calls) == ("What should I remember?", ())
@@ -346,6 +357,7 @@ async def test_bare_remember_in_tool_mode_takes_the_next_message() -> None:
 async def test_a_new_request_is_not_taken_as_the_note(
     reply: str, tool: str, arguments: dict[str, Any]
 ) -> None:
+    """A fresh request sent after “What should I remember?” runs its own tool."""
     history = [
         Message.user("remember"),
         Message.assistant("What should I remember?"),
@@ -357,6 +369,7 @@ async def test_a_new_request_is_not_taken_as_the_note(
 
 
 async def test_a_finished_note_request_is_not_completed_later() -> None:
+    """Once a note is saved, a later unrelated message gets the introduction."""
     ask = call("call_1", "request_input", question="What should I remember?")
     save = call("call_2", "save_note", text="buy milk")
     history = [
@@ -374,6 +387,7 @@ async def test_a_finished_note_request_is_not_completed_later() -> None:
 
 
 async def test_list_with_no_notes() -> None:
+    """Listing an empty notebook calls `list_notes` and says there are no notes yet."""
     history = [Message.user("What do you remember?")]
     prose, control = await reason(history)
     assert prose == "I'll use the list_notes tool to list your notes."
@@ -394,6 +408,7 @@ async def test_list_with_no_notes() -> None:
 
 
 async def test_list_shows_each_notes_own_number() -> None:
+    """A listing keeps each note's id after a deletion and joins multi-line notes."""
     notebook = await Notebook(LOCKER, "call mom", "buy milk\n  and eggs").filled()
     await notebook.store.delete_note("local", 2)
     listing = call("call_1", "list_notes")
@@ -413,6 +428,7 @@ async def test_list_shows_each_notes_own_number() -> None:
 
 
 async def test_list_with_one_note() -> None:
+    """A one-note listing says “1 note”, in the singular."""
     listing = call("call_1", "list_notes")
     history = [
         Message.user("show notes"),
@@ -423,6 +439,7 @@ async def test_list_with_one_note() -> None:
 
 
 async def test_a_truncated_list_is_passed_on_as_is() -> None:
+    """A truncated `list_notes` result reaches the user verbatim."""
     listing = call("call_1", "list_notes")
     content = '{\n  "count": 90,\n  "notes": [\n    {\n      "id": 1,\n… [truncated]'
     _, control = await observe([Message.user("show notes"), *ran(listing, content)])
@@ -446,6 +463,7 @@ async def test_a_truncated_list_is_passed_on_as_is() -> None:
     ],
 )
 async def test_list_phrasings(text: str) -> None:
+    """Each way of asking which notes exist calls `list_notes` with no arguments."""
     completion = await act([Message.user(text)])
     assert completion.tool_calls == (call("call_1", "list_notes"),)
 
@@ -454,6 +472,7 @@ async def test_list_phrasings(text: str) -> None:
 
 
 async def test_delete_a_note() -> None:
+    """“forget note 2” calls `delete_note` with id 2 and confirms the deleted text."""
     history = [Message.user("forget note 2")]
     prose, control = await reason(history)
     assert prose == "I'll use the delete_note tool to delete note #2."
@@ -475,6 +494,7 @@ async def test_delete_a_note() -> None:
 
 
 async def test_delete_a_missing_note() -> None:
+    """Deleting an absent note ends with the tool's error, which lists the real ids."""
     delete = call("call_1", "delete_note", id=2)
     result = refused(delete, "failed", "there is no note #2; existing notes: 1, 3")
     history = [Message.user("delete note #2"), *ran(delete, result)]
@@ -508,11 +528,13 @@ async def test_delete_a_missing_note() -> None:
     ],
 )
 async def test_delete_phrasings(text: str, note_id: int) -> None:
+    """Each phrasing of a delete request calls `delete_note` with the number given."""
     completion = await act([Message.user(text)])
     assert completion.tool_calls == (call("call_1", "delete_note", id=note_id),)
 
 
 async def test_delete_without_a_number_asks_which() -> None:
+    """A delete with no number asks which note, then deletes the number answered."""
     history = [Message.user("delete the note about milk")]
     ask = call(
         "call_1",
@@ -525,6 +547,7 @@ async def test_delete_without_a_number_asks_which() -> None:
 
 
 async def test_delete_answer_without_a_number() -> None:
+    """An answer with no note number ends the run with advice on how to delete."""
     ask = call(
         "call_1",
         "request_input",
@@ -543,6 +566,7 @@ async def test_delete_answer_without_a_number() -> None:
 
 
 async def test_delete_number_in_the_next_message_in_tool_mode() -> None:
+    """In tool mode a numberless delete asks which note, then uses the reply's id."""
     history = [Message.user("remove a note")]
     question = await chat(history, TOOL_MODE)
     assert question.content == "Which note should I delete? Tell me its number."
@@ -584,6 +608,7 @@ async def test_delete_number_in_the_next_message_in_tool_mode() -> None:
 async def test_plain_chat_explains_that_notes_need_tools(
     text: str, explanation: str
 ) -> None:
+    """In plain chat a note request names the tool it needs and says to enable tools."""
     completion = await chat([Message.user(text)])
     assert completion.tool_calls == ()
     head, _, rest = completion.content.partition("\n\n")
@@ -592,6 +617,7 @@ async def test_plain_chat_explains_that_notes_need_tools(
 
 
 async def test_tool_mode_saves_then_answers() -> None:
+    """In tool mode a save request calls `save_note`, then confirms the saved note."""
     history = [Message.user("remember that my locker code is 4512")]
     completion = await chat(history, TOOL_MODE)
     save = call("call_1", "save_note", text=LOCKER)
@@ -607,6 +633,7 @@ async def test_tool_mode_saves_then_answers() -> None:
 
 
 async def test_tool_mode_lists_then_answers() -> None:
+    """In tool mode a list request calls `list_notes`, then answers with every note."""
     history = [Message.user("what notes do I have?")]
     listing = call("call_1", "list_notes")
     assert (await chat(history, TOOL_MODE)).tool_calls == (listing,)
@@ -619,6 +646,7 @@ async def test_tool_mode_lists_then_answers() -> None:
 
 
 async def test_tool_mode_after_a_declined_save() -> None:
+    """In tool mode the tools-off answer after a declined save says it wasn't saved."""
     save = call("call_1", "save_note", text=LOCKER)
     history = [
         Message.user("remember that my locker code is 4512"),
@@ -633,6 +661,7 @@ async def test_tool_mode_after_a_declined_save() -> None:
 
 
 async def test_tool_mode_without_the_note_tools() -> None:
+    """In tool mode without the note tools, a list request says the tool is missing."""
     completion = await chat([Message.user("list my notes")], BUILTIN_SPECS)
     assert completion.content == (
         "The list_notes tool is not available, so I can't list your notes."
@@ -666,6 +695,7 @@ async def test_tool_mode_without_the_note_tools() -> None:
     ],
 )
 async def test_precedence(text: str, tool: str, arguments: dict[str, Any]) -> None:
+    """A message mixing note words with maths, units or time picks the right tool."""
     completion = await act([Message.user(text)])
     assert completion.tool_calls == (call("call_1", tool, **arguments),)
 
@@ -674,6 +704,7 @@ async def test_precedence(text: str, tool: str, arguments: dict[str, Any]) -> No
     "text", ["forget it", "I took notes in class", "notebook prices", "tell me a joke"]
 )
 async def test_not_note_requests(text: str) -> None:
+    """Messages that merely mention forgetting or notes get the introduction."""
     assert (await chat([Message.user(text)])).content == WORDS.introduction()
 
 
@@ -683,6 +714,7 @@ END = ["chat_response", "agent_completion", "response_complete"]
 
 
 async def test_agent_saves_after_approval_then_lists(start_server: StartServer) -> None:
+    """Over /ws an approved agent save stores the note and a later listing shows it."""
     harness = await start_server(llm_provider="offline")
     client, _ = await harness.ready_client()
     await client.send(
@@ -705,6 +737,7 @@ async def test_agent_saves_after_approval_then_lists(start_server: StartServer) 
 
 
 async def test_agent_save_declined(start_server: StartServer) -> None:
+    """Over /ws a declined agent save ends as rejected with a “didn't save” answer."""
     harness = await start_server(llm_provider="offline")
     client, _ = await harness.ready_client()
     await client.send(type="chat", content="remember: buy milk", agent_mode=True)
@@ -726,6 +759,7 @@ async def test_agent_save_declined(start_server: StartServer) -> None:
 
 
 async def test_tool_mode_over_websocket(start_server: StartServer) -> None:
+    """Over /ws, tool mode with only `list_notes` selected lists an empty notebook."""
     harness = await start_server(llm_provider="offline")
     client, _ = await harness.ready_client()
     frames = await client.chat("list my notes", selected_tools=["list_notes"])

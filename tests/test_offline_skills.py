@@ -66,6 +66,7 @@ def with_dice() -> ToolRegistry:
 async def test_a_new_tool_with_a_skill_is_used_end_to_end(
     start_server: StartServer,
 ) -> None:
+    """A tool with an offline skill is called, answered and listed in help."""
     harness = await start_server(registry=with_dice(), llm_provider="offline")
     client, _ = await harness.ready_client()
 

@@ -53,6 +53,7 @@ async def begin(http: httpx.AsyncClient) -> str:
 async def test_a_provider_sign_in_makes_a_revocable_sign_in_with_the_role(
     start_server: StartServer, provider: str
 ) -> None:
+    """A PKCE sign-in at the provider makes an admin sign-in that logout ends."""
     harness = await start_with_oidc(start_server, provider)
     async with httpx.AsyncClient(base_url=harness.server.url("")) as http:
         form = await http.get("/login")
@@ -94,6 +95,7 @@ async def test_a_provider_sign_in_makes_a_revocable_sign_in_with_the_role(
 async def test_a_subject_without_the_admin_role_is_a_user(
     start_server: StartServer, provider: str
 ) -> None:
+    """A subject lacking the admin role signs in as a plain user, 403 on admin pages."""
     harness = await start_with_oidc(start_server, provider)
     async with httpx.AsyncClient(base_url=harness.server.url("")) as http:
         done = await http.get(await authorize(http, await begin(http), "dave"))
@@ -110,6 +112,7 @@ async def test_a_subject_without_the_admin_role_is_a_user(
 async def test_the_callback_refuses_a_state_it_did_not_send(
     start_server: StartServer, provider: str
 ) -> None:
+    """A callback with a forged state or from another browser fails; no one signs in."""
     harness = await start_with_oidc(start_server, provider)
     async with httpx.AsyncClient(base_url=harness.server.url("")) as http:
         back = await authorize(http, await begin(http), "dave")
@@ -132,6 +135,7 @@ async def test_the_callback_refuses_a_state_it_did_not_send(
 async def test_a_provider_error_is_shown_on_the_login_form(
     start_server: StartServer, provider: str
 ) -> None:
+    """A provider's refusal shows on the login form and forgets the pending sign-in."""
     harness = await start_with_oidc(start_server, provider)
     async with httpx.AsyncClient(base_url=harness.server.url("")) as http:
         url = await begin(http)

@@ -75,6 +75,7 @@ def free_port() -> int:
 async def test_complete_returns_text_usage_and_finish_reason(
     client: OpenAIClient, fake_openai: FakeOpenAIServer
 ) -> None:
+    """A plain reply becomes a `Completion` with its text, usage and stop reason."""
     fake_openai.script(Reply(content="Hello there!", usage=FakeUsage(12, 3)))
 
     completion = await client.complete(ask("Say hello"))
@@ -95,6 +96,7 @@ async def test_complete_returns_text_usage_and_finish_reason(
 async def test_complete_sends_exact_body_and_maps_tool_calls(
     client: OpenAIClient, fake_openai: FakeOpenAIServer
 ) -> None:
+    """The request body carries every message, tool and option; tool calls come back."""
     fake_openai.script(
         Reply(
             tool_calls=[
@@ -178,6 +180,7 @@ async def test_complete_sends_exact_body_and_maps_tool_calls(
 async def test_complete_without_tools_sends_neither_tools_nor_tool_choice(
     client: OpenAIClient, fake_openai: FakeOpenAIServer
 ) -> None:
+    """With no tools, the body omits `tools` and `tool_choice` even if one is set."""
     fake_openai.script(Reply(content="ok"))
 
     completion = await client.complete(
@@ -193,6 +196,7 @@ async def test_complete_without_tools_sends_neither_tools_nor_tool_choice(
 async def test_complete_generates_ids_for_tool_calls_without_one(
     client: OpenAIClient, fake_openai: FakeOpenAIServer
 ) -> None:
+    """Tool calls sent with no id get `call_N` ids that keep counting across calls."""
     fake_openai.script(
         Reply(tool_calls=[("a", {}), ("b", {"x": 1})], omit_tool_call_ids=True),
         Reply(tool_calls=[("c", "")], omit_tool_call_ids=True),
@@ -214,6 +218,7 @@ async def test_complete_generates_ids_for_tool_calls_without_one(
 async def test_stream_yields_deltas_then_one_completion_with_usage(
     client: OpenAIClient, fake_openai: FakeOpenAIServer
 ) -> None:
+    """A stream yields text deltas, then one `Completion` carrying the usage."""
     fake_openai.script(Reply(content="Hello, streaming world", usage=FakeUsage(8, 5)))
 
     events = await collect(client.stream(ask("stream please")))
@@ -246,6 +251,7 @@ async def test_stream_yields_deltas_then_one_completion_with_usage(
 async def test_stream_assembles_tool_call_fragments(
     client: OpenAIClient, fake_openai: FakeOpenAIServer
 ) -> None:
+    """Streamed argument fragments of several tool calls join into whole calls."""
     first_args = '{"city": "Oslo", "units": "metric", "days": [1, 2, 3]}'
     second_args = {"query": "fjords", "limit": 5}
     fake_openai.script(
@@ -283,6 +289,7 @@ async def test_stream_assembles_tool_call_fragments(
 async def test_stream_assembles_fragments_from_servers_omitting_index_and_ids(
     client: OpenAIClient, fake_openai: FakeOpenAIServer
 ) -> None:
+    """Fragments lacking index and id still join into the right calls, with new ids."""
     fake_openai.script(
         Reply(
             tool_calls=[("one", {"a": "xyz"}), ("two", {"b": [1, 2]})],
@@ -309,6 +316,7 @@ async def test_stream_assembles_fragments_from_servers_omitting_index_and_ids(
 async def test_stream_retries_without_stream_options_when_rejected_and_remembers(
     client: OpenAIClient, fake_openai: FakeOpenAIServer
 ) -> None:
+    """A 400 on `stream_options` retries without it, and later streams skip it."""
     fake_openai.script(
         ErrorReply(400, "Unrecognized request argument supplied: stream_options"),
         Reply(content="fine", usage=FakeUsage(1, 1)),
@@ -343,6 +351,7 @@ async def test_stream_retries_without_stream_options_when_rejected_and_remembers
 async def test_stream_other_bad_request_is_an_error_without_retry(
     client: OpenAIClient, fake_openai: FakeOpenAIServer
 ) -> None:
+    """Any other 400 while streaming raises `LLMError` after a single request."""
     fake_openai.script(ErrorReply(400, "model 'nope' not found"))
 
     with pytest.raises(LLMError) as caught:
@@ -358,6 +367,7 @@ async def test_stream_other_bad_request_is_an_error_without_retry(
 async def test_http_500_becomes_llm_error(
     client: OpenAIClient, fake_openai: FakeOpenAIServer
 ) -> None:
+    """A 500 reply raises `LLMError` quoting the status and server message."""
     fake_openai.script(ErrorReply(500, "the model crashed", error_type="server_error"))
 
     with pytest.raises(LLMError) as caught:
@@ -369,6 +379,7 @@ async def test_http_500_becomes_llm_error(
 async def test_http_401_becomes_llm_error_when_streaming(
     client: OpenAIClient, fake_openai: FakeOpenAIServer
 ) -> None:
+    """A 401 reply to a stream raises `LLMError` quoting the server message."""
     fake_openai.script(ErrorReply(401, "Incorrect API key provided."))
 
     with pytest.raises(LLMError) as caught:
@@ -380,6 +391,7 @@ async def test_http_401_becomes_llm_error_when_streaming(
 
 
 async def test_retries_are_bounded(fake_openai: FakeOpenAIServer) -> None:
+    """With one retry allowed, the client gives up after two 503s."""
     fake_openai.script(
         ErrorReply(503, "overloaded", retry_after_ms=1),
         ErrorReply(503, "still overloaded", retry_after_ms=1),
@@ -402,6 +414,7 @@ async def test_retries_are_bounded(fake_openai: FakeOpenAIServer) -> None:
 async def test_retry_recovers_from_a_transient_error(
     fake_openai: FakeOpenAIServer,
 ) -> None:
+    """A single 500 followed by a good reply succeeds on the retry."""
     fake_openai.script(ErrorReply(500, "blip", retry_after_ms=1), Reply(content="ok"))
     llm = OpenAIClient(model="m", base_url=fake_openai.base_url, max_retries=2)
     try:
@@ -414,6 +427,7 @@ async def test_retry_recovers_from_a_transient_error(
 
 
 async def test_connection_refused_becomes_llm_error() -> None:
+    """A closed port raises `LLMError` saying the connection was refused."""
     base_url = f"http://127.0.0.1:{free_port()}/v1"
     llm = OpenAIClient(model="m", base_url=base_url, max_retries=0)
     try:
@@ -426,6 +440,7 @@ async def test_connection_refused_becomes_llm_error() -> None:
 
 
 async def test_timeout_becomes_llm_error(fake_openai: FakeOpenAIServer) -> None:
+    """A hung reply raises a timeout `LLMError` and the upstream request is closed."""
     fake_openai.script(HangReply())
     llm = OpenAIClient(
         model="m", base_url=fake_openai.base_url, timeout_s=0.2, max_retries=0
@@ -443,6 +458,7 @@ async def test_timeout_becomes_llm_error(fake_openai: FakeOpenAIServer) -> None:
 async def test_unscripted_request_fails_loudly(
     client: OpenAIClient, fake_openai: FakeOpenAIServer
 ) -> None:
+    """A request the fake server has no reply for fails with a message naming it."""
     with pytest.raises(LLMError) as caught:
         await client.complete(ask())
 
@@ -458,6 +474,7 @@ async def test_unscripted_request_fails_loudly(
 async def test_cancelling_complete_closes_the_upstream_request(
     client: OpenAIClient, fake_openai: FakeOpenAIServer
 ) -> None:
+    """Cancelling a pending `complete` closes the request on the server."""
     fake_openai.script(HangReply())
     task = asyncio.create_task(client.complete(ask()))
     await fake_openai.wait_for_requests(1)
@@ -472,6 +489,7 @@ async def test_cancelling_complete_closes_the_upstream_request(
 async def test_cancelling_stream_before_headers_closes_the_upstream_request(
     client: OpenAIClient, fake_openai: FakeOpenAIServer
 ) -> None:
+    """Cancelling a stream before any response closes the request on the server."""
     fake_openai.script(HangReply())
     task = asyncio.create_task(collect(client.stream(ask())))
     await fake_openai.wait_for_requests(1)
@@ -486,6 +504,7 @@ async def test_cancelling_stream_before_headers_closes_the_upstream_request(
 async def test_cancelling_stream_mid_body_closes_the_upstream_request(
     client: OpenAIClient, fake_openai: FakeOpenAIServer
 ) -> None:
+    """Cancelling a stream after its first delta closes the request on the server."""
     fake_openai.script(HangReply(partial_content="partial"))
     first_delta = asyncio.Event()
     received: list[StreamEvent] = []
@@ -509,6 +528,7 @@ async def test_cancelling_stream_mid_body_closes_the_upstream_request(
 async def test_breaking_out_of_a_stream_closes_the_upstream_request(
     client: OpenAIClient, fake_openai: FakeOpenAIServer
 ) -> None:
+    """Closing a stream early after one delta closes the request on the server."""
     fake_openai.script(HangReply(partial_content="partial"))
 
     events = client.stream(ask())
@@ -522,6 +542,7 @@ async def test_breaking_out_of_a_stream_closes_the_upstream_request(
 async def test_client_properties(
     client: OpenAIClient, fake_openai: FakeOpenAIServer
 ) -> None:
+    """The client reports its model, the `openai` provider and its base URL."""
     assert client.model == "test-model"
     assert client.provider == "openai"
     assert client.base_url == fake_openai.base_url
@@ -543,4 +564,4 @@ def test_only_the_openai_compat_modules_import_the_sdk() -> None:
                 importers.add(path.relative_to(backend).as_posix())
     outside = {p for p in importers if not p.startswith("llm/openai_compat/")}
     assert "llm/openai_compat/client.py" in importers
-    assert outside == {"llm/openai_embedder.py"}
+    assert outside == set()

@@ -11,6 +11,7 @@ from tests.ws_client import labels
 async def test_agent_run_over_the_openai_provider(
     start_server: StartServer, fake_openai: FakeOpenAIServer
 ) -> None:
+    """An agent run over the `openai` provider offers tools only to act and answers."""
     fake_openai.script(
         Reply(content=reason("Add 2 and 3.", tools=["add"])),
         Reply(tool_calls=[("add", {"expression": "2+3"})]),
@@ -58,6 +59,7 @@ async def test_agent_run_over_the_openai_provider(
 async def test_tool_mode_with_streamed_tool_call_fragments(
     start_server: StartServer, fake_openai: FakeOpenAIServer
 ) -> None:
+    """In tool mode a tool call streamed in fragments runs, then the answer streams."""
     fake_openai.script(
         Reply(tool_calls=[("add", {"expression": "20+22"})], argument_fragments=5),
         Reply(content="The sum is 42."),
@@ -81,6 +83,7 @@ async def test_tool_mode_with_streamed_tool_call_fragments(
 async def test_stop_closes_the_upstream_request(
     start_server: StartServer, fake_openai: FakeOpenAIServer
 ) -> None:
+    """A stop during an agent run cancels the hanging upstream request."""
     fake_openai.script(HangReply())
     harness = await start_server(
         None, test_registry(), llm_base_url=fake_openai.base_url
@@ -98,6 +101,7 @@ async def test_stop_closes_the_upstream_request(
 
 
 async def test_llm_server_down_is_reported(start_server: StartServer) -> None:
+    """An unreachable LLM server yields an `llm_error` that does not reveal its URL."""
     harness = await start_server(
         None, test_registry(), llm_base_url="http://127.0.0.1:9/v1", llm_max_retries=0
     )

@@ -28,6 +28,7 @@ def _accepts_connections(port: int) -> bool:
 
 
 async def test_session_server_answers_on_loopback_only(postgres_url: str) -> None:
+    """The session PostgreSQL server listens only on 127.0.0.1, off the default port."""
     assert postgres_url.startswith("postgresql+asyncpg://loopwire@127.0.0.1:")
     assert postgres_url.endswith("/loopwire")
     assert not postgres_url.endswith(":5432/loopwire")
@@ -42,6 +43,7 @@ async def test_session_server_answers_on_loopback_only(postgres_url: str) -> Non
 
 
 def test_a_second_server_stops_cleanly(postgres_url: str) -> None:
+    """A second server stops, freeing its port and folder; a second stop is harmless."""
     server = PostgresServer()
     with server:
         directory = server._dir
@@ -57,6 +59,7 @@ def test_a_second_server_stops_cleanly(postgres_url: str) -> None:
 def test_a_failed_start_cleans_up(
     postgres_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """A start that fails on a busy port shows the server log and removes its folder."""
     busy = socket.socket()
     busy.bind(("127.0.0.1", 0))
     busy.listen()

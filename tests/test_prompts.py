@@ -21,12 +21,14 @@ def prompts() -> PromptProvider:
 
 
 def test_system_prompt_lists_tools(prompts: PromptProvider) -> None:
+    """The system prompt lists each tool and its description, or that there are none."""
     text = prompts.system_prompt(tools=TOOLS)
     assert "- `calculator`: Evaluate an arithmetic expression." in text
     assert "No tools are available" in prompts.system_prompt(tools=[])
 
 
 def test_reason_prompt(prompts: PromptProvider) -> None:
+    """The reason prompt shows step, request, findings, tools, and asking if allowed."""
     text = prompts.agent_reason_prompt(
         question="What is 17% of 2,340?",
         step=2,
@@ -53,6 +55,7 @@ def test_reason_prompt(prompts: PromptProvider) -> None:
 def test_reason_prompt_asking_through_the_control_block(
     prompts: PromptProvider,
 ) -> None:
+    """With control-block asking, the reason prompt offers `ask_user`, no tool."""
     text = prompts.agent_reason_prompt(
         question="convert 10 miles",
         step=1,
@@ -67,6 +70,7 @@ def test_reason_prompt_asking_through_the_control_block(
 
 
 def test_plan_prompt(prompts: PromptProvider) -> None:
+    """The plan prompt lists the tools, and on a replan the old plan and findings."""
     text = prompts.agent_plan_prompt(
         question="3*7 and the time in London",
         tools=TOOLS,
@@ -94,6 +98,7 @@ def test_plan_prompt(prompts: PromptProvider) -> None:
 
 
 def test_act_prompt(prompts: PromptProvider) -> None:
+    """The act prompt gives the plan to carry out and the tools reason considered."""
     text = prompts.agent_act_prompt(
         step=1,
         max_steps=3,
@@ -105,6 +110,7 @@ def test_act_prompt(prompts: PromptProvider) -> None:
 
 
 def test_observe_prompt(prompts: PromptProvider) -> None:
+    """The observe prompt shows results, the act note if none ran, replan if asked."""
     text = prompts.agent_observe_prompt(
         question="What is 17% of 2,340?",
         step=1,
@@ -142,6 +148,7 @@ def test_observe_prompt(prompts: PromptProvider) -> None:
 
 
 def test_final_answer_prompt(prompts: PromptProvider) -> None:
+    """The final-answer prompt states why the run ended and what was observed."""
     text = prompts.final_answer_prompt(
         question="q?", why="The step budget (3) ran out.", observations=["found 397.8"]
     )
@@ -149,10 +156,12 @@ def test_final_answer_prompt(prompts: PromptProvider) -> None:
 
 
 def test_check_renders_every_template(prompts: PromptProvider) -> None:
+    """Every shipped prompt template renders without error."""
     prompts.check()
 
 
 def test_a_misspelt_variable_is_an_error(tmp_path: Path) -> None:
+    """A template naming an undefined variable fails `check` with a `ConfigError`."""
     source = Path(__file__).resolve().parent.parent / "prompts"
     for template in source.glob("*.md"):
         (tmp_path / template.name).write_text(template.read_text())

@@ -25,6 +25,7 @@ SCHEMA_FILE = Path(__file__).resolve().parent.parent / "docs" / "protocol.schema
 
 
 def test_exported_schema_is_current() -> None:
+    """The committed `docs/protocol.schema.json` matches the schema the code exports."""
     expected = json.dumps(json_schema(), indent=2, sort_keys=True) + "\n"
     assert SCHEMA_FILE.read_text(encoding="utf-8") == expected, (
         "docs/protocol.schema.json is stale: run `make schema`"
@@ -32,6 +33,7 @@ def test_exported_schema_is_current() -> None:
 
 
 def test_schema_command_prints_the_schema(capsys: pytest.CaptureFixture[str]) -> None:
+    """The `schema` command prints the protocol schema as JSON and exits 0."""
     assert main(["schema"]) == 0
     printed = json.loads(capsys.readouterr().out)
     assert printed["title"] == "loopwire protocol v1"
@@ -39,6 +41,7 @@ def test_schema_command_prints_the_schema(capsys: pytest.CaptureFixture[str]) ->
 
 
 def test_schema_names_every_server_frame_and_update() -> None:
+    """The schema names every server frame type and agent update type."""
     text = json.dumps(json_schema())
     for name in (
         "session_ready",
@@ -69,6 +72,7 @@ def test_schema_names_every_server_frame_and_update() -> None:
 
 
 def test_chat_defaults() -> None:
+    """A bare chat message parses with agent mode off and no step or tool choice."""
     message = client_message_adapter.validate_json('{"type": "chat", "content": "hi"}')
     assert message == ChatMessage(type="chat", content="hi")
     assert isinstance(message, ChatMessage)
@@ -80,14 +84,18 @@ def test_chat_defaults() -> None:
 
 
 def test_grant_steps_round_trip() -> None:
+    """A `grant_steps` control message parses into an `AgentControlMessage` and
+    dumps back to the same JSON."""
     raw = '{"type": "agent_control", "action": "grant_steps", "steps": 3}'
     message = client_message_adapter.validate_json(raw)
     assert message == AgentControlMessage(
         type="agent_control", action="grant_steps", steps=3
     )
+    assert json.loads(client_message_adapter.dump_json(message)) == json.loads(raw)
 
 
 def test_server_frames_parse_by_type_and_update_type() -> None:
+    """A server frame parses to its model by `type` and `update_type` and dumps back."""
     frame = server_message_adapter.validate_python(
         {
             "type": "agent_update",
@@ -105,6 +113,7 @@ def test_server_frames_parse_by_type_and_update_type() -> None:
 
 
 def test_client_message_types_come_from_the_union() -> None:
+    """`CLIENT_MESSAGE_TYPES` lists the client message types in union order."""
     assert CLIENT_MESSAGE_TYPES == (
         "chat",
         "agent_control",

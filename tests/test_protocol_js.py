@@ -14,6 +14,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_generated_protocol_js_is_current() -> None:
+    """The committed `protocol.js` equals what the current protocol schema generates."""
     expected = protocol_js(json_schema())
     assert (ROOT / PROTOCOL_JS_PATH).read_text(encoding="utf-8") == expected, (
         f"{PROTOCOL_JS_PATH} is stale: run `make schema`"
@@ -21,6 +22,7 @@ def test_generated_protocol_js_is_current() -> None:
 
 
 def test_protocol_js_names_the_frames_updates_and_errors() -> None:
+    """The generated module exports `FRAME`, `UPDATE`, `CLIENT`, `ERROR` name maps."""
     text = protocol_js(json_schema())
     assert text.startswith("// GENERATED FILE")
     for line in (
@@ -40,6 +42,7 @@ def test_protocol_js_names_the_frames_updates_and_errors() -> None:
 def test_schema_write_writes_the_module_too(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """`schema --write` also writes `protocol.js`, identical to the committed one."""
     monkeypatch.chdir(tmp_path)
     (tmp_path / "docs").mkdir()
     (tmp_path / PROTOCOL_JS_PATH).parent.mkdir(parents=True)

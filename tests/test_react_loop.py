@@ -54,6 +54,7 @@ STEP = [
 
 
 async def test_finishes_after_one_step_with_the_observed_answer() -> None:
+    """One reason-act-observe step ends the run with the observe phase's answer."""
     llm = ScriptedLLM(
         reason("Add the numbers with add.", tools=["add"]),
         calls(("add", {"expression": "2+3"})),
@@ -81,6 +82,7 @@ async def test_finishes_after_one_step_with_the_observed_answer() -> None:
 
 
 async def test_plan_reaches_act_and_observe_sees_real_results() -> None:
+    """The reason plan is passed to act, and observe sees the actual tool results."""
     llm = ScriptedLLM(
         reason("PLAN-XYZ: add 2 and 3"),
         calls(("add", {"expression": "2+3"})),
@@ -107,6 +109,7 @@ async def test_plan_reaches_act_and_observe_sees_real_results() -> None:
 
 
 async def test_three_steps_then_finish() -> None:
+    """Each reason prompt lists earlier steps' observations until observe finishes."""
     llm = ScriptedLLM(
         reason("step one"),
         calls(("add", {"expression": "1+1"})),
@@ -129,6 +132,7 @@ async def test_three_steps_then_finish() -> None:
 
 
 async def test_reason_can_finish_without_acting() -> None:
+    """A reason phase that says finish ends the run with no act or observe call."""
     llm = ScriptedLLM(reason("greet", finish=True, final="Hello!"))
     run = Run(make_loop(llm))
     result = await run.go()
@@ -139,6 +143,7 @@ async def test_reason_can_finish_without_acting() -> None:
 
 
 async def test_no_tool_call_records_no_action() -> None:
+    """An act reply with no tool call tells observe no tool ran, quoting the reply."""
     llm = ScriptedLLM(
         reason("nothing to run"),
         Completion(content="No action needed."),
@@ -160,6 +165,7 @@ async def test_no_tool_call_records_no_action() -> None:
 
 
 async def test_observe_without_final_answer_forces_a_streamed_final_answer() -> None:
+    """When observe stops without a final answer, a `final` LLM call streams one."""
     llm = ScriptedLLM(
         reason(),
         calls(("add", {"expression": "2+3"})),
@@ -183,6 +189,7 @@ async def test_observe_without_final_answer_forces_a_streamed_final_answer() -> 
 
 
 async def test_tool_failure_is_fed_back_and_loop_goes_on() -> None:
+    """Failed and unknown tool calls go back to the model and the run still finishes."""
     llm = ScriptedLLM(
         reason(),
         calls(
@@ -210,6 +217,7 @@ async def test_tool_failure_is_fed_back_and_loop_goes_on() -> None:
 
 
 async def test_consecutive_failures_end_the_loop_honestly() -> None:
+    """Three failed tool calls in a row end the run as an error, with an explanation."""
     llm = ScriptedLLM(
         reason(),
         calls(
@@ -236,6 +244,7 @@ async def test_consecutive_failures_end_the_loop_honestly() -> None:
 
 
 async def test_request_input_waits_for_the_answer_and_records_it() -> None:
+    """A `request_input` call waits for the user's reply and records it as a result."""
     llm = ScriptedLLM(
         reason("ask for the unit"),
         calls(("request_input", {"question": "Which unit?"})),
@@ -265,6 +274,7 @@ async def test_request_input_waits_for_the_answer_and_records_it() -> None:
 
 
 async def test_request_input_timeout_ends_with_a_final_answer() -> None:
+    """An unanswered `request_input` times out, cancels later calls, still answers."""
     llm = ScriptedLLM(
         reason("ask"),
         calls(
@@ -297,6 +307,7 @@ async def test_request_input_timeout_ends_with_a_final_answer() -> None:
 
 
 async def test_max_steps_reached_forces_final_answer() -> None:
+    """Running out of steps emits `AgentMaxStepsReached` and streams a final answer."""
     llm = ScriptedLLM(
         reason(),
         calls(("add", {"expression": "1+1"})),
@@ -321,6 +332,7 @@ async def test_max_steps_reached_forces_final_answer() -> None:
 
 
 async def test_empty_final_answer_falls_back_to_a_tool_summary() -> None:
+    """An empty forced final answer is replaced by a summary of the tool results."""
     llm = ScriptedLLM(reason(), calls(("add", {"expression": "1+1"})), observe(), "")
     run = Run(make_loop(llm), max_steps=1)
     result = await run.go()
@@ -333,6 +345,7 @@ async def test_empty_final_answer_falls_back_to_a_tool_summary() -> None:
 
 
 async def test_malformed_control_is_prose_and_three_in_a_row_end_the_loop() -> None:
+    """A reply with no valid control block stays prose; three in a row end the run."""
     llm = ScriptedLLM(
         "I think {not json",
         Completion(content="No action needed."),
@@ -360,6 +373,7 @@ async def test_malformed_control_is_prose_and_three_in_a_row_end_the_loop() -> N
 
 
 async def test_a_parse_failure_then_success_resets_the_count() -> None:
+    """A valid control block after malformed ones resets the count; the run finishes."""
     llm = ScriptedLLM(
         "no block",
         Completion(content="No action needed."),
@@ -374,6 +388,7 @@ async def test_a_parse_failure_then_success_resets_the_count() -> None:
 
 
 async def test_stop_after_step_stops_at_the_next_boundary_after_the_tool() -> None:
+    """An `after_step` stop lets the running tool finish and cancels the later calls."""
     llm = ScriptedLLM(
         reason(), calls(("add", {"expression": "1+1"}), ("add", {"expression": "2+2"}))
     )
@@ -401,6 +416,7 @@ async def test_stop_after_step_stops_at_the_next_boundary_after_the_tool() -> No
 
 
 async def test_stop_after_step_while_waiting_for_input() -> None:
+    """An `after_step` stop while awaiting `request_input` ends the run and question."""
     llm = ScriptedLLM(reason(), calls(("request_input", {"question": "Which?"})))
     run = Run(make_loop(llm))
     run.on_event = lambda e: (
@@ -413,6 +429,7 @@ async def test_stop_after_step_while_waiting_for_input() -> None:
 
 
 async def test_grant_steps_extends_the_running_budget() -> None:
+    """Steps granted mid-run raise the budget up to the cap, letting the run go on."""
     llm = ScriptedLLM(
         reason(),
         Completion(content="No action needed."),
@@ -439,6 +456,7 @@ async def test_grant_steps_extends_the_running_budget() -> None:
 
 
 async def test_llm_error_ends_the_run_with_the_error_and_a_summary() -> None:
+    """An LLM error ends the run as an error, its answer summing up the tool results."""
     llm = ScriptedLLM(
         reason(),
         calls(("add", {"expression": "1+1"})),
@@ -477,6 +495,7 @@ def approval_loop(
 
 
 async def test_duplicate_call_is_not_run_again_and_repeats_force_the_answer() -> None:
+    """An identical repeat call is not run; repeating it again forces the answer."""
     llm = ScriptedLLM(
         reason(),
         calls(("add", {"expression": "1+1"})),
@@ -507,6 +526,7 @@ async def test_duplicate_call_is_not_run_again_and_repeats_force_the_answer() ->
 
 
 async def test_finalize_tool_summary_becomes_the_answer() -> None:
+    """A `finish` call's summary is the answer and ends the run without observe."""
     llm = ScriptedLLM(
         reason(), calls(("finish", {"summary": "All 3 files converted."}))
     )
@@ -517,6 +537,8 @@ async def test_finalize_tool_summary_becomes_the_answer() -> None:
 
 
 async def test_side_effect_notes_reach_history_as_system_messages() -> None:
+    """Tool side-effect notes join the history as system messages that observe sees."""
+
     async def note(args: Any, result: Any, ctx: Any) -> str:
         return f"The note '{result['echo']}' is now visible to the whole team."
 
@@ -546,6 +568,7 @@ async def test_side_effect_notes_reach_history_as_system_messages() -> None:
 
 
 async def test_rejection_stops_the_run_with_an_explaining_answer() -> None:
+    """A declined approval ends the run as rejected, runs nothing and explains why."""
     saver = Saver()
     llm = ScriptedLLM(
         reason(), calls(("save", {"text": "milk"})), "OK, I did not save the note."
@@ -563,6 +586,7 @@ async def test_rejection_stops_the_run_with_an_explaining_answer() -> None:
 
 
 async def test_rejection_with_on_reject_continue_tells_the_model() -> None:
+    """If `on_reject` is continue, a declined call is reported and the run goes on."""
     llm = ScriptedLLM(
         reason(),
         calls(("save", {"text": "milk"})),
@@ -580,6 +604,7 @@ async def test_rejection_with_on_reject_continue_tells_the_model() -> None:
 
 
 async def test_approved_call_runs() -> None:
+    """An approved call asks for approval, then runs the tool and completes."""
     saver = Saver()
     llm = ScriptedLLM(
         reason(),
@@ -598,6 +623,7 @@ async def test_approved_call_runs() -> None:
 
 
 async def test_policy_refusals_reach_the_model_verbatim() -> None:
+    """Timeout and rate-limit refusals reach the observe prompt word for word."""
     slow = SlowTool()
     registry = test_registry(slow)
     limiter = RateLimiter(1, 60.0, clock=lambda: 0.0)
@@ -634,6 +660,7 @@ async def test_policy_refusals_reach_the_model_verbatim() -> None:
 
 
 async def test_read_only_run_hides_and_blocks_mutating_tools() -> None:
+    """A read-only run hides mutating tools from act and blocks a call to one."""
     llm = ScriptedLLM(
         reason(),
         calls(("slow", {})),
@@ -651,6 +678,7 @@ async def test_read_only_run_hides_and_blocks_mutating_tools() -> None:
 
 
 async def test_tool_calls_past_the_per_step_limit_are_dropped_from_the_reply() -> None:
+    """Tool calls beyond the per-step limit are neither run nor kept in history."""
     many = calls(*[("add", {"expression": f"{n}+1"}) for n in range(12)])
     llm = ScriptedLLM(
         reason("Add them all.", tools=["add"]),

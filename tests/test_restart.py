@@ -63,6 +63,7 @@ def calls_of(frames: list[Frame], tool: str) -> int:
 
 
 async def test_history_and_replay_survive_a_restart(database_url: str) -> None:
+    """A session resumed after a SIGTERM restart replays its frames, history kept."""
     async with AsyncExitStack() as stack:
         first = await stack.enter_async_context(server_process(database_url))
         client = await first.client(stack)
@@ -95,6 +96,7 @@ async def test_history_and_replay_survive_a_restart(database_url: str) -> None:
 async def test_a_question_survives_a_sigterm_and_the_run_goes_on(
     database_url: str,
 ) -> None:
+    """A question pending at SIGTERM is answered after restart; no tool runs twice."""
     async with AsyncExitStack() as stack:
         server = await stack.enter_async_context(server_process(database_url))
         client = await server.client(stack)
@@ -134,6 +136,7 @@ async def test_a_question_survives_a_sigterm_and_the_run_goes_on(
 async def test_an_approval_survives_a_sigterm_and_the_tool_runs_once(
     database_url: str,
 ) -> None:
+    """An approval pending at SIGTERM is given after restart; the tool runs once."""
     async with AsyncExitStack() as stack:
         server = await stack.enter_async_context(server_process(database_url))
         client = await server.client(stack)
@@ -238,6 +241,7 @@ async def test_a_tool_the_shutdown_could_not_wait_for_is_in_doubt_after_the_rest
 async def test_a_crash_mid_phase_is_reported_interrupted_after_the_restart(
     database_url: str, fake_openai: FakeOpenAIServer
 ) -> None:
+    """A run killed mid-LLM-call is reported as interrupted when its session resumes."""
     fake_openai.script(HangReply(partial_content="Thinking"))
     settings = {"llm_base_url": fake_openai.base_url, "llm_api_key": "test"}
     async with AsyncExitStack() as stack:

@@ -43,6 +43,7 @@ def of_type(frames: list[Frame], kind: str) -> list[Frame]:
 async def test_a_chat_naming_data_sources_is_a_retrieval_with_citations(
     start_server: StartServer, tmp_path: Path
 ) -> None:
+    """A chat with data sources searches, then one model call answers with citations."""
     llm = ScriptedLLM("The gates open at 7 [garden/rules.pdf, page 1].")
     harness, client = await with_sources(start_server, tmp_path, llm)
     frames = await client.chat(
@@ -88,6 +89,7 @@ def client_session(frames: list[Frame]) -> str:
 
 
 async def test_nothing_found_says_so(start_server: StartServer, tmp_path: Path) -> None:
+    """A search that finds nothing gives no citations and tells the model so."""
     llm = ScriptedLLM("Nothing in your documents mentions that.")
     _, client = await with_sources(start_server, tmp_path, llm)
     frames = await client.chat("xylophone quartz", selected_data_sources=["garden"])
@@ -101,6 +103,7 @@ async def test_nothing_found_says_so(start_server: StartServer, tmp_path: Path) 
 async def test_an_agent_run_searches_only_the_chosen_sources(
     start_server: StartServer, tmp_path: Path
 ) -> None:
+    """Choosing data sources gives an agent run `search_documents`, its hits cited."""
     llm = ScriptedLLM(
         reason("Search.", tools=["search_documents"]),
         calls(("search_documents", {"query": "slugs"})),
@@ -126,6 +129,7 @@ async def test_an_agent_run_searches_only_the_chosen_sources(
 async def test_a_finalize_search_ends_the_run_with_its_summary(
     start_server: StartServer, tmp_path: Path
 ) -> None:
+    """With `search_finalize` a search's summary is the answer; no observe call runs."""
     llm = ScriptedLLM(
         reason("Search.", tools=["search_documents"]),
         calls(("search_documents", {"query": "bonfires", "limit": 1})),
@@ -145,6 +149,7 @@ async def test_a_finalize_search_ends_the_run_with_its_summary(
 async def test_bad_data_source_choices_are_refused(
     start_server: StartServer, tmp_path: Path
 ) -> None:
+    """Unknown or empty source choices, or any on a sourceless server, are refused."""
     llm = ScriptedLLM()
     _, client = await with_sources(start_server, tmp_path, llm)
     refusals = []
@@ -175,6 +180,7 @@ async def test_bad_data_source_choices_are_refused(
 async def test_the_offline_model_answers_from_the_documents(
     start_server: StartServer, tmp_path: Path
 ) -> None:
+    """The offline model searches the documents and cites the file that answers."""
     _, client = await with_sources(start_server, tmp_path)  # the offline model
     frames = await client.chat(
         "What do my documents say about watering?", agent_mode=True
@@ -187,6 +193,7 @@ async def test_the_offline_model_answers_from_the_documents(
 
 
 async def test_the_demo_corpus_answers_a_new_user(start_server: StartServer) -> None:
+    """The shipped demo corpus indexes every file and answers a question on backups."""
     harness = await start_server(
         data_sources=f"demo={ROOT / 'demo' / 'documents'}", sources_index=":memory:"
     )
@@ -207,6 +214,7 @@ async def test_the_demo_corpus_answers_a_new_user(start_server: StartServer) -> 
 async def test_the_offline_model_answers_a_plain_retrieval(
     start_server: StartServer, tmp_path: Path
 ) -> None:
+    """The offline model answers a plain retrieval citing the top passage's heading."""
     _, client = await with_sources(start_server, tmp_path)  # the offline model
     frames = await client.chat(
         "how do I keep slugs away?", selected_tools=[], selected_data_sources=["garden"]

@@ -26,6 +26,7 @@ async def waiting_for_answer(
 
 
 async def test_an_answer_ends_the_wait_with_no_helper_tasks() -> None:
+    """An answer ends a pending wait with its content, and the wait spawns no tasks."""
     control = RunControl()
     before = len(asyncio.all_tasks())
     task = await waiting_for_answer(control)
@@ -36,6 +37,7 @@ async def test_an_answer_ends_the_wait_with_no_helper_tasks() -> None:
 
 
 async def test_an_answer_given_before_the_wait_is_taken_by_it() -> None:
+    """Answers given before any wait queue up and are taken in order by later waits."""
     control = RunControl()
     control.answer(UserAnswer("q1", "first"))
     control.answer(UserAnswer("q1", "second"))
@@ -46,6 +48,7 @@ async def test_an_answer_given_before_the_wait_is_taken_by_it() -> None:
 
 
 async def test_the_deadline_ends_the_wait() -> None:
+    """A wait past its deadline times out; an answer after it is kept for the next."""
     control = RunControl()
     assert await control.wait_for_answer(0.01) == TimedOut()
     assert await control.wait_for_answer(0) == TimedOut()
@@ -63,6 +66,7 @@ async def test_the_deadline_ends_the_wait() -> None:
 async def test_stop_and_park_end_a_wait_and_the_next_one(
     lever: object, outcome: object
 ) -> None:
+    """A stop after the step, or a park, ends the current wait and every later one."""
     control = RunControl()
     task = await waiting_for_answer(control)
     lever(control)  # type: ignore[operator]
@@ -86,6 +90,7 @@ async def test_an_immediate_stop_leaves_the_wait_to_be_cancelled() -> None:
 
 
 async def test_parked_comes_before_stopped_before_an_early_answer() -> None:
+    """A stop outranks a queued answer, a park outranks a stop; the answer is kept."""
     control = RunControl()
     control.answer(UserAnswer("q1", "yes"))
     control.stop("after_step")
@@ -96,6 +101,7 @@ async def test_parked_comes_before_stopped_before_an_early_answer() -> None:
 
 
 async def test_an_approval_decision_ends_its_wait() -> None:
+    """A decision on the expected call ends its wait; others and repeats are refused."""
     control = RunControl()
     control.expect_approval("call-1")
     task = asyncio.ensure_future(control.wait_for_approval("call-1", LONG_S))
@@ -109,6 +115,7 @@ async def test_an_approval_decision_ends_its_wait() -> None:
 
 
 async def test_a_decision_made_before_the_wait_is_its_outcome() -> None:
+    """An approval given before its wait starts is what the wait returns."""
     control = RunControl()
     control.expect_approval("call-1")
     control.resolve_approval("call-1", True, None)
@@ -116,6 +123,7 @@ async def test_a_decision_made_before_the_wait_is_its_outcome() -> None:
 
 
 async def test_an_approval_wait_times_out_and_closes_the_request() -> None:
+    """An approval wait times out, and a late decision then finds nothing pending."""
     control = RunControl()
     assert await control.wait_for_approval("call-1", 0.01) == TimedOut()
     with pytest.raises(NoPendingApproval):
@@ -123,6 +131,7 @@ async def test_an_approval_wait_times_out_and_closes_the_request() -> None:
 
 
 async def test_a_cancelled_wait_leaves_nothing_waiting() -> None:
+    """After a wait is cancelled, a new answer is queued instead of lost."""
     control = RunControl()
     task = await waiting_for_answer(control)
     task.cancel()

@@ -187,6 +187,7 @@ async def dropped_at_pause(
 async def test_a_run_paused_on_a_question_continues_from_its_checkpoint(
     name: str,
 ) -> None:
+    """Each strategy restored at a question ends as an unbroken run would."""
     actions = with_question(name)
     whole, whole_result, whole_world = await uninterrupted(name, actions)
     before, after, result, world = await dropped_at_pause(
@@ -212,6 +213,7 @@ async def test_a_run_paused_on_a_question_continues_from_its_checkpoint(
 async def test_a_run_paused_on_an_approval_continues_from_its_checkpoint(
     name: str,
 ) -> None:
+    """Restored at an approval, a run matches an unbroken one; the note saves once."""
     whole, whole_result, whole_world = await uninterrupted(name, WITH_APPROVAL)
     before, after, result, world = await dropped_at_pause(
         name, WITH_APPROVAL, ToolApprovalRequest
@@ -257,6 +259,7 @@ async def test_a_tool_running_when_the_process_died_is_in_doubt_until_the_user_s
 
 
 async def test_a_call_in_doubt_runs_again_once_the_user_approves() -> None:
+    """A call cut off by a crash runs again after the user approves it in doubt."""
     slow = SlowTool()
     registry = test_registry(slow)
     first = Run(strategy("react", registry, Use("slow", {"label": "x"})))
@@ -320,6 +323,7 @@ async def test_a_tool_that_can_reconcile_settles_a_call_in_doubt_itself(
 
 
 async def test_a_state_from_another_strategy_is_refused() -> None:
+    """A state whose phase the strategy does not have is refused with a `ValueError`."""
     run = Run(strategy("react", ToolRegistry()))
     run.state.phase = "no_such_phase"
     with pytest.raises(

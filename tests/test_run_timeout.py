@@ -114,6 +114,7 @@ def final_prompt(llm: ScriptedLLM) -> str:
 
 
 async def test_time_waiting_for_the_user_does_not_count() -> None:
+    """An hour waiting on the user's answer adds nothing to the run's active time."""
     clock = FakeClock()
     llm = ScriptedLLM(
         Taking(clock, 4, reason("Ask which number.")),
@@ -142,6 +143,7 @@ async def test_time_waiting_for_the_user_does_not_count() -> None:
 
 
 async def test_time_spent_working_ends_the_run_at_the_next_phase() -> None:
+    """A reply overrunning the limit is kept; the next phase is a timeout answer."""
     clock = FakeClock()
     llm = ScriptedLLM(
         Taking(clock, 11, reason("Count.", tools=["add"])),
@@ -237,6 +239,7 @@ async def test_a_question_is_not_put_once_the_time_is_up() -> None:
 
 
 async def test_a_hung_llm_call_is_cancelled_and_the_model_answers() -> None:
+    """A model call hung past the limit is cancelled in time; a final answer follows."""
     hang = Hang()
     llm = ScriptedLLM(hang, FINAL)
     run = TimedRun(react(llm), limit=TimeLimit(active_s=0.2, final_answer_s=5.0))
@@ -254,6 +257,7 @@ async def test_a_hung_llm_call_is_cancelled_and_the_model_answers() -> None:
 
 
 async def test_a_hung_final_answer_is_cut_off_too() -> None:
+    """A final answer call that hangs too is cancelled and a canned answer given."""
     first, last = Hang(), Hang()
     llm = ScriptedLLM(first, last)
     run = TimedRun(react(llm), limit=TimeLimit(active_s=0.1, final_answer_s=0.1))
@@ -273,6 +277,7 @@ async def test_a_hung_final_answer_is_cut_off_too() -> None:
 
 
 async def test_a_running_tool_is_cancelled_and_reported() -> None:
+    """A tool running at the limit is cancelled and closed as timed out in history."""
     slow = SlowTool()
     llm = ScriptedLLM(
         reason("Wait for slow.", tools=["slow"]),
@@ -310,6 +315,7 @@ async def test_a_running_tool_is_cancelled_and_reported() -> None:
 
 
 def test_the_limit_must_be_positive() -> None:
+    """A zero run timeout is refused; the default is 300 seconds."""
     with pytest.raises(ValidationError):
         Settings(_env_file=None, run_timeout_s=0)  # type: ignore[call-arg]
     assert Settings(_env_file=None).run_timeout_s == 300.0  # type: ignore[call-arg]

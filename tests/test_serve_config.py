@@ -24,6 +24,7 @@ async def extensions(url: str) -> str | None:
 async def test_by_default_no_compression_and_no_line_per_request(
     tmp_path: Path,
 ) -> None:
+    """By default `serve` negotiates no compression and logs no line per request."""
     async with server_process(sqlite(tmp_path), llm_provider="offline") as server:
         assert await extensions(server.ws_url) is None
         await server.terminate()
@@ -32,6 +33,7 @@ async def test_by_default_no_compression_and_no_line_per_request(
 
 
 async def test_compression_and_access_log_when_asked(tmp_path: Path) -> None:
+    """When asked, `serve` negotiates permessage-deflate and logs WebSocket requests."""
     async with (
         server_process(
             sqlite(tmp_path),

@@ -40,6 +40,7 @@ def drain(queue_owner: object) -> list[str]:
 
 
 def test_replay_after_a_seq_then_live_frames() -> None:
+    """A subscriber after seq 1 gets frames 2 and 3 replayed, then live frame 4."""
     outbox = Outbox(max_bytes=100 * SIZE)
     for seq in range(1, 4):
         outbox.deliver(frame(seq))
@@ -51,6 +52,7 @@ def test_replay_after_a_seq_then_live_frames() -> None:
 
 
 def test_log_is_bounded_by_bytes_and_oldest_seq_says_what_is_left() -> None:
+    """The log drops its oldest frames past the byte cap, and `oldest_seq` follows."""
     outbox = Outbox(max_bytes=100 * SIZE)
     for seq in range(1000, 1150):
         outbox.deliver(frame(seq))
@@ -61,6 +63,7 @@ def test_log_is_bounded_by_bytes_and_oldest_seq_says_what_is_left() -> None:
 
 
 def test_one_huge_frame_is_kept_alone_rather_than_not_at_all() -> None:
+    """A frame bigger than the log's cap evicts the rest but is itself kept."""
     outbox = Outbox(max_bytes=SIZE)
     outbox.deliver(frame(1000))
     big = stamp(
@@ -78,6 +81,7 @@ async def read_all(subscription: Subscription) -> None:
 
 
 async def test_a_client_that_does_not_read_is_cut_off_not_buffered_forever() -> None:
+    """A non-reading subscriber is cut to one overflow marker; a reading one is not."""
     outbox = Outbox(max_bytes=100 * SIZE, client_bytes=50 * SIZE)
     slow = outbox.subscribe(after_seq=None)
     fast = outbox.subscribe(after_seq=None)
@@ -91,6 +95,7 @@ async def test_a_client_that_does_not_read_is_cut_off_not_buffered_forever() -> 
 
 
 def test_session_ready_reports_the_replay_window() -> None:
+    """`session_ready` reports the last seq and the oldest seq still replayable."""
     one = len(stamp(ResponseComplete(), seq=100, session_id="s", run_id=None, ts=1.0))
     session = Session(
         "s", owner="local", max_frame_bytes=20 * one, dispatcher=NoMessages()

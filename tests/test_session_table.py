@@ -87,6 +87,7 @@ def age(session: Session, seconds: float) -> None:
 async def test_an_idle_session_leaves_memory_and_comes_back_whole(
     database_url: str,
 ) -> None:
+    """An idle session past its grace leaves memory with its limits, reloads whole."""
     async with running(database_url, session_grace_s=60) as lw:
         client = await lw.client()
         await client.send(type="chat", content="forget note 1", agent_mode=True)
@@ -124,6 +125,7 @@ async def test_an_idle_session_leaves_memory_and_comes_back_whole(
 
 
 async def test_a_socket_or_a_run_keeps_a_session_in_memory(database_url: str) -> None:
+    """A socket, or a run awaiting an answer, keeps an idle session in memory."""
     async with running(database_url, session_grace_s=60) as lw:
         watched = await lw.client()
         await watched.chat("what is 2+2?")
@@ -158,6 +160,7 @@ async def test_a_socket_or_a_run_keeps_a_session_in_memory(database_url: str) ->
 async def test_the_cap_makes_room_from_the_longest_idle_and_refuses_when_all_are_busy(
     database_url: str,
 ) -> None:
+    """At the cap the longest idle session is evicted; with none idle, it is `Busy`."""
     async with running(database_url, max_sessions=3, session_grace_s=600) as lw:
         first, second = await lw.client(), await lw.client()
         await first.chat("what is 1+1?")
@@ -190,6 +193,7 @@ async def test_the_cap_makes_room_from_the_longest_idle_and_refuses_when_all_are
 async def test_the_write_behind_task_lets_idle_sessions_go_by_itself(
     tmp_path: Path,
 ) -> None:
+    """The background sweep evicts an idle session itself, after saving its history."""
     url = f"sqlite:///{tmp_path / 'loopwire.db'}"
     async with running(url, session_grace_s=0.05) as lw:
         client = await lw.client()

@@ -92,6 +92,7 @@ def signins(
 async def test_live_sign_ins_exclude_the_revoked_and_the_expired(
     store: SqlStore,
 ) -> None:
+    """Live sign-ins, newest first, omit revoked and expired ones; revoking is once."""
     for sid, user, at in [
         ("s1", "bob", 1000.0),
         ("s2", "bob", 2000.0),
@@ -121,6 +122,7 @@ async def test_live_sign_ins_exclude_the_revoked_and_the_expired(
 async def test_old_sign_ins_are_forgotten_when_new_ones_are_made(
     store: SqlStore,
 ) -> None:
+    """Adding a sign-in deletes those that expired or were revoked before the cutoff."""
     for sid, at in [
         ("expired", 0.0),
         ("old", 5000.0),
@@ -140,6 +142,7 @@ async def test_old_sign_ins_are_forgotten_when_new_ones_are_made(
 async def test_usage_adds_up_each_owners_conversations_runs_and_files(
     store: SqlStore,
 ) -> None:
+    """Usage counts each owner's conversations, runs and file bytes, zero for none."""
     for cid, owner in [("c1", "ann"), ("c2", "ann"), ("c3", "bob")]:
         await store.create_conversation(
             ConversationRecord(id=cid, owner=owner, created_at=1.0, updated_at=1.0)
@@ -193,6 +196,7 @@ def _file(fid: str, cid: str, size: int) -> FileRecord:
 async def test_the_cookie_is_an_id_and_a_secret_of_which_only_a_hash_is_kept(
     memory_store: SqlStore,
 ) -> None:
+    """The cookie is an id and a secret, only its hash is stored, and forgeries fail."""
     users = Users({"alice": ALICE, "bob": BOB}, admins=["alice"])
     clocks = Clocks()
     kept = signins(memory_store, users, clocks)
@@ -226,6 +230,7 @@ async def test_the_cookie_is_an_id_and_a_secret_of_which_only_a_hash_is_kept(
 async def test_a_sign_in_ends_when_it_expires_or_its_token_changes(
     memory_store: SqlStore,
 ) -> None:
+    """A sign-in fails once expired or its token changes, and follows role changes."""
     clocks = Clocks()
     users = Users({"alice": ALICE, "bob": BOB}, admins=["alice"])
     kept = signins(memory_store, users, clocks, ttl_s=60)
@@ -248,6 +253,7 @@ async def test_a_sign_in_ends_when_it_expires_or_its_token_changes(
 async def test_an_oidc_sign_in_keeps_its_role_and_needs_no_token(
     memory_store: SqlStore,
 ) -> None:
+    """An OIDC sign-in keeps the role it was made with and needs no configured token."""
     clocks = Clocks()
     kept = signins(memory_store, Users({}, external=True), clocks)
     cookie = await kept.create(Identity("carol@example.com", "admin"), "oidc")
@@ -257,6 +263,7 @@ async def test_an_oidc_sign_in_keeps_its_role_and_needs_no_token(
 async def test_a_revocation_is_seen_at_once_here_and_within_the_cache_elsewhere(
     memory_store: SqlStore,
 ) -> None:
+    """A sign-out counts at once where made, and elsewhere once the cache runs out."""
     clocks = Clocks()
     users = Users({"bob": BOB})
     here, there = (
@@ -275,6 +282,7 @@ async def test_a_revocation_is_seen_at_once_here_and_within_the_cache_elsewhere(
 
 
 async def test_use_is_noted_at_most_once_a_minute(memory_store: SqlStore) -> None:
+    """A sign-in's last-seen time is written to the store at most once a minute."""
     clocks = Clocks()
     kept = signins(memory_store, Users({"bob": BOB}), clocks)
     cookie = await kept.create(Identity("bob", "user"), "token")
@@ -311,6 +319,7 @@ class SlowReads:
 async def test_a_read_overtaken_by_a_revocation_is_not_cached(
     memory_store: SqlStore,
 ) -> None:
+    """A check that read a sign-in before its revocation does not cache it as live."""
     slow = SlowReads(memory_store)
     kept = SignIns(slow, Users({"bob": BOB}), ttl_s=DAY)  # type: ignore[arg-type]
     cookie = await kept.create(Identity("bob", "user"), "token")

@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 async def test_five_hundred_dropped_sessions_leave_nothing_behind(
     tmp_path: Path,
 ) -> None:
+    """After 500 dropped sessions no state is left behind and RSS grows under 5 %."""
     soak = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",

@@ -42,6 +42,7 @@ Port 8080.
 
 
 def test_markdown_blocks_keep_their_heading_path_and_lines() -> None:
+    """Markdown blocks keep their heading path and lines; front matter is skipped."""
     document = parse_document("markdown", MARKDOWN.encode(), name="docs/guide.md")
     assert document.title == "Kestrel guide"
     assert document.blocks == (
@@ -71,6 +72,7 @@ def test_markdown_blocks_keep_their_heading_path_and_lines() -> None:
 
 
 def test_text_paragraphs_keep_their_lines_and_encodings_are_read() -> None:
+    """Text paragraphs keep their line span, and cp1252 or a BOM decode cleanly."""
     text = "First line.\nSecond line.\n\n\nThird, alone.\n"
     document = parse_document("text", text.encode(), name="notes/todo.txt")
     assert document == Document(
@@ -106,6 +108,7 @@ HTML = """<!doctype html><html><head><title>Kestrel &amp; friends</title>
 
 
 def test_html_text_is_what_a_reader_sees_under_its_headings() -> None:
+    """HTML yields only visible text, whitespace-normalised, under its headings."""
     document = parse_document("html", HTML.encode(), name="site/index.html")
     assert document.title == "Kestrel & friends"
     assert [(b.text, b.headings) for b in document.blocks] == [
@@ -126,6 +129,7 @@ def test_html_text_is_what_a_reader_sees_under_its_headings() -> None:
 
 
 def test_pdf_pages_are_the_locations() -> None:
+    """Each PDF page is a block located by page, titled by metadata or file name."""
     data = pdf_bytes(["Page one text.", "Page two.\nA second line."], title="T")
     document = parse_document("pdf", data, name="manual.pdf")
     assert document == Document(
@@ -145,6 +149,7 @@ def test_pdf_pages_are_the_locations() -> None:
 
 
 def test_long_text_is_packed_into_bounded_passages_with_their_lines() -> None:
+    """Long text packs into passages within `MAX_CHARS`, each with its line range."""
     sentence = "The quick brown fox jumps over the lazy dog again and again."  # 60
     lines = [f"{number:02d} {sentence}" for number in range(1, 41)]  # 63 chars each
     paragraphs = "\n".join(lines[:20]) + "\n\n" + "\n".join(lines[20:])
@@ -162,6 +167,7 @@ def test_long_text_is_packed_into_bounded_passages_with_their_lines() -> None:
 
 
 def test_a_line_longer_than_a_passage_is_cut_between_words() -> None:
+    """An over-long line is split at word breaks, or hard-cut when it has none."""
     words = " ".join(f"word{n:04d}" for n in range(300))  # 2,699 chars, one line
     # 111 words of 8 letters fit in a passage: 111 * 9 - 1 = 998 characters
     giant = "x" * 2500

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from backend.errors import LLMError
-from backend.llm.openai_embedder import OpenAIEmbedder
+from backend.llm.openai_compat.embedder import OpenAIEmbedder
 from backend.sources import open_sources
 from backend.sources.documents import Problem
 from backend.sources.index import SourceIndex
@@ -68,6 +68,7 @@ async def hybrid(
 async def test_passages_are_embedded_in_batches_at_refresh(
     hybrid: SourceIndex, fake_openai: FakeOpenAIServer
 ) -> None:
+    """A refresh embeds new passages in batches and re-embeds nothing unchanged."""
     report = await hybrid.refresh("notes")
     assert (report.added, report.passages, report.embedded) == (3, 3, 3)
     assert fake_openai.embedding_requests == [
@@ -83,6 +84,7 @@ async def test_passages_are_embedded_in_batches_at_refresh(
 async def test_a_synonym_only_the_vectors_know_is_found(
     hybrid: SourceIndex, folder: Path, fake_openai: FakeOpenAIServer
 ) -> None:
+    """A query that matches only in meaning is found through the vectors, not BM25."""
     await hybrid.refresh("notes")
     [hit] = await hybrid.search("automobile", limit=1)
     assert (hit.path, hit.location) == ("car.md", "Car")
@@ -102,6 +104,7 @@ async def test_a_synonym_only_the_vectors_know_is_found(
 
 
 async def test_both_rankings_agreeing_add_up(hybrid: SourceIndex) -> None:
+    """A passage first in both BM25 and cosine rankings gets both rank scores."""
     await hybrid.refresh("notes")
     hits = await hybrid.search("physician Tuesdays", limit=3)
     assert hits[0].path == "clinic.md"
@@ -115,6 +118,7 @@ async def test_a_failing_endpoint_costs_only_the_vectors(
     fake_openai: FakeOpenAIServer,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
+    """A failing embeddings endpoint falls back to BM25; a later refresh embeds."""
     fake_openai.fail_embeddings(ErrorReply(503, "overloaded"))
     report = await hybrid.refresh("notes")
     assert (report.added, report.embedded) == (3, 0)
@@ -138,6 +142,7 @@ async def test_a_failing_endpoint_costs_only_the_vectors(
 async def test_the_embedder_reports_what_went_wrong(
     fake_openai: FakeOpenAIServer,
 ) -> None:
+    """The embedder embeds a blank as zeros and names HTTP and connection failures."""
     client = embedder(fake_openai, batch_size=10)
     try:
         vectors = await client.embed(["car", "automobile", ""])
@@ -165,6 +170,7 @@ async def test_the_embedder_reports_what_went_wrong(
 async def test_settings_turn_hybrid_ranking_on(
     folder: Path, fake_openai: FakeOpenAIServer
 ) -> None:
+    """Setting an embeddings model makes the configured sources rank hybrid."""
     settings = make_settings(
         data_sources=f"notes={folder}",
         sources_index=":memory:",

@@ -89,6 +89,7 @@ QUESTIONS = [
 async def test_each_question_finds_its_passage_first(
     index: SourceIndex, question: str, path: str, location: str
 ) -> None:
+    """Each corpus question ranks its expected passage first, scores descending."""
     hits = await index.search(question)
     assert hits, question
     assert (hits[0].source, hits[0].path, hits[0].location) == (
@@ -101,6 +102,7 @@ async def test_each_question_finds_its_passage_first(
 
 
 async def test_a_hit_has_its_text_title_and_a_snippet(index: SourceIndex) -> None:
+    """A hit carries its document title, full passage text and a bolded snippet."""
     [hit] = await index.search("bonfires", limit=1)
     assert hit.title == "Willow Lane garden rules"
     assert hit.text == (
@@ -115,12 +117,14 @@ async def test_a_hit_has_its_text_title_and_a_snippet(index: SourceIndex) -> Non
 async def test_every_document_is_split_into_bounded_passages(
     index: SourceIndex,
 ) -> None:
+    """Every corpus document is indexed and no passage exceeds `MAX_CHARS`."""
     assert await index.documents("garden") == DOCUMENTS
     hits = await index.search("the garden and a plot", limit=PASSAGES)
     assert all(len(h.text) <= MAX_CHARS for h in hits)
 
 
 async def test_what_nobody_reads_on_a_page_is_not_indexed(index: SourceIndex) -> None:
+    """Script, noscript, style and nav text of an HTML page is not searchable."""
     assert await index.search("zebraquartz") == []  # in <script> only
     assert await index.search("enable scripts map") == []  # <noscript>
     assert await index.search("font family serif") == []  # <style>
@@ -130,6 +134,7 @@ async def test_what_nobody_reads_on_a_page_is_not_indexed(index: SourceIndex) ->
 async def test_sources_narrow_a_search_and_unknown_ones_are_named(
     corpus: Path, tmp_path: Path
 ) -> None:
+    """`sources` limits a search, and unknown source names are listed in the error."""
     other = tmp_path / "kitchen"
     other.mkdir()
     (other / "jam.md").write_text("# Jam\n\nBoil the plums with sugar.\n")
@@ -153,6 +158,7 @@ async def test_sources_narrow_a_search_and_unknown_ones_are_named(
 
 
 async def test_nothing_changed_nothing_read(index: SourceIndex) -> None:
+    """A refresh with no file changes counts all unchanged and reads nothing."""
     report = await index.refresh("garden")
     assert counts(report) == (0, 0, 0, 8, 0)
     assert (report.passages, report.refused) == (0, ())
@@ -161,6 +167,7 @@ async def test_nothing_changed_nothing_read(index: SourceIndex) -> None:
 async def test_a_touched_file_is_hashed_not_parsed_again(
     index: SourceIndex, corpus: Path
 ) -> None:
+    """A file with a new mtime but the same content is read once and not re-indexed."""
     later(corpus / "pests.md")
     report = await index.refresh("garden")
     assert counts(report) == (0, 0, 0, 8, 1)
@@ -171,6 +178,7 @@ async def test_a_touched_file_is_hashed_not_parsed_again(
 async def test_changes_of_every_kind_in_one_refresh(
     index: SourceIndex, corpus: Path
 ) -> None:
+    """One refresh counts and applies an add, an edit, a removal and a mere touch."""
     later(corpus / "pests.md")  # touched
     events = corpus / "events.md"
     events.write_text(
@@ -201,6 +209,7 @@ async def test_changes_of_every_kind_in_one_refresh(
 
 
 async def test_a_file_that_is_now_refused_leaves_the_index(corpus: Path) -> None:
+    """A file that grows past the size limit is refused and drops out of search."""
     limits = Limits(max_file_bytes=2000)
     index = await SourceIndex.open(":memory:", {"garden": corpus}, limits=limits)
     try:
@@ -222,6 +231,7 @@ async def test_a_file_that_is_now_refused_leaves_the_index(corpus: Path) -> None
 
 
 async def test_the_index_file_survives_a_restart(corpus: Path, tmp_path: Path) -> None:
+    """A reopened index file needs no re-reading, and a renamed source's rows go."""
     path = tmp_path / "data" / "sources.db"
     path.parent.mkdir()
     first = await SourceIndex.open(path, {"garden": corpus})
@@ -248,6 +258,7 @@ async def test_the_index_file_survives_a_restart(corpus: Path, tmp_path: Path) -
 async def test_an_index_of_another_schema_is_rebuilt(
     corpus: Path, tmp_path: Path
 ) -> None:
+    """An index file with an unknown schema is rebuilt and refilled from scratch."""
     import sqlite3
 
     path = tmp_path / "sources.db"
@@ -265,6 +276,7 @@ async def test_an_index_of_another_schema_is_rebuilt(
 async def test_a_missing_folder_is_reported_and_the_index_kept(
     index: SourceIndex, corpus: Path
 ) -> None:
+    """A vanished source folder is reported; its passages stay searchable."""
     await asyncio.to_thread(corpus.rename, corpus.with_name("moved"))
     report = await index.refresh("garden")
     assert counts(report) == (0, 0, 0, 0, 0)

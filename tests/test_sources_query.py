@@ -35,15 +35,18 @@ NOTHING = ["", "   ", "*", '"', '""', "?!.", "()", "- + ^ : *", "…", "_"]
 
 @pytest.mark.parametrize(("text", "expression"), EXPRESSIONS)
 def test_words_are_quoted_and_joined(text: str, expression: str) -> None:
+    """Each distinct word is quoted and OR-joined; FTS5 syntax in the text is lost."""
     assert match_expression(text) == expression
 
 
 @pytest.mark.parametrize("text", NOTHING)
 def test_no_words_no_query(text: str) -> None:
+    """Text with no words yields no match expression at all."""
     assert match_expression(text) is None
 
 
 def test_a_long_query_keeps_its_first_terms() -> None:
+    """Only the first `MAX_TERMS` words of a long query are searched."""
     words = [f"w{n}" for n in range(100)]
     assert terms(" ".join(words)) == words[:MAX_TERMS]
 
@@ -72,6 +75,7 @@ HOSTILE = [
 async def test_hostile_queries_search_for_their_words(
     index: SourceIndex, text: str, path: str, location: str
 ) -> None:
+    """Queries shaped like FTS5 syntax find the passage holding their plain words."""
     hits = await index.search(text)
     assert (hits[0].path, hits[0].location) == (path, location)
 
@@ -80,9 +84,11 @@ async def test_hostile_queries_search_for_their_words(
 async def test_queries_without_a_match_find_nothing(
     index: SourceIndex, text: str
 ) -> None:
+    """Wordless or unmatched queries return no hits instead of raising."""
     assert await index.search(text) == []
 
 
 async def test_a_limit_below_one_finds_nothing(index: SourceIndex) -> None:
+    """A limit of zero returns no hits, and a positive limit caps the hits."""
     assert await index.search("bonfires", limit=0) == []
     assert len(await index.search("garden", limit=2)) == 2

@@ -102,6 +102,7 @@ EXPECTED = [
 async def test_every_bad_file_is_refused_with_its_reason_and_the_rest_indexed(
     layout: tuple[Path, Path],
 ) -> None:
+    """A refresh indexes only the good file and refuses each bad one with its reason."""
     folder, _ = layout
     limits = Limits(max_file_bytes=30_000)
     index = await SourceIndex.open(":memory:", {"docs": folder}, limits=limits)
@@ -132,6 +133,7 @@ async def test_every_bad_file_is_refused_with_its_reason_and_the_rest_indexed(
 def test_a_path_that_climbs_out_of_the_folder_is_refused(
     layout: tuple[Path, Path],
 ) -> None:
+    """Reading via `..`, a folder link or a file link out of the source is refused."""
     folder, _ = layout
     root = folder.resolve()
     for path in ("../outside/secret.md", "escape/secret.md", "leak.md"):
@@ -147,6 +149,7 @@ def test_a_path_that_climbs_out_of_the_folder_is_refused(
 def test_a_file_that_grew_past_the_limit_since_the_walk_is_refused(
     layout: tuple[Path, Path],
 ) -> None:
+    """A file over the size limit when read is refused as too large, with its size."""
     folder, _ = layout
     with pytest.raises(DocumentRefused) as caught:
         read_document(folder.resolve(), "kept.md", 10)
@@ -157,6 +160,7 @@ def test_a_file_that_grew_past_the_limit_since_the_walk_is_refused(
 
 
 def test_a_compressed_bomb_is_refused_before_its_text_is_extracted() -> None:
+    """A small PDF inflating to megabytes is refused as a bomb; a plain one is read."""
     data = bomb()
     assert len(data) < 20_000
     with pytest.raises(DocumentRefused) as caught:
@@ -167,6 +171,7 @@ def test_a_compressed_bomb_is_refused_before_its_text_is_extracted() -> None:
 
 
 def test_a_linked_folder_inside_the_source_is_not_walked_twice(tmp_path: Path) -> None:
+    """An in-source folder link is skipped; an in-source file link is listed."""
     folder = tmp_path / "source"
     (folder / "guides").mkdir(parents=True)
     (folder / "guides" / "start.md").write_text(GOOD)
@@ -178,6 +183,7 @@ def test_a_linked_folder_inside_the_source_is_not_walked_twice(tmp_path: Path) -
 
 
 def test_files_past_the_count_limit_are_one_problem(tmp_path: Path) -> None:
+    """Files past the per-source limit are left out and reported as one problem."""
     folder = tmp_path / "source"
     folder.mkdir()
     for number in range(5):

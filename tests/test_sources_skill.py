@@ -74,12 +74,14 @@ REQUESTS = [
 def test_requests_about_the_documents_become_searches(
     text: str, arguments: dict[str, Any]
 ) -> None:
+    """A request about what the documents say becomes a search with query and source."""
     need = SKILL.match(text)
     assert isinstance(need, Call), text
     assert need.arguments == arguments
 
 
 def test_the_goal_says_what_is_searched() -> None:
+    """A search's goal names the query and where it looks: the documents or a source."""
     assert SKILL.match("what do my documents say about backups") == Call(
         {"query": "backups"}, "search your documents for “backups”"
     )
@@ -106,10 +108,12 @@ def test_the_goal_says_what_is_searched() -> None:
     ],
 )
 def test_other_requests_are_not_searches(text: str) -> None:
+    """Requests not about the documents, or with nothing to seek, match no search."""
     assert SKILL.match(text) is None
 
 
 def test_a_bare_search_asks_what_to_look_for() -> None:
+    """A search with no topic asks what to look for; the reply completes the call."""
     asked = SKILL.match("Search my documents")
     assert asked == Question(
         "What should I look for in your documents?",
@@ -150,6 +154,7 @@ def passage(path: str, location: str, text: str) -> dict[str, Any]:
 
 
 def test_the_answer_quotes_the_best_passage_and_cites_the_others() -> None:
+    """The reply quotes the top passage and cites the rest; no passages says so."""
     found = result(
         passage(
             "backups.md", "Backups › Restoring", "Stop the server.\n\nThen restore."
@@ -175,6 +180,7 @@ def test_the_answer_quotes_the_best_passage_and_cites_the_others() -> None:
 
 
 def test_a_long_passage_is_quoted_in_part() -> None:
+    """A long top passage is quoted cut to about 500 characters, ending in `…`."""
     words = " ".join(["backup"] * 200)
     reply = SKILL.reply(
         Call({"query": "backups"}, "search"), result(passage("b.md", "B", words))
@@ -205,6 +211,7 @@ async def demo() -> AsyncIterator[DataSources]:
 async def test_the_offline_model_answers_from_the_demo_corpus(
     start_server: StartServer, demo: DataSources
 ) -> None:
+    """The offline model searches the demo handbook and answers citing the section."""
     registry = ToolRegistry(
         [*builtin_tools(), *note_tools(MemoryNotebook()), demo.tool()]
     )

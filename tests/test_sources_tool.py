@@ -55,6 +55,7 @@ async def call(data: DataSources, **arguments: Any) -> Any:
 
 
 async def test_a_search_returns_passages_and_a_summary(sources: DataSources) -> None:
+    """A search returns ranked passages with locations and a quoted, trimmed summary."""
     result = await call(sources, query="are bonfires or dogs allowed?", limit=2)
     assert result == {
         "query": "are bonfires or dogs allowed?",
@@ -97,6 +98,7 @@ async def test_a_search_returns_passages_and_a_summary(sources: DataSources) -> 
 async def test_sources_narrow_the_search_and_unknown_ones_are_listed(
     sources: DataSources,
 ) -> None:
+    """Naming sources narrows the search; an unknown name fails, listing known ones."""
     result = await call(sources, query="plums", sources=["kitchen"])
     assert (result["sources"], result["count"]) == (["kitchen"], 1)
     assert result["summary"] == (
@@ -118,6 +120,7 @@ async def test_sources_narrow_the_search_and_unknown_ones_are_listed(
 async def test_the_conversation_s_chosen_sources_bound_the_search(
     sources: DataSources,
 ) -> None:
+    """A conversation's chosen sources bound the search; asking past them is refused."""
     tool = sources.tool()
     kitchen_only = ToolContext(session_id="s", data_sources=("kitchen",))
     found = await tool(tool.args_model(query="plums marrow"), kitchen_only)
@@ -147,6 +150,7 @@ async def test_the_conversation_s_chosen_sources_bound_the_search(
     ],
 )
 def test_arguments_are_validated(arguments: dict[str, Any], error: str) -> None:
+    """Empty or long queries, out-of-range limits and bad source lists are refused."""
     with pytest.raises(ValidationError, match=error):
         SearchDocumentsArgs(**arguments)
     assert SearchDocumentsArgs(query="x").limit == 5
@@ -155,6 +159,7 @@ def test_arguments_are_validated(arguments: dict[str, Any], error: str) -> None:
 async def test_the_tool_is_read_only_idempotent_and_finalizes_when_told(
     sources: DataSources, corpus: Path
 ) -> None:
+    """The search tool is read-only, idempotent and citing; it finalizes if set to."""
     tool = sources.tool()
     assert tool.name == "search_documents"
     assert tool.effect == ToolEffect(read_only=True, idempotent=True)
@@ -181,6 +186,7 @@ async def test_the_tool_is_read_only_idempotent_and_finalizes_when_told(
 async def test_ten_passages_fit_in_what_the_model_is_shown(
     sources: DataSources,
 ) -> None:
+    """Ten passages fit the tool-result limit, so the model sees the JSON whole."""
     result = await call(sources, query="the garden plot beds shed water", limit=10)
     assert result["count"] == 10
     shown = compact(result, make_settings().tool_result_max_chars)
@@ -190,6 +196,7 @@ async def test_ten_passages_fit_in_what_the_model_is_shown(
 
 
 def test_trimming_cuts_between_words() -> None:
+    """Trimming ends at a word boundary with an ellipsis, or mid-word for one word."""
     assert trimmed("short", 10) == "short"
     assert trimmed("one two three four", 12) == "one two…"
     assert trimmed("abcdefghijklmnop", 6) == "abcde…"
@@ -199,6 +206,7 @@ def test_trimming_cuts_between_words() -> None:
 
 
 def test_data_sources_parse_into_names_and_folders() -> None:
+    """`name=path` entries parse into a folder map; source settings have defaults."""
     assert parse_data_sources("") == {}
     assert parse_data_sources(" handbook=/srv/docs/handbook , notes = ./notes ,") == {
         "handbook": Path("/srv/docs/handbook"),
@@ -239,6 +247,7 @@ def test_data_sources_parse_into_names_and_folders() -> None:
 def test_a_bad_entry_is_a_config_error_naming_it(
     value: str, error: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """A bad data source entry fails parsing and settings with the same message."""
     with pytest.raises(ConfigError) as caught:
         parse_data_sources(value)
     assert str(caught.value) == error
@@ -249,6 +258,7 @@ def test_a_bad_entry_is_a_config_error_naming_it(
 
 
 async def test_open_sources_checks_the_folders(tmp_path: Path) -> None:
+    """No sources opens nothing; a missing folder, a file or embeddings are refused."""
     assert await open_sources(make_settings()) is None
     missing = tmp_path / "missing"
     with pytest.raises(ConfigError) as caught:
@@ -269,6 +279,7 @@ async def test_open_sources_checks_the_folders(tmp_path: Path) -> None:
 async def test_the_index_file_is_made_where_configured(
     corpus: Path, tmp_path: Path
 ) -> None:
+    """The sources index is written at the configured path and serves searches."""
     path = tmp_path / "state" / "sources.db"
     settings = make_settings(data_sources=f"garden={corpus}", sources_index=str(path))
     opened = await open_sources(settings)
@@ -290,6 +301,7 @@ async def test_the_index_file_is_made_where_configured(
 async def test_a_finalize_search_ends_the_run_with_its_summary(
     start_server: StartServer, corpus: Path
 ) -> None:
+    """With finalize on, the first search ends the run with its summary as answer."""
     settings = make_settings(
         data_sources=f"garden={corpus}", sources_index=":memory:", search_finalize=True
     )

@@ -22,6 +22,7 @@ async def read(chunks: Sequence[bytes], limit: int = 1024) -> list[bytes]:
 
 
 async def test_events_split_anywhere_are_put_back_together() -> None:
+    """Events split at any byte across chunks are reassembled, and comments skipped."""
     stream = b'data: {"a":1}\n\ndata: {"b":2}\n\n: keep-alive\n\ndata: [DONE]\n\n'
     whole = await read([stream])
     assert whole == [b'{"a":1}', b'{"b":2}', b"[DONE]"]
@@ -31,11 +32,13 @@ async def test_events_split_anywhere_are_put_back_together() -> None:
 
 
 async def test_crlf_multiline_data_other_fields_and_an_unended_last_event() -> None:
+    """CRLF, multi-line data and an unended last event parse, other fields ignored."""
     stream = b"event: x\r\nid: 7\r\ndata:one\r\ndata: two\r\n\r\nretry: 5\n\ndata: last"
     assert await read([stream]) == [b"one\ntwo", b"last"]
 
 
 async def test_an_event_or_a_line_past_the_limit_is_refused() -> None:
+    """An event or a single line over the size limit raises `EventTooLarge`."""
     with pytest.raises(EventTooLarge, match="an event of over 64 bytes"):
         await read([b"data: " + b"x" * 40 + b"\n", b"data: " + b"y" * 40 + b"\n\n"], 64)
     with pytest.raises(EventTooLarge, match="a line of over 64 bytes"):
@@ -48,11 +51,13 @@ def response(body: bytes) -> httpx2.Response:
 
 
 async def test_chunks_stop_at_done_and_parse_json() -> None:
+    """The completion stream yields parsed JSON chunks and stops at `[DONE]`."""
     body = b'data: {"choices":[]}\n\ndata: [DONE]\n\ndata: {"late":1}\n\n'
     assert [c async for c in chunks(response(body))] == [{"choices": []}]
 
 
 async def test_an_error_event_is_the_servers_error() -> None:
+    """An `error` event raises `openai.APIError` carrying the server's message."""
     body = b'data: {"error": {"message": "model overloaded", "code": 503}}\n\n'
     with pytest.raises(openai.APIError) as caught:
         [c async for c in chunks(response(body))]

@@ -73,6 +73,7 @@ def frame(seq: int, text: str = "x" * 10, run_id: str | None = None) -> Frame:
 async def test_open_migrates_to_the_newest_revision_and_again_changes_nothing(
     database_url: str,
 ) -> None:
+    """Opening migrates to head `0005`, and opening the database again is harmless."""
     for _ in range(2):
         store = SqlStore(database_url)
         await store.open()
@@ -81,6 +82,8 @@ async def test_open_migrates_to_the_newest_revision_and_again_changes_nothing(
 
 
 async def test_the_migrated_schema_is_exactly_the_declared_one(store: SqlStore) -> None:
+    """The schema the migrations build does not differ from the declared `metadata`."""
+
     def differences(connection: sa.Connection) -> list[Any]:
         context = MigrationContext.configure(connection, opts={"compare_type": True})
         return list(compare_metadata(context, metadata))
@@ -91,6 +94,7 @@ async def test_the_migrated_schema_is_exactly_the_declared_one(store: SqlStore) 
 async def test_a_database_at_the_first_schema_is_upgraded_in_place(
     database_url: str,
 ) -> None:
+    """A database at revision `0001` upgrades to head, keeping its data."""
     old = SqlStore(database_url)
 
     def first_schema(connection: sa.Connection) -> None:
@@ -126,6 +130,7 @@ async def test_a_database_at_the_first_schema_is_upgraded_in_place(
 
 
 def test_urls_get_the_async_driver_and_unknown_databases_are_refused() -> None:
+    """SQLite and PostgreSQL URLs get async drivers; others are refused."""
     assert engine_url("sqlite:///data/x.db") == "sqlite+aiosqlite:///data/x.db"
     assert engine_url("postgresql://u:p@h:5/db") == "postgresql+asyncpg://u:p@h:5/db"
     assert engine_url("postgres://h/db") == "postgresql+asyncpg://h/db"
@@ -138,6 +143,7 @@ def test_urls_get_the_async_driver_and_unknown_databases_are_refused() -> None:
 async def test_the_sqlite_file_and_its_folder_are_created_on_first_use(
     tmp_path: Any,
 ) -> None:
+    """Opening a SQLite store creates the database file and its missing folders."""
     path = tmp_path / "nested" / "deeper" / "lw.db"
     store = SqlStore(f"sqlite:///{path}")
     await store.open()
@@ -151,6 +157,7 @@ async def test_the_sqlite_file_and_its_folder_are_created_on_first_use(
 async def test_conversations_page_newest_first_for_their_owner_only(
     store: SqlStore,
 ) -> None:
+    """Conversations list newest first, page by cursor and hide other owners' ones."""
     for i in range(5):
         await store.create_conversation(conversation(f"c{i}", at=100.0 + i))
     await store.create_conversation(conversation("other", owner="bob", at=500.0))
@@ -169,6 +176,7 @@ async def test_conversations_page_newest_first_for_their_owner_only(
 async def test_rename_and_delete_say_whether_the_conversation_existed(
     store: SqlStore,
 ) -> None:
+    """Rename and delete say if the conversation existed; delete drops its data."""
     await store.create_conversation(conversation("c1"))
     await store.write(
         Batch("c1", 101.0, messages=[(0, Message.user("hi"))], frames=[frame(1)])
@@ -193,6 +201,7 @@ async def test_rename_and_delete_say_whether_the_conversation_existed(
 async def test_a_batch_creates_the_conversation_and_round_trips_every_message(
     store: SqlStore,
 ) -> None:
+    """A batch with `create` makes the conversation and stores every message intact."""
     call = ToolCall(id="t1", name="calculator", arguments='{"expression": "2+2"}')
     history = [
         Message.user("what is 2+2?"),
@@ -220,6 +229,7 @@ async def test_a_batch_creates_the_conversation_and_round_trips_every_message(
 
 
 async def test_a_reset_replaces_the_stored_history(store: SqlStore) -> None:
+    """A batch cutting history at zero replaces all stored messages with its own."""
     await store.create_conversation(conversation("c1"))
     await store.write(
         Batch("c1", 1.0, messages=[(0, Message.user("a")), (1, Message.user("b"))])
@@ -233,6 +243,7 @@ async def test_a_reset_replaces_the_stored_history(store: SqlStore) -> None:
 async def test_an_edit_cuts_the_history_and_deletes_its_runs_in_one_batch(
     store: SqlStore,
 ) -> None:
+    """An edit batch cuts history and deletes its runs, not other conversations'."""
     await store.create_conversation(conversation("c1"))
     await store.create_conversation(conversation("c2"))
     history = [Message.user(text) for text in ("a", "A", "b", "B")]
@@ -270,6 +281,7 @@ async def test_an_edit_cuts_the_history_and_deletes_its_runs_in_one_batch(
 async def test_frames_come_back_newest_within_a_byte_budget_and_can_be_pruned(
     store: SqlStore,
 ) -> None:
+    """The newest frames that fit the byte budget come back; old ones can be pruned."""
     await store.create_conversation(conversation("c1"))
     await store.write(Batch("c1", 1.0, frames=[frame(s) for s in range(1, 11)]))
     window = await store.frames("c1", max_bytes=35)
@@ -282,6 +294,7 @@ async def test_frames_come_back_newest_within_a_byte_budget_and_can_be_pruned(
 async def test_runs_are_upserted_and_live_ones_listed_oldest_first(
     store: SqlStore,
 ) -> None:
+    """Run records upsert keeping their start time; live runs list oldest first."""
     await store.create_conversation(conversation("c1"))
     await store.write(
         Batch(
@@ -353,6 +366,7 @@ async def test_a_batch_from_a_stale_owner_writes_nothing(store: SqlStore) -> Non
 async def test_one_stale_batch_fails_a_write_of_several_and_names_itself(
     store: SqlStore,
 ) -> None:
+    """One fenced batch in `write_all` fails the whole write and is named."""
     for cid in ("c1", "c2"):
         await store.create_conversation(conversation(cid))
     await store.take("c2", max_frame_bytes=1000)
@@ -385,6 +399,7 @@ async def test_a_batch_applied_twice_ends_as_if_applied_once(store: SqlStore) ->
 
 
 async def test_a_clean_release_is_seen_by_the_next_take(store: SqlStore) -> None:
+    """A take reports whether the last owner released; a released epoch is fenced."""
     await store.create_conversation(conversation("c1"))
     first = await store.take("c1", max_frame_bytes=1000)
     assert first is not None and first.released  # never owned before
@@ -401,6 +416,7 @@ async def test_a_clean_release_is_seen_by_the_next_take(store: SqlStore) -> None
 
 
 async def test_a_keyed_note_is_saved_once_and_fenced(store: SqlStore) -> None:
+    """A note keyed by its call is saved once, replayed on repeat, fenced if stale."""
     await store.create_conversation(conversation("c1"))
     taken = await store.take("c1", max_frame_bytes=1000)
     assert taken is not None
@@ -429,6 +445,7 @@ async def test_a_keyed_note_is_saved_once_and_fenced(store: SqlStore) -> None:
 async def test_notes_are_numbered_per_owner_bounded_and_deleted(
     store: SqlStore,
 ) -> None:
+    """Note ids count per owner, the limit refuses more, a note deletes only once."""
     first = await store.add_note("ann", "buy milk", 1.0, limit=2)
     await store.add_note("ann", "call mom", 2.0, limit=2)
     bob = await store.add_note("bob", "his own", 3.0, limit=2)

@@ -40,6 +40,7 @@ def plan_execute(llm: ScriptedLLM, **config: Any) -> PlanAndExecute:
 
 
 async def test_plan_execute_plans_then_runs_act_and_observe_per_plan_step() -> None:
+    """`plan_execute` plans once, then makes an act and an observe call per step."""
     llm = ScriptedLLM(
         plan("Add 1 and 1", "Add 2 and 2", prose="Two sums."),
         calls(("add", {"expression": "1+1"})),
@@ -73,6 +74,7 @@ async def test_plan_execute_plans_then_runs_act_and_observe_per_plan_step() -> N
 
 
 async def test_an_observation_can_ask_for_a_new_plan() -> None:
+    """An observation asking to replan gets a new plan that sees the old one and why."""
     llm = ScriptedLLM(
         plan("Add 1 and 1", "Add 5 and 5"),
         calls(("add", {"expression": "1+1"})),
@@ -97,6 +99,7 @@ async def test_an_observation_can_ask_for_a_new_plan() -> None:
 
 
 async def test_re_plans_are_bounded() -> None:
+    """Past `max_replans` a request to re-plan is ignored and the plan goes on."""
     llm = ScriptedLLM(
         plan("Step A", "Step B"),
         Completion(content="No action needed."),
@@ -118,6 +121,7 @@ async def test_re_plans_are_bounded() -> None:
 
 
 async def test_a_finished_plan_has_the_model_write_the_answer() -> None:
+    """When every plan step is done without an answer, a final call writes it."""
     llm = ScriptedLLM(
         plan("Add 1 and 1"),
         calls(("add", {"expression": "1+1"})),
@@ -134,6 +138,7 @@ async def test_a_finished_plan_has_the_model_write_the_answer() -> None:
 
 
 async def test_a_plan_can_answer_at_once_and_bad_plans_end_the_run() -> None:
+    """A plan with a final answer ends at once; three unusable plans end as `error`."""
     direct = ScriptedLLM(plan(final="Hello!"))
     run = Run(plan_execute(direct))
     result = await run.go()
@@ -167,6 +172,7 @@ def asking(question: str) -> str:
 
 
 async def test_llm_only_asks_through_its_control_block() -> None:
+    """`llm_only` asks the user through `ask_user` in its control block, not a tool."""
     llm = ScriptedLLM(
         asking("Which unit?"),
         observe("The user wants km.", should_continue=False, final="16.09 km"),
@@ -204,6 +210,7 @@ async def test_llm_only_asks_through_its_control_block() -> None:
 
 
 async def test_llm_only_question_timeout_ends_with_the_models_answer() -> None:
+    """An unanswered `llm_only` question times out; a final call writes the answer."""
     llm = ScriptedLLM(asking("Which unit?"), "I could not convert without a unit.")
     run = Run(llm_only(llm, request_input_timeout_s=0.01))
     result = await run.go()
@@ -220,6 +227,7 @@ async def test_llm_only_question_timeout_ends_with_the_models_answer() -> None:
 
 
 async def test_llm_only_without_steps_is_one_streamed_reply() -> None:
+    """With no steps `llm_only` makes one tool-less chat call and streams its reply."""
     llm = ScriptedLLM("Hello there.")
     run = Run(llm_only(llm), max_steps=0, agent=False)
     result = await run.go()
@@ -231,6 +239,7 @@ async def test_llm_only_without_steps_is_one_streamed_reply() -> None:
 
 
 async def test_an_empty_reply_has_the_model_try_once_more_then_a_summary() -> None:
+    """After an empty reply and an empty retry, the answer is the server's fallback."""
     llm = ScriptedLLM("", "")
     run = Run(llm_only(llm), max_steps=0, agent=False)
     result = await run.go()
@@ -239,6 +248,7 @@ async def test_an_empty_reply_has_the_model_try_once_more_then_a_summary() -> No
 
 
 async def test_llm_only_with_steps_reasons_then_observes() -> None:
+    """With steps, `llm_only` reasons then observes, and is told it has no tools."""
     llm = ScriptedLLM(
         reason("Think it through.", finish=False),
         observe("Enough.", should_continue=False, final="42"),
@@ -256,6 +266,7 @@ async def test_llm_only_with_steps_reasons_then_observes() -> None:
 
 
 async def test_act_in_tool_mode_has_the_model_answer_once_the_rounds_run_out() -> None:
+    """Out of rounds, `act` forbids tools in a final call and ends as `max_steps`."""
     llm = ScriptedLLM(
         calls(("add", {"expression": "1+1"})),
         calls(("add", {"expression": "2+2"})),
@@ -273,6 +284,7 @@ async def test_act_in_tool_mode_has_the_model_answer_once_the_rounds_run_out() -
 
 
 async def test_act_offers_request_input_in_agent_runs() -> None:
+    """In agent runs `act` offers `request_input`; the user's answer is its result."""
     llm = ScriptedLLM(calls(("request_input", {"question": "Which?"})), "Done.")
     run = Run(ActUntilAnswer(make_kit(llm, test_registry())), question=QUESTION)
     run.answer_with("that one")

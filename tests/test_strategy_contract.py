@@ -85,6 +85,7 @@ def completion(frames: list[Frame]) -> Frame:
 
 
 async def test_a_run_is_announced_worked_and_closed_in_order(strategy: str) -> None:
+    """A run opens with `agent_start`, numbers its frames and ends with the answer."""
     actions = (
         [Use("add", {"expression": "2+3"})] if REGISTERED[strategy].uses_tools else []
     )
@@ -133,6 +134,7 @@ async def baseline_purposes(strategy: str) -> list[Purpose]:
 
 
 async def test_stop_cuts_the_llm_call_in_every_phase(strategy: str) -> None:
+    """A stop cancels the model call in whichever phase is running, and chat resumes."""
     for purpose in await baseline_purposes(strategy):
         llm = ProtocolLLM(*two_actions(strategy), hold=purpose)
         async with serving(
@@ -162,6 +164,7 @@ async def test_stop_cuts_the_llm_call_in_every_phase(strategy: str) -> None:
 
 
 async def test_stop_cuts_a_running_tool(strategy: str) -> None:
+    """A stop cancels a running tool, which ends as cancelled before the run stops."""
     needs_tools(strategy)
     slow = SlowTool()
     llm = ProtocolLLM(Use("slow", {"label": "x"}))
@@ -178,6 +181,7 @@ async def test_stop_cuts_a_running_tool(strategy: str) -> None:
 
 
 async def test_stop_after_step_ends_at_the_next_phase_boundary(strategy: str) -> None:
+    """`stop_after_step` lets the phase in flight finish and starts no other."""
     first = (await baseline_purposes(strategy))[0]
     llm = ProtocolLLM(*two_actions(strategy), hold=first)
     async with serving(llm, test_registry(), strategies=contract_strategies) as client:
@@ -195,6 +199,7 @@ async def test_stop_after_step_ends_at_the_next_phase_boundary(strategy: str) ->
 
 
 async def test_grant_steps_extends_the_running_budget(strategy: str) -> None:
+    """Granted steps raise a one-step budget to the cap so the run finishes."""
     first = (await baseline_purposes(strategy))[0]
     llm = ProtocolLLM(*two_actions(strategy), hold=first)
     async with serving(
@@ -214,6 +219,7 @@ async def test_grant_steps_extends_the_running_budget(strategy: str) -> None:
 
 
 async def test_a_question_pauses_the_run_until_answered(strategy: str) -> None:
+    """A question holds the run until the answer arrives, then lands in history."""
     llm = ProtocolLLM(Ask("Which unit?"))
     async with serving(llm, test_registry(), strategies=contract_strategies) as client:
         await agent_chat(client, strategy)
@@ -243,6 +249,7 @@ async def test_a_question_pauses_the_run_until_answered(strategy: str) -> None:
 async def test_approval_decides_whether_the_tool_runs(
     strategy: str, approved: bool
 ) -> None:
+    """An approved tool runs; a rejected one never runs and the run ends rejected."""
     needs_tools(strategy)
     saver = Saver()
     llm = ProtocolLLM(Use("save", {"text": "milk"}))
@@ -273,6 +280,7 @@ async def test_approval_decides_whether_the_tool_runs(
 async def test_an_exhausted_budget_still_ends_with_the_models_answer(
     strategy: str,
 ) -> None:
+    """A spent step budget ends with a tools-off final answer from the model."""
     llm = ProtocolLLM(*two_actions(strategy))
     async with serving(llm, test_registry(), strategies=contract_strategies) as client:
         await agent_chat(client, strategy, agent_max_steps=1)
@@ -292,5 +300,6 @@ async def test_an_exhausted_budget_still_ends_with_the_models_answer(
 
 
 def test_the_shipped_strategies_react_first() -> None:
+    """The shipped strategies are listed in a fixed order with `react` first."""
     names = default_strategies(make_kit(ProtocolLLM(), ToolRegistry())).names
     assert names == ("react", "act", "plan_execute", "llm_only", "retrieve")

@@ -43,6 +43,7 @@ class Frames:
 
 
 async def test_pieces_handed_over_together_are_one_frame_after_the_first() -> None:
+    """The first piece goes out at once; the pieces after it wait and go out joined."""
     frames = Frames()
     batcher = TokenBatcher(frames, tick_s=60.0)
     for piece in ["Hel", "lo", ", ", "", "world"]:
@@ -53,6 +54,7 @@ async def test_pieces_handed_over_together_are_one_frame_after_the_first() -> No
 
 
 async def test_the_timer_sends_what_came_within_the_tick() -> None:
+    """The timer sends what came within each tick on its own, a tick or more apart."""
     tick_s = 0.02
     frames = Frames()
     batcher = TokenBatcher(frames, tick_s=tick_s)
@@ -70,6 +72,7 @@ async def test_the_timer_sends_what_came_within_the_tick() -> None:
 
 
 async def test_close_sends_the_rest_at_once() -> None:
+    """Closing sends the held text at once, and closing twice sends nothing more."""
     frames = Frames()
     batcher = TokenBatcher(frames, tick_s=60.0)
     batcher.add("a")
@@ -80,6 +83,7 @@ async def test_close_sends_the_rest_at_once() -> None:
 
 
 async def test_tick_zero_is_a_frame_per_piece() -> None:
+    """With a zero tick every piece goes out at once as its own frame."""
     frames = Frames()
     batcher = TokenBatcher(frames, tick_s=0)
     for piece in ["a", "b", "c"]:

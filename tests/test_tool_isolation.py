@@ -161,6 +161,8 @@ class _PlainCallable:
 
 
 def test_where_each_kind_of_function_runs() -> None:
+    """Async tools run on the loop, plain ones in threads, `cpu_bound` in processes."""
+
     def runs_in(fn: Any, **effect: Any) -> str:
         return Tool("t", "T.", TextArgs, fn, ToolEffect(**effect)).runs_in
 
@@ -174,6 +176,8 @@ def test_where_each_kind_of_function_runs() -> None:
 
 
 def test_a_cpu_bound_tool_must_be_a_top_level_plain_function() -> None:
+    """A `cpu_bound` tool is refused unless it and its model are top-level and plain."""
+
     def nested(args: SquareArgs, ctx: ToolContext) -> int:
         return 0
 
@@ -197,6 +201,7 @@ def test_a_cpu_bound_tool_must_be_a_top_level_plain_function() -> None:
 
 
 async def test_a_blocking_tool_does_not_block_the_loop() -> None:
+    """While a plain tool blocks its worker thread, another tool's call completes."""
     loop = asyncio.get_running_loop()
     entered, release = asyncio.Event(), threading.Event()
 
@@ -225,6 +230,7 @@ async def test_a_blocking_tool_does_not_block_the_loop() -> None:
 
 
 async def test_a_blocking_tool_times_out_and_its_thread_keeps_its_slot() -> None:
+    """A stuck plain tool times out, but its thread keeps its slot until it returns."""
     loop = asyncio.get_running_loop()
     entered, release = asyncio.Event(), threading.Event()
 
@@ -307,6 +313,7 @@ async def test_an_async_tool_that_ignores_its_cancellation_still_times_out() -> 
 
 
 async def test_an_async_tool_that_ends_when_cancelled_is_retried() -> None:
+    """An idempotent async tool that times out but stops on cancel is retried."""
     attempts: list[int] = []
 
     async def slow_once(args: TextArgs, ctx: ToolContext) -> str:
@@ -323,6 +330,8 @@ async def test_an_async_tool_that_ends_when_cancelled_is_retried() -> None:
 
 
 async def test_a_plain_tools_errors_are_reported() -> None:
+    """A plain tool's `ToolError`, other exception or `sys.exit` each fail its call."""
+
     def refuses(args: TextArgs, ctx: ToolContext) -> None:
         raise ToolError(f"no {args.text}")
 
@@ -359,6 +368,8 @@ async def test_a_plain_function_returning_an_awaitable_is_awaited() -> None:
 
 
 async def test_calling_a_plain_tool_directly_runs_it_in_a_thread() -> None:
+    """Awaiting a plain `Tool` outside the executor runs it off the main thread."""
+
     def where(args: TextArgs, ctx: ToolContext) -> str:
         return threading.current_thread().name
 
@@ -372,6 +383,7 @@ async def test_calling_a_plain_tool_directly_runs_it_in_a_thread() -> None:
 
 
 async def test_a_cpu_bound_tool_runs_in_a_reused_worker_process() -> None:
+    """A `cpu_bound` tool runs in one reused worker process, stopped at close."""
     async with harness(cpu("square", cpu_tools.square, SquareArgs)) as h:
         first = await h.call("square", n=12)
         second = await h.call("square", n=3)
@@ -385,6 +397,7 @@ async def test_a_cpu_bound_tool_runs_in_a_reused_worker_process() -> None:
 
 
 async def test_errors_in_the_worker_become_tool_errors() -> None:
+    """Worker-process errors, retries and unpicklable results become tool errors."""
     tools = (
         cpu("refuse", cpu_tools.refuse, FailArgs, idempotent=True),
         cpu("crash", cpu_tools.crash, FailArgs),
@@ -409,6 +422,7 @@ async def test_errors_in_the_worker_become_tool_errors() -> None:
 
 
 async def test_a_worker_that_dies_is_replaced() -> None:
+    """A worker that exits mid-call fails that call; a new worker serves the next."""
     tools = (
         cpu("die", cpu_tools.die, SquareArgs),
         cpu("square", cpu_tools.square, SquareArgs),
@@ -428,6 +442,7 @@ async def test_a_worker_that_dies_is_replaced() -> None:
 
 
 async def test_a_cpu_bound_tool_is_killed_at_its_timeout(tmp_path: Path) -> None:
+    """A `cpu_bound` call is killed at its timeout while the loop stays responsive."""
     tools = (
         cpu("spin", cpu_tools.spin, SpinArgs, timeout_s=0.5),
         cpu("square", cpu_tools.square, SquareArgs),
@@ -460,6 +475,7 @@ async def test_a_cpu_bound_tool_is_killed_at_its_timeout(tmp_path: Path) -> None
 
 
 async def test_cancelling_a_cpu_bound_call_kills_its_worker(tmp_path: Path) -> None:
+    """Cancelling a `cpu_bound` call kills the worker process running it."""
     async with harness(cpu("spin", cpu_tools.spin, SpinArgs)) as h:
         async with fifo(tmp_path, "reports") as (channel, pids):
             task = asyncio.create_task(h.call("spin", channel=channel))
@@ -471,6 +487,7 @@ async def test_cancelling_a_cpu_bound_call_kills_its_worker(tmp_path: Path) -> N
 
 
 async def test_calls_beyond_the_bound_wait_for_a_worker(tmp_path: Path) -> None:
+    """A call beyond the process limit waits, then runs once a worker slot frees."""
     async with harness(cpu("spin", cpu_tools.spin, SpinArgs), processes=1) as h:
         async with (
             fifo(tmp_path, "reports") as (channel, pids),
@@ -532,6 +549,7 @@ async def test_a_cpu_bound_tool_through_the_app_leaves_the_neighbours_served(
 
 
 async def test_a_worker_that_died_while_idle_is_not_used() -> None:
+    """A worker killed while idle is replaced on the next call, without an error."""
     async with harness(cpu("square", cpu_tools.square, SquareArgs)) as h:
         first = (await h.call("square", n=2)).result["pid"]
         os.kill(first, signal.SIGKILL)

@@ -48,6 +48,7 @@ def assert_envelopes(frames: list[Frame], session_id: str, run_id: str | None) -
 
 
 async def test_session_ready_is_the_first_frame(start_server: StartServer) -> None:
+    """`session_ready` comes first, at seq 0, with limits, model, tools, strategies."""
     harness = await start_server(ScriptedLLM(), test_registry(), agent_max_steps_cap=20)
     _, ready = await harness.ready_client()
     assert ready["seq"] == 0 and ready["last_seq"] == 0 and ready["resumed"] is False
@@ -107,6 +108,7 @@ async def test_plain_chat_streams_then_answers(start_server: StartServer) -> Non
 async def test_without_batching_every_piece_is_a_frame(
     start_server: StartServer,
 ) -> None:
+    """With `token_batch_ms=0` each streamed piece goes out as its own frame."""
     harness = await start_server(
         ScriptedLLM("Hello there, human."), test_registry(), token_batch_ms=0
     )
@@ -124,6 +126,7 @@ async def test_without_batching_every_piece_is_a_frame(
 
 
 async def test_tool_mode_runs_tools_then_answers(start_server: StartServer) -> None:
+    """A chat with selected tools runs the called tool, then streams the answer."""
     llm = ScriptedLLM(calls(("add", {"expression": "2+3"})), "It is 5.")
     harness = await start_server(llm, test_registry())
     client, _ = await harness.ready_client()
@@ -148,6 +151,7 @@ async def test_tool_mode_runs_tools_then_answers(start_server: StartServer) -> N
 
 
 async def test_agent_mode_one_step(start_server: StartServer) -> None:
+    """A one-step agent run sends reason, tool and observe frames, then the answer."""
     llm = ScriptedLLM(*one_step_script())  # type: ignore[arg-type]
     harness = await start_server(llm, test_registry())
     client, ready = await harness.ready_client()
@@ -175,6 +179,7 @@ async def test_agent_mode_one_step(start_server: StartServer) -> None:
 
 
 async def test_agent_mode_three_steps(start_server: StartServer) -> None:
+    """An agent run repeats the step frames once per step and reports three steps."""
     llm = ScriptedLLM(
         reason(),
         calls(("add", {"expression": "1+1"})),
@@ -199,6 +204,7 @@ async def test_agent_mode_three_steps(start_server: StartServer) -> None:
 
 
 async def test_request_input_answered(start_server: StartServer) -> None:
+    """The answer to `request_input` becomes the tool result and the run goes on."""
     llm = ScriptedLLM(
         reason("ask"),
         calls(("request_input", {"question": "Which unit?"})),
@@ -233,6 +239,7 @@ async def test_request_input_answered(start_server: StartServer) -> None:
 
 
 async def test_request_input_timeout(start_server: StartServer) -> None:
+    """An unanswered question times out, the model answers, and none stays pending."""
     llm = ScriptedLLM(
         reason("ask"),
         calls(("request_input", {"question": "Which unit?"})),
@@ -263,6 +270,7 @@ async def test_request_input_timeout(start_server: StartServer) -> None:
 async def test_stop_during_a_slow_llm_call_cancels_it(
     start_server: StartServer,
 ) -> None:
+    """A stop cancels the model call; the next chat sees a note of the stopped run."""
     hang = Hang()
     llm = ScriptedLLM(reason(), hang, "Hi again.")
     harness = await start_server(llm, test_registry())
@@ -291,6 +299,7 @@ async def test_stop_during_a_slow_llm_call_cancels_it(
 async def test_stop_during_a_slow_tool_reports_it_cancelled(
     start_server: StartServer,
 ) -> None:
+    """A stop cancels the running tool, skips the queued one, closes both in history."""
     slow = SlowTool()
     llm = ScriptedLLM(
         reason(), calls(("slow", {"label": "x"}), ("add", {"expression": "1+1"}))
@@ -328,6 +337,7 @@ async def test_stop_during_a_slow_tool_reports_it_cancelled(
 async def test_stop_after_step_finishes_the_current_tool(
     start_server: StartServer,
 ) -> None:
+    """`stop_after_step` lets the running tool finish and ends before the next call."""
     slow = SlowTool()
     llm = ScriptedLLM(reason(), calls(("slow", {"label": "x"})))
     harness = await start_server(llm, test_registry(slow))
@@ -352,7 +362,10 @@ async def test_stop_after_step_finishes_the_current_tool(
     assert llm.purposes == ["reason", "act"]
 
 
-async def test_grant_steps_raises_the_budget(start_server: StartServer) -> None:
+async def test_grant_steps_raises_the_budget_up_to_the_cap(
+    start_server: StartServer,
+) -> None:
+    """Granting more steps than the cap allows raises the budget only up to the cap."""
     hang_gate = Hang()
     llm = ScriptedLLM(hang_gate)
     harness = await start_server(llm, test_registry(), agent_max_steps_cap=8)
@@ -374,6 +387,7 @@ async def test_grant_steps_raises_the_budget(start_server: StartServer) -> None:
 async def test_max_steps_reached_then_forced_final_answer(
     start_server: StartServer,
 ) -> None:
+    """At the step limit a final call forbids tools and the run ends as `max_steps`."""
     llm = ScriptedLLM(
         reason(),
         Completion(content="No action needed."),
@@ -409,6 +423,7 @@ async def test_max_steps_reached_then_forced_final_answer(
 async def test_client_max_steps_is_capped_by_the_server(
     start_server: StartServer,
 ) -> None:
+    """A client's `agent_max_steps` above the server's cap is cut down to the cap."""
     llm = ScriptedLLM(reason(finish=True, final="ok"))
     harness = await start_server(
         llm, test_registry(), agent_max_steps_cap=3, agent_max_steps=2
@@ -419,6 +434,7 @@ async def test_client_max_steps_is_capped_by_the_server(
 
 
 async def test_busy_while_a_run_is_active(start_server: StartServer) -> None:
+    """A chat sent while a run is active is refused with a `busy` error."""
     hang = Hang()
     harness = await start_server(ScriptedLLM(hang), test_registry())
     client, _ = await harness.ready_client()
@@ -435,6 +451,7 @@ async def test_busy_while_a_run_is_active(start_server: StartServer) -> None:
 
 
 async def test_answer_with_nothing_pending(start_server: StartServer) -> None:
+    """An answer sent when no question is waiting gets a `no_pending_input` error."""
     harness = await start_server(ScriptedLLM(), test_registry())
     client, _ = await harness.ready_client()
     await client.send(type="agent_user_input", content="km")
@@ -446,6 +463,7 @@ async def test_answer_with_nothing_pending(start_server: StartServer) -> None:
 
 
 async def test_control_with_no_active_run(start_server: StartServer) -> None:
+    """A stop sent when no run is active gets a `no_active_run` error."""
     harness = await start_server(ScriptedLLM(), test_registry())
     client, _ = await harness.ready_client()
     await client.send(type="agent_control", action="stop")
@@ -500,6 +518,7 @@ BAD_FRAMES = [
 async def test_malformed_frames_get_errors_and_the_connection_survives(
     start_server: StartServer,
 ) -> None:
+    """Each malformed, oversized or binary frame gets its exact error; chat goes on."""
     harness = await start_server(
         ScriptedLLM("still here"), test_registry(), max_message_bytes=1024
     )
@@ -528,6 +547,7 @@ async def test_malformed_frames_get_errors_and_the_connection_survives(
 async def test_unknown_tools_and_strategy_are_refused(
     start_server: StartServer,
 ) -> None:
+    """A chat naming an unknown tool or strategy is refused, listing what exists."""
     harness = await start_server(ScriptedLLM(), test_registry())
     client, _ = await harness.ready_client()
     await client.send(type="chat", content="hi", selected_tools=["add", "rm_rf"])
@@ -543,6 +563,7 @@ async def test_unknown_tools_and_strategy_are_refused(
 async def test_reconnect_replays_missed_frames_without_duplicates(
     start_server: StartServer,
 ) -> None:
+    """Reconnecting with `last_seq` replays just the missed frames, each seq once."""
     llm = ScriptedLLM(*one_step_script())  # type: ignore[arg-type]
     harness = await start_server(llm, test_registry())
     first, ready = await harness.ready_client()
@@ -567,6 +588,7 @@ async def test_reconnect_replays_missed_frames_without_duplicates(
 async def test_unknown_session_id_starts_a_new_session(
     start_server: StartServer,
 ) -> None:
+    """An unknown session id gets a fresh session instead of a resume."""
     harness = await start_server(ScriptedLLM(), test_registry())
     unknown = "0" * 32
     _, ready = await harness.ready_client(f"session_id={unknown}")
@@ -574,6 +596,7 @@ async def test_unknown_session_id_starts_a_new_session(
 
 
 async def test_reset_session_clears_history(start_server: StartServer) -> None:
+    """After `reset_session` the next chat sends the model none of the earlier turns."""
     llm = ScriptedLLM("one", "two")
     harness = await start_server(llm, test_registry())
     client, _ = await harness.ready_client()
@@ -585,6 +608,7 @@ async def test_reset_session_clears_history(start_server: StartServer) -> None:
 
 
 async def test_auth_token_is_required_when_set(start_server: StartServer) -> None:
+    """With an auth token set, a token in the URL is refused; a Bearer header works."""
     harness = await start_server(ScriptedLLM(), test_registry(), auth_token="s3cret")
     with pytest.raises(InvalidStatus) as refused:
         await harness.connect("token=s3cret")  # never in the URL
@@ -594,6 +618,7 @@ async def test_auth_token_is_required_when_set(start_server: StartServer) -> Non
 
 
 async def test_foreign_origin_is_refused(start_server: StartServer) -> None:
+    """A handshake from a disallowed origin gets a 403 and the model is never called."""
     llm = ScriptedLLM()
     harness = await start_server(llm, test_registry())
     with pytest.raises(InvalidStatus) as refused:
@@ -611,6 +636,7 @@ async def test_foreign_origin_is_refused(start_server: StartServer) -> None:
 async def test_shutdown_stops_active_runs_and_leaves_no_tasks(
     start_server: StartServer,
 ) -> None:
+    """Server shutdown cancels active runs and leaves no backend tasks behind."""
     hang = Hang()
     harness = await start_server(ScriptedLLM(reason(), hang), test_registry())
     client, _ = await harness.ready_client()
@@ -631,6 +657,7 @@ async def test_shutdown_stops_active_runs_and_leaves_no_tasks(
 
 
 async def test_disconnect_does_not_stop_the_run(start_server: StartServer) -> None:
+    """A run goes on after its client disconnects, and a reconnect gets its answer."""
     slow = SlowTool()
     llm = ScriptedLLM(
         reason(), calls(("slow", {})), observe(should_continue=False, final="ok")

@@ -60,6 +60,7 @@ async def served(
 async def test_malformed_resume_parameters_are_refused_with_a_reason(
     start_server: StartServer, query: str, problem: str
 ) -> None:
+    """A malformed `session_id` or `last_seq` gets an error, then a 1008 close."""
     harness = await served(start_server)
     frames, code, _ = await closed(await harness.connect(query))
     assert [label(f) for f in frames] == ["error:invalid_message"]
@@ -97,6 +98,7 @@ async def test_malformed_resume_parameters_are_refused_with_a_reason(
 async def test_hostile_json_is_an_invalid_message_and_the_socket_stays_usable(
     start_server: StartServer, frame: str, problem: str
 ) -> None:
+    """Deep, huge-number, NaN or oversized JSON gets a short error; the socket lives."""
     harness = await served(start_server, "Hello there.")
     client, _ = await harness.ready_client()
     await client.send_raw(frame)
@@ -111,6 +113,7 @@ async def test_hostile_json_is_an_invalid_message_and_the_socket_stays_usable(
 async def test_a_binary_frame_is_refused_with_a_reason(
     start_server: StartServer,
 ) -> None:
+    """A binary frame gets an `invalid_message` error asking for JSON text frames."""
     harness = await served(start_server)
     client, _ = await harness.ready_client()
     await client.send_raw(b"\x00\xff" * 100)
@@ -122,6 +125,7 @@ async def test_a_binary_frame_is_refused_with_a_reason(
 
 
 async def test_a_flood_is_throttled_then_closed(start_server: StartServer) -> None:
+    """A flood gets its burst served, one `rate_limited` error, then a 1008 close."""
     harness = await served(start_server, ws_messages_per_s=0.001, ws_message_burst=5)
     client, _ = await harness.ready_client()
     for _ in range(50):
@@ -137,6 +141,7 @@ async def test_a_flood_is_throttled_then_closed(start_server: StartServer) -> No
 async def test_a_neighbour_is_served_while_one_socket_floods(
     start_server: StartServer,
 ) -> None:
+    """One socket flooding does not keep another client's chat from being answered."""
     harness = await served(start_server, ws_message_burst=20)
     flooder, _ = await harness.ready_client()
     neighbour, _ = await harness.ready_client()
@@ -151,6 +156,7 @@ async def test_a_neighbour_is_served_while_one_socket_floods(
 async def test_an_unexpected_failure_closes_with_1011(
     start_server: StartServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """A bug while handling a frame closes the socket with 1011 and an incident id."""
     harness = await served(start_server)
     client, _ = await harness.ready_client()
 

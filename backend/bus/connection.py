@@ -14,7 +14,7 @@ from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
 
 from backend.bus.base import BusError
-from backend.llm.redaction import bare_urls
+from backend.redaction import bare_urls
 
 log = logging.getLogger(__name__)
 

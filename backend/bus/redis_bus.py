@@ -54,7 +54,7 @@ from backend.bus.leases import RELEASE, Leases
 from backend.bus.listener import Listener
 from backend.bus.outgoing import MAX_QUEUED, Outgoing
 from backend.bus.requests import MAX_COMMANDS, Requests
-from backend.llm.redaction import bare_urls
+from backend.redaction import bare_urls
 
 __all__ = ["PREFIX", "RedisBus", "check_reachable"]
 

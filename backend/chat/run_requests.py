@@ -27,9 +27,9 @@ from backend.chat.data_sources import (
 from backend.errors import InvalidMessage, client_names
 from backend.llm.base import LLMClient
 from backend.llm.offline import PROVIDER as OFFLINE
-from backend.protocol import ChatMessage
+from backend.protocol import ChatMessage, Limits, ServerInfo, ToolEffectInfo, ToolInfo
 from backend.settings import Settings
-from backend.tools.base import ToolRegistry
+from backend.tools.base import AnyTool, ToolRegistry
 
 PLAIN = "llm_only"
 """The strategy of a plain chat (no agent mode, no tools): one streamed reply."""
@@ -74,6 +74,25 @@ class RunRequests:
         configured = self.llm.model == self.settings.llm_model
         listed = self.settings.models if configured else self.settings.listed_models
         return tuple(dict.fromkeys([self.llm.model, *listed]))
+
+    def server_info(self) -> ServerInfo:
+        """What a client may ask for here: models, tools, strategies, data
+        sources and the limits (the `session_ready` frame's `server`)."""
+        settings = self.settings
+        limits = Limits(
+            max_steps_cap=settings.agent_max_steps_cap,
+            default_max_steps=settings.agent_max_steps,
+            max_message_bytes=settings.max_message_bytes,
+        )
+        return ServerInfo(
+            limits=limits,
+            model=self.llm.model,
+            models=list(self.models),
+            provider=self.llm.provider,
+            tools=[_tool_info(tool) for tool in self.registry],
+            strategies=self.strategy_names(),
+            data_sources=list(self.data_sources),
+        )
 
     def strategy_names(self) -> list[str]:
         """The strategies, the default agent strategy first (clients show it
@@ -153,3 +172,20 @@ class RunRequests:
         if agent:
             return self.settings.clamp_steps(message.agent_max_steps)
         return self.settings.tool_mode_max_rounds if strategy == TOOL_MODE else 0
+
+
+def _tool_info(tool: AnyTool) -> ToolInfo:
+    effect = tool.effect
+    return ToolInfo(
+        name=tool.name,
+        description=tool.description,
+        summary=tool.people_summary,
+        effect=ToolEffectInfo(
+            read_only=effect.read_only,
+            idempotent=effect.idempotent,
+            requires_approval=effect.asks(untrusted_read=False),
+            asks_after_untrusted=effect.asks(untrusted_read=True),
+            untrusted_result=effect.untrusted_result,
+            finalize=effect.finalize,
+        ),
+    )

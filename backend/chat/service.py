@@ -3,20 +3,15 @@
 Transports hand it typed client messages for the conversation a connection
 is attached to (a `Target`: a `Session` owned here, or a `Mirror` of one
 another instance owns, which forwards to the owner); it answers through
-each session's `Notifications`. For a session owned here, `dispatch` acts
-on a message: a `chat` picks a strategy from the injected
-`StrategyRegistry` (`loop_strategy`, else by mode: plain → `llm_only`,
-tools selected → `act`, `agent_mode` → the configured default, data
-sources named and nothing else → `retrieve`) and becomes a `RunState`,
-which the `RunSupervisor` (`chat/runs.py`) runs; a `chat` with
-`replace_from` (an edit) first removes the run it names and every later one
-(`chat/replacement.py`), then starts the same way. The other messages are
-the user's levers on the run (stop, steps, answers, approvals) and a reset.
+each session's `Notifications`. For a session owned here, the
+`MessageDispatcher` (`chat/dispatcher.py`) acts on a message: a `chat`
+becomes a `RunState` (`RunRequests`), which the `RunSupervisor`
+(`chat/runs.py`) runs; the other messages are the user's levers on the run.
 
 Its parts, wired here: `SessionTable` (the sessions in memory, loaded from
 and saved to the `Store`), `RunSupervisor` (every run, start to end),
-`Recovery` (what a loaded conversation's live runs become), and, for
-several instances, `Ownership` (taking conversations, losing them),
+`MessageDispatcher`, `Recovery` (what a loaded conversation's live runs
+become), and, for several instances, `Ownership` (taking conversations, losing them),
 `Cluster` (opening, mirrors, forwarding) and `Commands` (what other
 instances ask of the conversations owned here). The service's lifecycle
 holds them together: on start, the runs a previous process left continue;
@@ -33,53 +28,38 @@ from types import TracebackType
 from typing import Any
 
 from backend.agent.registry import StrategyRegistry
-from backend.agent.state import Answered, Approved, Declined, RunState
+from backend.agent.state import RunState
 from backend.aio import cancel_all
 from backend.bus.base import Bus
 from backend.bus.local import LocalBus
 from backend.bus.messages import Flush, Forget, Forgotten, Result, Stored
 from backend.chat.cluster import Cluster
 from backend.chat.commands import Commands, raise_for, wire
+from backend.chat.dispatcher import RESTARTING, MessageDispatcher
 from backend.chat.ownership import Ownership
 from backend.chat.recovery import Recovery
-from backend.chat.replacement import conversation_runs, plan_replacement
 from backend.chat.run_requests import PLAIN, TOOL_MODE, RunRequests
-from backend.chat.runs import MOVED_DECISION, RunSupervisor
-from backend.chat.session import ActiveRun, Session
+from backend.chat.runs import RunSupervisor
+from backend.chat.session import Session
 from backend.chat.sessions import SessionTable
 from backend.chat.target import Target
 from backend.errors import (
-    Busy,
     ConfigError,
-    InvalidMessage,
-    Moved,
     NoSuchConversation,
-    StoreUnavailable,
 )
 from backend.files.shelf import info
 from backend.llm.base import LLMClient
 from backend.protocol import (
-    AgentControlMessage,
-    AgentStepsGranted,
-    AgentUserInputMessage,
-    ChatMessage,
     ClientMessage,
     ErrorType,
-    Limits,
-    ResetSessionMessage,
     ServerInfo,
-    ToolApprovalResponseMessage,
-    ToolEffectInfo,
-    ToolInfo,
 )
 from backend.settings import Settings
-from backend.store.base import FileRecord, Store, StoreError
-from backend.tools.base import AnyTool, ToolRegistry
+from backend.store.base import FileRecord, Store
+from backend.tools.base import ToolRegistry
 from backend.users import LOCAL_USER
 
 log = logging.getLogger(__name__)
-
-RESTARTING = "the server is restarting; reconnect with your session_id to continue"
 
 
 class ChatService:
@@ -116,7 +96,6 @@ class ChatService:
         self._clock = clock
         self.bus: Bus = bus or LocalBus()
         self._build_parts(forget_session)
-        self.draining = False
         self._on_close = on_close
         self._tasks: asyncio.TaskGroup | None = None
         self._loops: list[asyncio.Task[None]] = []
@@ -138,6 +117,9 @@ class ChatService:
             table=self.table,
             clock=self._clock,
         )
+        self.dispatcher = MessageDispatcher(
+            requests=self.requests, runs=self.runs, store=store
+        )
         self.recovery = Recovery(
             store=store,
             table=self.table,
@@ -157,6 +139,11 @@ class ChatService:
         bus.on_command = self.commands.command
         bus.on_frame = self.cluster.frame
         bus.on_lost = self.ownership.lost
+
+    @property
+    def draining(self) -> bool:
+        """Shutting down: no run starts, no connection is taken."""
+        return self.dispatcher.draining
 
     @property
     def sessions(self) -> dict[str, Session]:
@@ -212,7 +199,7 @@ class ChatService:
         and close their sockets."""
         if self.draining:
             return
-        self.draining = True
+        self.dispatcher.draining = True
         runs = [s.run for s in self.sessions.values() if s.run is not None]
         for run in runs:
             run.control.park()
@@ -342,21 +329,7 @@ class ChatService:
         return self.requests.models
 
     def server_info(self) -> ServerInfo:
-        settings = self.settings
-        limits = Limits(
-            max_steps_cap=settings.agent_max_steps_cap,
-            default_max_steps=settings.agent_max_steps,
-            max_message_bytes=settings.max_message_bytes,
-        )
-        return ServerInfo(
-            limits=limits,
-            model=self.llm.model,
-            models=list(self.models),
-            provider=self.llm.provider,
-            tools=[_tool_info(tool) for tool in self.registry],
-            strategies=self.requests.strategy_names(),
-            data_sources=list(self.data_sources),
-        )
+        return self.requests.server_info()
 
     # ------------------------------------------------------------ a connection's target
 
@@ -422,135 +395,12 @@ class ChatService:
         result = reply.body_as(Result)
         return result.value if result is not None else {}
 
-    # ------------------------------------------------------------ messages
-
     async def dispatch(
         self, session: Session, message: ClientMessage
     ) -> dict[str, Any]:
-        """Act on one client message in a session owned here; a
-        `ProtocolError` says why it cannot be (`Session.handle` turns it into
-        an `error` frame; HTTP routes into a status). What an HTTP client is
-        told: a new run's id and where its request sits in the history; the
-        budget after a grant."""
-        await self._act(session, message)
-        run = session.run
-        if isinstance(message, ChatMessage) and run is not None:
-            return {"run_id": run.run_id, "request_at": run.state.request_at}
-        if isinstance(message, AgentControlMessage) and run is not None:
-            return {"max_steps": run.state.max_steps}
-        return {}
-
-    async def _act(self, session: Session, message: ClientMessage) -> None:
-        """Only an edit (`replace_from`) and a decision (stored before it is
-        handed to the run) wait."""
-        if session.lost:  # its clients were told and closed
-            raise Moved(MOVED_DECISION)
-        match message:
-            case ChatMessage(replace_from=None):
-                self._start_run(session, message)
-            case ChatMessage():
-                await self._replace_and_start(session, message)
-            case AgentControlMessage():
-                self._control(session, message)
-            case AgentUserInputMessage(content=content, question_id=question_id):
-                run = session.answerable(question_id)
-                await self.runs.decided(session, run, Answered(content=content))
-                session.submit_answer(content, question_id)
-            case ToolApprovalResponseMessage(
-                tool_call_id=call_id, approved=ok, reason=why, in_doubt=doubt
-            ):
-                run = session.approvable(call_id, blind=ok and not doubt)
-                decided = Approved() if ok else Declined(reason=why)
-                await self.runs.decided(session, run, decided)
-                session.resolve_approval(call_id, ok, why)
-            case ResetSessionMessage():
-                self._reset(session)
-
-    def _control(self, session: Session, message: AgentControlMessage) -> None:
-        run = session.active_run()
-        if message.action == "grant_steps":
-            assert message.steps is not None
-            self._grant(session, run, message.steps)
-        elif message.action == "stop":
-            run.control.stop("immediate")
-        else:
-            run.control.stop("after_step")
-
-    def _grant(self, session: Session, run: ActiveRun, steps: int) -> None:
-        """Raise the running loop's budget by `steps`, up to the cap."""
-        state = run.state
-        if not state.request.agent:
-            raise InvalidMessage("grant_steps applies to agent-mode runs only")
-        granted = state.grant(steps)
-        session.notify.emit(
-            AgentStepsGranted(granted=granted, max_steps=state.max_steps)
-        )
-
-    def _reset(self, session: Session) -> None:
-        if session.run is not None:
-            raise Busy("cannot reset the session while a run is active; stop it first")
-        session.history.clear()
-        if session.journal is not None:
-            session.journal.history_truncated(0)
-        session.notify.session_reset()
-
-    # ------------------------------------------------------------ starting runs
-
-    def _start_run(self, session: Session, message: ChatMessage) -> None:
-        self._check_free(session)
-        self.runs.start(session, message, self.requests.state_for(session, message))
-
-    def _check_free(self, session: Session) -> None:
-        """A new run may start: refuse while draining or while one is active."""
-        if self.draining:
-            raise Busy(RESTARTING)
-        if session.run is not None:
-            raise Busy(
-                f"a run is already active in this session ({session.run.run_id}); "
-                "wait for response_complete or stop it"
-            )
-
-    async def _replace_and_start(self, session: Session, message: ChatMessage) -> None:
-        """Edit and resend: remove the named run and every later one (history
-        cut, records deleted with the next flush, `runs_removed` sent), then
-        start `message` as a new run. The whole chat is checked before
-        anything is removed; a refusal changes nothing."""
-        assert message.replace_from is not None
-        self._check_free(session)
-        if not message.save_chat:
-            raise InvalidMessage(
-                "replace_from needs save_chat: true (an edit replaces runs of "
-                "the saved conversation)"
-            )
-        state = self.requests.state_for(session, message)
-        journal = session.journal
-        if self.store is None or journal is None:
-            raise InvalidMessage("this server keeps no runs, so none can be replaced")
-        async with session.flushing:  # no batch half written meanwhile
-            try:
-                stored = await self.store.runs(session.id)
-            except StoreError as exc:
-                log.error("session %s: cannot read its runs: %s", session.id, exc)
-                raise StoreUnavailable(
-                    "the conversation store is unavailable; try again later"
-                ) from exc
-            self._check_free(session)  # another client may have started one
-            if session.journal is not journal:
-                raise InvalidMessage("this conversation was deleted meanwhile")
-            runs = conversation_runs(
-                stored, journal.runs.values(), removed=journal.removed_runs
-            )
-            replacement = plan_replacement(
-                message.replace_from,
-                runs,
-                session.history,
-                unsaved=journal.ended_unsaved,
-            )
-            session.history.truncate(replacement.cut_at)
-            journal.history_truncated(replacement.cut_at)
-            journal.runs_removed(replacement.run_ids)
-            session.notify.runs_removed(replacement.run_ids)
-            self.runs.start(session, message, state)
+        """Act on one client message in a session owned here
+        (`MessageDispatcher.dispatch`)."""
+        return await self.dispatcher.dispatch(session, message)
 
     def resume(self, session: Session, state: RunState) -> None:
         """Continue a run from its state (a checkpoint) and the session's
@@ -561,20 +411,3 @@ class ChatService:
         """What the live runs of a conversation just loaded become
         (`Recovery.recover_session`)."""
         await self.recovery.recover_session(session)
-
-
-def _tool_info(tool: AnyTool) -> ToolInfo:
-    effect = tool.effect
-    return ToolInfo(
-        name=tool.name,
-        description=tool.description,
-        summary=tool.people_summary,
-        effect=ToolEffectInfo(
-            read_only=effect.read_only,
-            idempotent=effect.idempotent,
-            requires_approval=effect.asks(untrusted_read=False),
-            asks_after_untrusted=effect.asks(untrusted_read=True),
-            untrusted_result=effect.untrusted_result,
-            finalize=effect.finalize,
-        ),
-    )

@@ -123,7 +123,9 @@ def _embedder(settings: Settings) -> Embedder:
             "LOOPWIRE_EMBEDDINGS_MODEL is set, but neither LOOPWIRE_LLM_BASE_URL "
             "nor LOOPWIRE_LLM_API_KEY says which server embeds"
         )
-    from backend.llm.openai_embedder import OpenAIEmbedder  # the SDK, when needed
+    from backend.llm.openai_compat.embedder import (
+        OpenAIEmbedder,
+    )  # the SDK, when needed
 
     return OpenAIEmbedder(
         model=settings.embeddings_model,

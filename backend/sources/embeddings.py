@@ -1,6 +1,6 @@
 """Embeddings: passages and queries as vectors, for hybrid ranking.
 
-`Embedder` is the seam; `backend/llm/openai_embedder.py` is the one
+`Embedder` is the seam; `backend/llm/openai_compat/embedder.py` is the one
 implementation (imported only when `LOOPWIRE_EMBEDDINGS_MODEL` is set, so
 a server without embeddings never loads the `openai` SDK for them).
 

@@ -25,7 +25,8 @@ from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
 from backend.aio import race
 from backend.bounded_json import load_json
-from backend.chat.service import RESTARTING, ChatService
+from backend.chat.dispatcher import RESTARTING
+from backend.chat.service import ChatService
 from backend.chat.session import CLOSING, OVERFLOW, Subscription
 from backend.chat.target import Target
 from backend.errors import Busy, InvalidMessage, Unavailable, incident

@@ -182,6 +182,7 @@ async def start_deploy_run(
 async def test_approve_runs_the_tool(
     start_server: StartServer, open_app: OpenApp
 ) -> None:
+    """The dialog shows the call, Esc does not dismiss it, and Approve runs the tool."""
     deployer = Deployer()
     _, app = await start_deploy_run(
         start_server,
@@ -224,6 +225,7 @@ async def test_approve_runs_the_tool(
 async def test_reject_with_a_reason(
     start_server: StartServer, open_app: OpenApp
 ) -> None:
+    """Reject sends the typed reason; the tool never runs and the card shows why."""
     deployer = Deployer()
     _, app = await start_deploy_run(
         start_server, open_app, deployer, "I did not deploy, since you declined."
@@ -258,6 +260,7 @@ async def test_reject_with_a_reason(
 async def test_stop_closes_the_dialog(
     start_server: StartServer, open_app: OpenApp
 ) -> None:
+    """A stop while the dialog is open hides it and marks the call cancelled."""
 
     deployer = Deployer()
     _, app = await start_deploy_run(start_server, open_app, deployer)
@@ -276,6 +279,7 @@ DONE = "Deployed **web** to production."
 async def test_an_approval_refused_as_moved_is_sent_again_without_asking(
     start_server: StartServer, open_app: OpenApp
 ) -> None:
+    """An approval refused as `moved` is resent after the reconnect, not asked again."""
     deployer = Deployer()
     sockets = RefusedAsMoved()
     _, app = await start_deploy_run(
@@ -320,6 +324,7 @@ async def test_an_approval_the_replay_shows_taken_is_not_sent_again(
 async def test_a_call_that_may_have_run_is_asked_about_plainly(
     start_server: StartServer, open_app: OpenApp
 ) -> None:
+    """A maybe-run call gets a plain Run again dialog, and the yes says `in_doubt`."""
     deployer = Deployer()
     sockets = AskedAgainInDoubt()
     _, app = await start_deploy_run(
@@ -418,6 +423,7 @@ async def test_a_reloaded_page_sends_again_what_was_refused_as_moved(
 async def test_an_approval_made_offline_goes_out_once_the_connection_is_back(
     start_server: StartServer, open_app: OpenApp
 ) -> None:
+    """An approval clicked while offline is sent once the connection is back."""
     deployer = Deployer()
     sockets = Sockets()
     _, app = await start_deploy_run(

@@ -46,6 +46,7 @@ async def open_page(browser: Browser, url: str, **options: Any) -> App:
 async def test_the_main_states_have_no_serious_violations(
     start_server: StartServer, browser: Browser, scheme: str
 ) -> None:
+    """Each main page state, light or dark, has no serious or critical axe violation."""
     llm = ScriptedLLM(
         reason("ask"),
         calls(("request_input", {"question": "Which unit?"})),
@@ -85,6 +86,7 @@ async def test_the_main_states_have_no_serious_violations(
 async def test_on_a_phone_with_the_drawer_open(
     start_server: StartServer, browser: Browser
 ) -> None:
+    """On a phone, the open drawer and the tools popover have no serious violation."""
     harness = await start_server(ScriptedLLM(), test_registry())
     app = await open_page(browser, harness.server.url("/"), viewport=PHONE, touch=True)
     try:
@@ -102,6 +104,7 @@ async def test_on_a_phone_with_the_drawer_open(
 async def test_with_the_approval_dialog_open(
     start_server: StartServer, browser: Browser
 ) -> None:
+    """The open tool-approval dialog has no serious or critical axe violation."""
     harness = await start_server(llm_provider="offline")
     app = await open_page(browser, harness.server.url("/"))
     try:

@@ -34,6 +34,7 @@ async def phases(app: App, step: int) -> list[str]:
 async def test_agent_run_shows_steps_phases_and_tool_cards_in_order(
     start_server: StartServer, open_app: OpenApp
 ) -> None:
+    """A two-step run shows its phases and tool cards in order, folded once done."""
     llm = ScriptedLLM(
         reason("Add, then check.", prose="First I add the numbers."),
         calls(("add", {"expression": "2+3"}), ("fail", {"reason": "it broke"})),
@@ -102,6 +103,7 @@ async def test_agent_run_shows_steps_phases_and_tool_cards_in_order(
 async def test_busy_indicator_names_the_running_phase(
     start_server: StartServer, open_app: OpenApp
 ) -> None:
+    """While a tool runs, the busy line names it and the step; it goes once done."""
     slow = SlowTool()
     llm = ScriptedLLM(
         reason("Wait for it."),
@@ -130,6 +132,7 @@ async def test_busy_indicator_names_the_running_phase(
 async def test_stop_during_a_slow_llm_call(
     start_server: StartServer, open_app: OpenApp
 ) -> None:
+    """Esc during a hung LLM call stops the run at once, and the next message works."""
     hang = Hang()
     llm = ScriptedLLM(
         reason("Think hard."), hang, reason(finish=True, final="Hi again.")
@@ -167,6 +170,7 @@ async def test_stop_during_a_slow_llm_call(
 async def test_max_steps_input_is_honoured_and_capped(
     start_server: StartServer, open_app: OpenApp
 ) -> None:
+    """The step input is capped by the server; a spent budget offers a Continue run."""
     llm = ScriptedLLM(
         reason(),
         Completion(content="No action needed."),
@@ -228,6 +232,7 @@ async def test_max_steps_input_is_honoured_and_capped(
 async def test_request_input_banner_answer_continues_the_run(
     start_server: StartServer, open_app: OpenApp
 ) -> None:
+    """An answer typed in the question banner reaches the run, which then finishes."""
     llm = ScriptedLLM(
         reason("ask"),
         calls(("request_input", {"question": "Which unit?"})),
@@ -278,6 +283,7 @@ async def test_request_input_banner_answer_continues_the_run(
 async def test_request_input_timeout_clears_the_banner(
     start_server: StartServer, open_app: OpenApp
 ) -> None:
+    """An unanswered question times out, hiding the banner and marking the card."""
     llm = ScriptedLLM(
         reason("ask"),
         calls(("request_input", {"question": "Which unit?"})),
@@ -305,6 +311,7 @@ async def test_request_input_timeout_clears_the_banner(
 async def test_stop_while_a_question_waits_clears_the_banner(
     start_server: StartServer, open_app: OpenApp
 ) -> None:
+    """Stopping while a question waits withdraws it and refocuses the composer."""
 
     llm = ScriptedLLM(
         reason("ask"), calls(("request_input", {"question": "Which unit?"}))
@@ -330,6 +337,7 @@ async def test_stop_while_a_question_waits_clears_the_banner(
 async def test_more_steps_can_be_granted_while_running(
     start_server: StartServer, open_app: OpenApp
 ) -> None:
+    """Granting steps mid-run raises the budget by 5, up to the server cap."""
     hang = Hang()
     harness = await start_server(
         ScriptedLLM(hang), test_registry(), agent_max_steps_cap=8
@@ -415,6 +423,7 @@ async def test_a_plan_shows_before_the_steps_that_carry_it_out(
 async def test_stop_after_this_step_lets_the_tool_finish(
     start_server: StartServer, open_app: OpenApp
 ) -> None:
+    """“Stop after this step” lets the running tool finish, then stops the run."""
     slow = SlowTool()
     llm = ScriptedLLM(reason(), calls(("slow", {"label": "x"})))
     harness = await start_server(llm, test_registry(slow))

@@ -34,6 +34,7 @@ def asks_then_answers() -> ScriptedLLM:
 async def test_the_message_box_takes_the_answer_and_gives_back_the_draft(
     start_server: StartServer, open_app: OpenApp
 ) -> None:
+    """While a question waits, the composer is the answer box and Enter answers it."""
     harness = await start_server(asks_then_answers(), test_registry())
     app = await open_app(harness)
     await app.type_and_send("convert 10 miles")
@@ -76,6 +77,7 @@ class GatedLLM(ScriptedLLM):
 async def test_a_draft_typed_before_the_question_is_kept_for_later(
     start_server: StartServer, open_app: OpenApp
 ) -> None:
+    """A draft typed during a run is set aside for the answer, then restored."""
     llm = GatedLLM(*ask_steps())
     harness = await start_server(llm, test_registry())
     app = await open_app(harness)
@@ -97,6 +99,7 @@ async def test_a_draft_typed_before_the_question_is_kept_for_later(
 async def test_on_a_phone_the_answer_goes_with_the_button(
     start_server: StartServer, open_app: OpenApp
 ) -> None:
+    """On a phone the answer is sent by tapping Send answer, and the run finishes."""
     harness = await start_server(asks_then_answers(), test_registry())
     app = await open_app(harness, viewport=PHONE, touch=True)
     await app.type_and_send("convert 10 miles")

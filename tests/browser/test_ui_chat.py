@@ -37,6 +37,7 @@ class GatedStreamLLM(ScriptedLLM):
 async def test_plain_chat_streams_then_renders_the_answer_as_markdown(
     start_server: StartServer, open_app: OpenApp
 ) -> None:
+    """A plain-chat reply shows streamed text first, then renders as Markdown."""
     llm = GatedStreamLLM("Hello **there**, `human`.")
     harness = await start_server(llm, test_registry())
     app = await open_app(harness)
@@ -87,6 +88,7 @@ async def test_plain_chat_streams_then_renders_the_answer_as_markdown(
 async def test_tool_mode_shows_tool_cards_without_steps(
     start_server: StartServer, open_app: OpenApp
 ) -> None:
+    """Chat with tools shows a round with its tool card, not agent steps."""
     from tests.fakes import calls
 
     llm = ScriptedLLM(calls(("add", {"expression": "2+3"})), "It is **5**.")
@@ -109,6 +111,7 @@ async def test_tool_mode_shows_tool_cards_without_steps(
 async def test_error_frames_are_shown_and_never_swallowed(
     start_server: StartServer, open_app: OpenApp
 ) -> None:
+    """A stray stop, a busy chat and an unparsable frame each show an error notice."""
     hang = Hang()
     harness = await start_server(ScriptedLLM(hang), test_registry())
     app = await open_app(harness)
@@ -146,6 +149,7 @@ async def test_error_frames_are_shown_and_never_swallowed(
 async def test_offline_model_is_labelled_and_works(
     start_server: StartServer, open_app: OpenApp
 ) -> None:
+    """The offline model is labelled as a demo, explains setup and answers a sample."""
 
     harness = await start_server()  # no LLM given: the built-in offline model
     app = await open_app(harness)
@@ -178,6 +182,7 @@ async def test_offline_model_is_labelled_and_works(
 
 
 async def test_page_headers_and_http_routes(start_server: StartServer) -> None:
+    """The page has a strict CSP and no inline script, and the HTTP routes answer."""
     harness = await start_server(ScriptedLLM(), test_registry())
     async with httpx.AsyncClient(base_url=harness.server.url("")) as client:
         page = await client.get("/")
@@ -207,6 +212,7 @@ async def _info(harness: Harness) -> dict[str, Any]:
 async def test_signing_in_through_the_login_form(
     start_server: StartServer, open_app: OpenApp
 ) -> None:
+    """The login form refuses a bad token, sets an HttpOnly cookie, and signs out."""
     token = "s3cret-token-0123456789"
     harness = await start_server(ScriptedLLM(), test_registry(), auth_token=token)
     app = await open_app(harness, load=False)
@@ -243,6 +249,7 @@ async def test_signing_in_through_the_login_form(
 async def test_a_page_whose_sign_in_ran_out_goes_to_the_login_form(
     start_server: StartServer, open_app: OpenApp
 ) -> None:
+    """Once the session cookie is gone, opening a new chat goes to the login form."""
     token = "s3cret-token-0123456789"
     harness = await start_server(ScriptedLLM(), test_registry(), auth_token=token)
     app = await open_app(harness, load=False)

@@ -36,6 +36,7 @@ async def owner_of(redis_url: str, session_id: str) -> str:
 async def test_the_page_carries_on_when_its_instance_is_killed(
     browser: Browser, pg_database_url: str, redis_url: str
 ) -> None:
+    """When its instance dies mid-approval the page reconnects elsewhere and goes on."""
     async with running_cluster(
         pg_database_url, redis_url, lease_ttl_s=LEASE_S, llm_provider="offline"
     ) as cluster:
@@ -89,6 +90,7 @@ class HeldBack:
 async def test_a_reloaded_page_approves_what_the_killed_instance_asked_once(
     browser: Browser, pg_database_url: str, redis_url: str
 ) -> None:
+    """After an orphan take-over a reloaded page approves the waiting call, run once."""
     async with running_cluster(
         pg_database_url, redis_url, lease_ttl_s=LEASE_S, llm_provider="offline"
     ) as cluster:

@@ -68,6 +68,7 @@ async def two_conversations(
 async def test_new_chats_are_listed_newest_first_and_switching_shows_each(
     start_server: StartServer, open_app: OpenApp
 ) -> None:
+    """Chats list newest first; switching and history navigation show each one."""
     app = await two_conversations(start_server, open_app, "Ten.")
     second_url = app.page.url
     assert CONVERSATION_URL.search(second_url)
@@ -101,6 +102,7 @@ async def test_new_chats_are_listed_newest_first_and_switching_shows_each(
 async def test_a_link_to_a_conversation_opens_it_in_a_fresh_tab(
     start_server: StartServer, open_app: OpenApp
 ) -> None:
+    """A conversation's URL opened in a fresh browser shows that conversation."""
     app = await two_conversations(start_server, open_app)
     async with fresh_tab(app, app.page.url) as other:
         await expect(other.loc(".turn-user .bubble-text")).to_have_text(
@@ -110,6 +112,7 @@ async def test_a_link_to_a_conversation_opens_it_in_a_fresh_tab(
 
 
 async def test_rename_in_place(start_server: StartServer, open_app: OpenApp) -> None:
+    """Enter saves a rename on the server and Escape discards one."""
     app = await two_conversations(start_server, open_app)
     await app.page.get_by_role("button", name="Rename “what is 2+2?”").click()
     field = app.page.get_by_label("New title")
@@ -132,6 +135,7 @@ async def test_rename_in_place(start_server: StartServer, open_app: OpenApp) -> 
 async def test_delete_can_be_undone_then_happens(
     start_server: StartServer, open_app: OpenApp
 ) -> None:
+    """Undo restores a deleted conversation; dismissing the toast deletes it."""
     app = await two_conversations(start_server, open_app)
     toast = app.loc("#toast")
 
@@ -160,6 +164,7 @@ async def test_delete_can_be_undone_then_happens(
 async def test_on_a_phone_the_list_is_a_drawer(
     start_server: StartServer, open_app: OpenApp
 ) -> None:
+    """On a phone the conversation list is a drawer that closes on Escape or use."""
     harness: Harness = await start_server(ScriptedLLM("Four."), test_registry())
     app = await open_app(harness)
     await app.use_settings(agent=False, tools=[])

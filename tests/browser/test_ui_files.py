@@ -38,6 +38,7 @@ async def drop(app: App, name: str, text: str) -> None:
 async def test_attach_drop_download_and_a_refusal(
     start_server: StartServer, open_app: OpenApp
 ) -> None:
+    """Picked and dropped files list, download intact, survive reload; `.exe` fails."""
     harness = await start_server(ScriptedLLM())
     app = await open_app(harness)
     strip = app.loc("#files")
@@ -86,6 +87,7 @@ async def test_attach_drop_download_and_a_refusal(
 async def test_a_tools_artifact_appears_as_it_is_made(
     start_server: StartServer, open_app: OpenApp
 ) -> None:
+    """A file written by an approved tool shows as a tool-made download chip."""
     llm = ScriptedLLM(
         reason("Write it.", tools=["write_file"]),
         calls(("write_file", {"name": "plan.md", "content": "# Plan\n1. Go"})),

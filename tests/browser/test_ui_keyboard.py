@@ -16,6 +16,7 @@ pytestmark = pytest.mark.asyncio(loop_scope="session")
 async def test_the_shortcuts_work_and_are_listed(
     start_server: StartServer, open_app: OpenApp
 ) -> None:
+    """Each shortcut works as listed, and the shortcut dialog opens and closes."""
     harness = await start_server(ScriptedLLM("Four."), test_registry())
     app = await open_app(harness)
     await app.use_settings(agent=False, tools=[])

@@ -26,6 +26,7 @@ async def clipboard(app: App) -> str:
 async def test_copy_answer_message_and_code(
     start_server: StartServer, open_app: OpenApp
 ) -> None:
+    """Code is highlighted; copy buttons copy the code, the answer and the message."""
     harness = await start_server(ScriptedLLM(ANSWER), test_registry())
     app = await open_app(harness)
     await app.context.grant_permissions(["clipboard-read", "clipboard-write"])
@@ -55,6 +56,7 @@ async def test_copy_answer_message_and_code(
 async def test_retry_asks_the_latest_again(
     start_server: StartServer, open_app: OpenApp
 ) -> None:
+    """Retry replaces the last answer in place via `replace_from`, after reload too."""
     llm = ScriptedLLM("First try.", "Second try.")
     harness = await start_server(llm, test_registry())
     app = await open_app(harness)
@@ -87,6 +89,7 @@ async def test_retry_asks_the_latest_again(
 async def test_edit_and_resend_replaces_what_followed(
     start_server: StartServer, open_app: OpenApp
 ) -> None:
+    """Editing a message drops later turns, Escape cancels, and a reload agrees."""
     llm = ScriptedLLM("One.", "Two.", "Three.", "Edited two.")
     harness = await start_server(llm, test_registry())
     app = await open_app(harness)
@@ -144,6 +147,7 @@ TABLE = "| unit | km |\n| --- | ---: |\n| 1 mile | 1.609 |\n| 10 miles | 16.09 |
 async def test_a_table_renders_and_the_footer_counts_only_what_was_reported(
     start_server: StartServer, open_app: OpenApp
 ) -> None:
+    """A markdown table renders aligned; the footer shows tokens only if reported."""
     usage = Usage(
         prompt_tokens=1200, completion_tokens=34, total_tokens=1234, llm_calls=1
     )

@@ -14,6 +14,7 @@ pytestmark = pytest.mark.asyncio(loop_scope="session")
 async def test_every_part_of_a_request_is_answered(
     start_server: StartServer, open_app: OpenApp
 ) -> None:
+    """A two-part request in the browser shows both conversions and a step for each."""
     harness = await start_server(llm_provider="offline")
     app = await open_app(harness)
     await app.use_settings(agent=True)

@@ -47,6 +47,7 @@ def query(url: str) -> dict[str, list[str]]:
 async def test_server_drop_reconnects_and_resumes_without_loss_or_duplicates(
     start_server: StartServer, open_app: OpenApp
 ) -> None:
+    """A dropped socket resumes from the page's last seq; nothing is lost or doubled."""
     slow = SlowTool()
     llm = ScriptedLLM(
         reason(finish=True, final="First answer."),
@@ -98,6 +99,7 @@ async def test_server_drop_reconnects_and_resumes_without_loss_or_duplicates(
 async def test_reload_rebuilds_the_screen_from_the_replay(
     start_server: StartServer, open_app: OpenApp
 ) -> None:
+    """A reload redraws past turns once and puts a pending question back, answerable."""
     llm = ScriptedLLM(
         reason("Add.", tools=["add"]),
         calls(("add", {"expression": "2+3"})),
@@ -151,6 +153,7 @@ async def test_reload_rebuilds_the_screen_from_the_replay(
 async def test_new_chat_starts_a_fresh_session(
     start_server: StartServer, open_app: OpenApp
 ) -> None:
+    """New chat empties the screen and the next message opens a second session."""
 
     llm = ScriptedLLM(
         reason(finish=True, final="One."), reason(finish=True, final="Two.")

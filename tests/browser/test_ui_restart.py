@@ -36,6 +36,7 @@ async def restart(app: App, server: ServerProcess, database_url: str) -> ServerP
 async def test_a_pending_approval_and_question_survive_a_restart(
     browser: Browser, tmp_path: Path
 ) -> None:
+    """After a server restart, the pending approval and question each return once."""
     database_url = f"sqlite:///{tmp_path / 'loopwire.db'}"
     async with server_process(database_url, llm_provider="offline") as first:
         app = await App.open(browser, f"http://127.0.0.1:{first.port}/")

@@ -27,6 +27,7 @@ HOSTILE = (
 async def test_hostile_model_output_renders_inert(
     start_server: StartServer, open_app: OpenApp
 ) -> None:
+    """Hostile Markdown from the model shows as text; no script runs, nothing loads."""
     llm = ScriptedLLM(
         reason(prose=HOSTILE),
         calls(("add", {"expression": "<img src=x onerror=alert(1)>"})),
@@ -84,6 +85,7 @@ async def test_hostile_model_output_renders_inert(
 async def test_hostile_streamed_tokens_stay_text(
     start_server: StartServer, open_app: OpenApp
 ) -> None:
+    """Hostile HTML in streamed tokens stays text and creates no elements."""
 
     harness = await start_server(ScriptedLLM(HOSTILE), test_registry())
     app = await open_app(harness)

@@ -50,6 +50,7 @@ async def sign_in_with_the_provider(app: App, issuer: str, subject: str) -> None
 async def test_signing_in_with_the_provider_then_out_then_revoked(
     start_server: StartServer, browser: Browser, provider: str, tmp_path: Path
 ) -> None:
+    """OIDC sign-in reaches the chat; sign-out or an admin revoke returns to login."""
     tokens = tmp_path / "tokens"
     tokens.write_text(f"alice: {ALICE} admin\n", encoding="utf-8")
     harness = await start_server(

@@ -21,6 +21,7 @@ DEMO = Path(__file__).resolve().parents[2] / "demo" / "documents"
 async def test_a_retrieval_answers_with_citations(
     start_server: StartServer, open_app: OpenApp
 ) -> None:
+    """With documents chosen the answer cites them; with none, no search is offered."""
     harness = await start_server(data_sources=f"demo={DEMO}", sources_index=":memory:")
     await harness.server.app.state.library.ready.wait()
     app = await open_app(harness)

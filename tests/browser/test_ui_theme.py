@@ -26,6 +26,7 @@ async def background(app: App) -> str:
 async def test_the_theme_button_cycles_and_is_remembered(
     start_server: StartServer, open_app: OpenApp
 ) -> None:
+    """The theme button cycles system, light and dark; the choice outlives a reload."""
     harness = await start_server(ScriptedLLM(), test_registry())
     app = await open_app(harness, color_scheme="dark")  # the system says dark
     button = app.loc("#theme-button")

@@ -17,6 +17,7 @@ pytestmark = pytest.mark.asyncio(loop_scope="session")
 async def test_the_toolbar_choices_are_what_the_next_message_asks_for(
     start_server: StartServer, open_app: OpenApp
 ) -> None:
+    """Toolbar choices shape the next chat and outlive a reload; defaults go unsent."""
     llm = ScriptedLLM("Done with it.")
     harness = await start_server(llm, test_registry(), llm_models="other-model")
     app = await open_app(harness)
@@ -84,6 +85,7 @@ async def test_the_toolbar_choices_are_what_the_next_message_asks_for(
 async def test_agent_off_hides_its_chips_and_the_popover_says_what_happens(
     start_server: StartServer, open_app: OpenApp
 ) -> None:
+    """Agent mode off hides strategy and steps; the tools popover explains the mode."""
     harness = await start_server(ScriptedLLM(), test_registry())
     app = await open_app(harness)
     strategy = app.page.get_by_label("Strategy")
@@ -114,6 +116,7 @@ async def test_agent_off_hides_its_chips_and_the_popover_says_what_happens(
 async def test_esc_closes_the_popover_before_it_stops_a_run(
     start_server: StartServer, open_app: OpenApp
 ) -> None:
+    """The first Esc closes the tools popover; only a second Esc stops the run."""
     hang = Hang()
     harness = await start_server(ScriptedLLM(hang), test_registry())
     app = await open_app(harness)
@@ -134,6 +137,7 @@ async def test_esc_closes_the_popover_before_it_stops_a_run(
 async def test_on_a_phone_the_connection_is_a_word_in_the_header(
     start_server: StartServer, open_app: OpenApp
 ) -> None:
+    """On a phone the connection is one header word, and the key chips fit on screen."""
     harness = await start_server(ScriptedLLM(), test_registry())
     phone = await open_app(harness, viewport=PHONE)
     await expect(phone.loc("#connection-word")).to_have_text("Online")

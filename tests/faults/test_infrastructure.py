@@ -71,6 +71,7 @@ async def stopped(pid: int) -> None:
 async def test_a_frozen_server_answers_once_thawed_and_stops_gracefully(
     tmp_path: Path,
 ) -> None:
+    """A frozen server answers only once thawed, and stops cleanly while frozen."""
     async with server_process(f"sqlite:///{tmp_path / 'db' / 'l.db'}") as server:
         url = f"http://127.0.0.1:{server.port}/healthz"
         async with httpx.AsyncClient(timeout=30) as http:
@@ -95,6 +96,7 @@ async def test_a_frozen_server_answers_once_thawed_and_stops_gracefully(
 
 
 async def test_a_frozen_server_can_be_killed_as_it_is(tmp_path: Path) -> None:
+    """A frozen server can be killed outright with SIGKILL."""
     async with server_process(f"sqlite:///{tmp_path / 'db' / 'l.db'}") as server:
         server.freeze()
         await stopped(server.pid)
@@ -106,6 +108,7 @@ async def test_a_frozen_server_can_be_killed_as_it_is(tmp_path: Path) -> None:
 
 
 async def test_the_proxy_forwards_many_connections(pg_database_url: str) -> None:
+    """The proxy carries six concurrent connections with large replies intact."""
     async with proxy_to(pg_database_url) as proxy:
         url = proxy.url_for(pg_database_url)
         assert make_url(url).port == proxy.port != make_url(pg_database_url).port
@@ -130,6 +133,7 @@ async def test_the_proxy_forwards_many_connections(pg_database_url: str) -> None
 async def test_an_armed_commit_commits_while_the_client_sees_its_connection_drop(
     pg_database_url: str,
 ) -> None:
+    """An armed drop lets the commit land but cuts the client; then it disarms."""
     async with connected(pg_database_url) as direct, proxy_to(pg_database_url) as proxy:
         await direct.execute("CREATE TABLE t (id int PRIMARY KEY, note text)")
         async with connected(proxy.url_for(pg_database_url)) as through:
@@ -158,6 +162,7 @@ async def test_an_armed_commit_commits_while_the_client_sees_its_connection_drop
 async def test_an_ambiguous_commit_through_sqlalchemy_as_loopwire_commits(
     pg_database_url: str,
 ) -> None:
+    """Through SQLAlchemy, dropped commits still land and the pool reconnects after."""
     async with connected(pg_database_url) as direct, proxy_to(pg_database_url) as proxy:
         await direct.execute("CREATE TABLE t (id int PRIMARY KEY)")
         engine = create_async_engine(
@@ -188,6 +193,7 @@ async def test_an_ambiguous_commit_through_sqlalchemy_as_loopwire_commits(
 async def test_cut_all_drops_every_connection_and_new_ones_work(
     pg_database_url: str,
 ) -> None:
+    """`cut_all` breaks every open connection while new ones still connect."""
     async with proxy_to(pg_database_url) as proxy:
         url = proxy.url_for(pg_database_url)
         async with connected(url) as first, connected(url) as second:
@@ -204,6 +210,7 @@ async def test_cut_all_drops_every_connection_and_new_ones_work(
 async def test_a_stalled_proxy_holds_the_connection_open_until_it_flows(
     pg_database_url: str,
 ) -> None:
+    """A stalled proxy withholds the reply until `flow` lets it through."""
     async with proxy_to(pg_database_url) as proxy:
         connection = await asyncpg.connect(dsn(proxy.url_for(pg_database_url)))
         try:
@@ -218,6 +225,7 @@ async def test_a_stalled_proxy_holds_the_connection_open_until_it_flows(
 
 
 async def test_a_proxy_rejecting_new_connections(pg_database_url: str) -> None:
+    """While `reject_new` is set connecting fails, and it succeeds once cleared."""
     async with proxy_to(pg_database_url) as proxy:
         proxy.reject_new = True
         with pytest.raises(DROPPED):
@@ -231,6 +239,7 @@ async def test_a_proxy_rejecting_new_connections(pg_database_url: str) -> None:
 
 
 async def test_own_redis_flushall_pause_and_restart(own_redis: OwnRedis) -> None:
+    """The private Redis can be flushed, paused for a set time, and restarted empty."""
     client = aioredis.from_url(own_redis.url)  # another instance's
     try:
         await own_redis.client.set("loopwire:lease:c1", "A")
@@ -259,6 +268,7 @@ async def test_own_redis_flushall_pause_and_restart(own_redis: OwnRedis) -> None
 async def test_own_postgres_restarts_on_its_port_with_its_data(
     own_postgres: OwnPostgres, pg_proxy: PgProxy, proxied_database_url: str
 ) -> None:
+    """The private PostgreSQL restarts, halts and recovers on its port with its data."""
     assert make_url(proxied_database_url).port == pg_proxy.port
     async with connected(own_postgres.url) as direct:
         await direct.execute("CREATE TABLE kept (v text)")
@@ -465,6 +475,7 @@ async def fill_good(rows: Rows) -> None:
 
 
 async def test_the_checker_passes_a_sound_database(pg_database_url: str) -> None:
+    """A database with only sound rows yields no violations and nothing skipped."""
     db = await migrated(pg_database_url, fencing=True)
     try:
         rows = Rows(db, epochs=True)
@@ -484,6 +495,7 @@ async def test_the_checker_passes_a_sound_database(pg_database_url: str) -> None
 
 
 async def test_the_checker_finds_each_violation(pg_database_url: str) -> None:
+    """Each planted frame, run and note fault is reported once, within the filters."""
     db = await migrated(pg_database_url, fencing=True)
     try:
         await db.execute("ALTER TABLE frames DROP CONSTRAINT IF EXISTS pk_frames")
@@ -563,6 +575,7 @@ async def test_the_checker_finds_each_violation(pg_database_url: str) -> None:
 async def test_the_checker_reads_the_owners_from_redis(
     pg_database_url: str, own_redis: OwnRedis
 ) -> None:
+    """A running run counts as unowned until Redis holds its conversation's lease."""
     db = await migrated(pg_database_url, fencing=True)
     try:
         rows = Rows(db, epochs=True)
@@ -581,6 +594,7 @@ async def test_the_checker_reads_the_owners_from_redis(
 async def test_the_checker_skips_what_the_schema_does_not_have_yet(
     pg_database_url: str,
 ) -> None:
+    """Without the fencing columns, their checks are skipped and the rest still run."""
     db = await migrated(pg_database_url, fencing=False)
     try:
         rows = Rows(db, epochs=False)

@@ -1,7 +1,7 @@
 """The `openai` provider: any OpenAI-compatible chat completions server.
 
-The only package whose modules import the `openai` SDK for chat (besides
-`backend/llm/openai_embedder.py`, for embeddings). Each module is one noun:
+The only package whose modules import the `openai` SDK. Each module is one
+noun:
 
 - `client.py`: `OpenAIClient`, the `LLMClient` — the SDK client, the calls,
   and the retry table;
@@ -9,5 +9,7 @@ The only package whose modules import the `openai` SDK for chat (besides
   and a reply back as our types;
 - `stream.py`: a streamed reply's chunks assembled (text, tool calls, usage);
 - `faults.py`: what each failure means — the user's message, and whether to
-  retry.
+  retry;
+- `embedder.py`: `OpenAIEmbedder`, the data sources' `Embedder` over
+  `/v1/embeddings`.
 """

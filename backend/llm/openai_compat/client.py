@@ -43,8 +43,8 @@ import openai
 from backend.llm.base import Completion, LLMRequest, StreamEvent, TextDelta
 from backend.llm.openai_compat import faults, wire
 from backend.llm.openai_compat.stream import StreamAssembler, chunks
-from backend.llm.redaction import bare_urls
 from backend.llm.retries import Failure, Retrier, RetryPolicy, Sleep
+from backend.redaction import bare_urls
 
 __all__ = ["OpenAIClient"]
 

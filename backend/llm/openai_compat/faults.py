@@ -21,8 +21,8 @@ from collections.abc import Iterator
 import aiohttp
 import openai
 
-from backend.llm.redaction import redact
 from backend.llm.retries import Failure, retry_after_s
+from backend.redaction import redact
 
 __all__ = ["FAULTS", "BadReply", "CutShort", "failure", "status_detail"]
 

@@ -1,4 +1,4 @@
-"""What an LLM error may show the user: no key, token or URL credentials.
+"""What an error may show the user: no key, token or URL credentials.
 
 Servers put all sorts into their error messages — the key that was refused,
 a URL with its password. `redact` masks the configured key, `sk-…` keys,

@@ -1,0 +1,177 @@
+"""`MessageDispatcher`: what a client's message does to a session owned here.
+
+A `chat` becomes a run (`RunRequests.state_for`, then the `RunSupervisor`);
+a `chat` with `replace_from` (an edit) first removes the run it names and
+every later one (`chat/replacement.py`). The other messages are the user's
+levers on the run: stop, grant steps, answer a question, decide an
+approval, and a reset of the history. A decision is stored before the run
+is handed it, so none is lost to a crash in between. Every refusal is a
+`ProtocolError`, raised before anything changes.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from backend.agent.state import Answered, Approved, Declined
+from backend.chat.replacement import conversation_runs, plan_replacement
+from backend.chat.run_requests import RunRequests
+from backend.chat.runs import MOVED_DECISION, RunSupervisor
+from backend.chat.session import ActiveRun, Session
+from backend.errors import Busy, InvalidMessage, Moved, StoreUnavailable
+from backend.protocol import (
+    AgentControlMessage,
+    AgentStepsGranted,
+    AgentUserInputMessage,
+    ChatMessage,
+    ClientMessage,
+    ResetSessionMessage,
+    ToolApprovalResponseMessage,
+)
+from backend.store.base import Store, StoreError
+
+log = logging.getLogger(__name__)
+
+RESTARTING = "the server is restarting; reconnect with your session_id to continue"
+
+
+class MessageDispatcher:
+    """Acts on the messages of sessions owned here (the sessions'
+    `Dispatcher`). `draining` is set once the server shuts down: no run
+    starts after it."""
+
+    def __init__(
+        self, *, requests: RunRequests, runs: RunSupervisor, store: Store | None
+    ) -> None:
+        self.requests = requests
+        self.runs = runs
+        self.store = store
+        self.draining = False
+
+    async def dispatch(
+        self, session: Session, message: ClientMessage
+    ) -> dict[str, Any]:
+        """Act on one client message; a `ProtocolError` says why it cannot be
+        (`Session.handle` turns it into an `error` frame; HTTP routes into a
+        status). What an HTTP client is told: a new run's id and where its
+        request sits in the history; the budget after a grant."""
+        await self._act(session, message)
+        run = session.run
+        if isinstance(message, ChatMessage) and run is not None:
+            return {"run_id": run.run_id, "request_at": run.state.request_at}
+        if isinstance(message, AgentControlMessage) and run is not None:
+            return {"max_steps": run.state.max_steps}
+        return {}
+
+    async def _act(self, session: Session, message: ClientMessage) -> None:
+        """Only an edit (`replace_from`) and a decision (stored before it is
+        handed to the run) wait."""
+        if session.lost:  # its clients were told and closed
+            raise Moved(MOVED_DECISION)
+        match message:
+            case ChatMessage(replace_from=None):
+                self._start_run(session, message)
+            case ChatMessage():
+                await self._replace_and_start(session, message)
+            case AgentControlMessage():
+                self._control(session, message)
+            case AgentUserInputMessage(content=content, question_id=question_id):
+                run = session.answerable(question_id)
+                await self.runs.decided(session, run, Answered(content=content))
+                session.submit_answer(content, question_id)
+            case ToolApprovalResponseMessage(
+                tool_call_id=call_id, approved=ok, reason=why, in_doubt=doubt
+            ):
+                run = session.approvable(call_id, blind=ok and not doubt)
+                decided = Approved() if ok else Declined(reason=why)
+                await self.runs.decided(session, run, decided)
+                session.resolve_approval(call_id, ok, why)
+            case ResetSessionMessage():
+                self._reset(session)
+
+    def _control(self, session: Session, message: AgentControlMessage) -> None:
+        run = session.active_run()
+        if message.action == "grant_steps":
+            assert message.steps is not None
+            self._grant(session, run, message.steps)
+        elif message.action == "stop":
+            run.control.stop("immediate")
+        else:
+            run.control.stop("after_step")
+
+    def _grant(self, session: Session, run: ActiveRun, steps: int) -> None:
+        """Raise the running loop's budget by `steps`, up to the cap."""
+        state = run.state
+        if not state.request.agent:
+            raise InvalidMessage("grant_steps applies to agent-mode runs only")
+        granted = state.grant(steps)
+        session.notify.emit(
+            AgentStepsGranted(granted=granted, max_steps=state.max_steps)
+        )
+
+    def _reset(self, session: Session) -> None:
+        if session.run is not None:
+            raise Busy("cannot reset the session while a run is active; stop it first")
+        session.history.clear()
+        if session.journal is not None:
+            session.journal.history_truncated(0)
+        session.notify.session_reset()
+
+    # ------------------------------------------------------------ starting runs
+
+    def _start_run(self, session: Session, message: ChatMessage) -> None:
+        self._check_free(session)
+        self.runs.start(session, message, self.requests.state_for(session, message))
+
+    def _check_free(self, session: Session) -> None:
+        """A new run may start: refuse while draining or while one is active."""
+        if self.draining:
+            raise Busy(RESTARTING)
+        if session.run is not None:
+            raise Busy(
+                f"a run is already active in this session ({session.run.run_id}); "
+                "wait for response_complete or stop it"
+            )
+
+    async def _replace_and_start(self, session: Session, message: ChatMessage) -> None:
+        """Edit and resend: remove the named run and every later one (history
+        cut, records deleted with the next flush, `runs_removed` sent), then
+        start `message` as a new run. The whole chat is checked before
+        anything is removed; a refusal changes nothing."""
+        assert message.replace_from is not None
+        self._check_free(session)
+        if not message.save_chat:
+            raise InvalidMessage(
+                "replace_from needs save_chat: true (an edit replaces runs of "
+                "the saved conversation)"
+            )
+        state = self.requests.state_for(session, message)
+        journal = session.journal
+        if self.store is None or journal is None:
+            raise InvalidMessage("this server keeps no runs, so none can be replaced")
+        async with session.flushing:  # no batch half written meanwhile
+            try:
+                stored = await self.store.runs(session.id)
+            except StoreError as exc:
+                log.error("session %s: cannot read its runs: %s", session.id, exc)
+                raise StoreUnavailable(
+                    "the conversation store is unavailable; try again later"
+                ) from exc
+            self._check_free(session)  # another client may have started one
+            if session.journal is not journal:
+                raise InvalidMessage("this conversation was deleted meanwhile")
+            runs = conversation_runs(
+                stored, journal.runs.values(), removed=journal.removed_runs
+            )
+            replacement = plan_replacement(
+                message.replace_from,
+                runs,
+                session.history,
+                unsaved=journal.ended_unsaved,
+            )
+            session.history.truncate(replacement.cut_at)
+            journal.history_truncated(replacement.cut_at)
+            journal.runs_removed(replacement.run_ids)
+            session.notify.runs_removed(replacement.run_ids)
+            self.runs.start(session, message, state)
