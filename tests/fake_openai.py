@@ -92,10 +92,15 @@ class Reply:
     (n from 1) unless `omit_tool_call_ids`. When streaming, content is sent in
     pieces of `chunk_chars` characters and each argument string in
     `argument_fragments` fragments; `omit_stream_index` drops `index` from the
-    tool-call deltas, as some servers do.
+    tool-call deltas, as some servers do. `reasoning` is a reasoning model's
+    thinking, sent in the field `reasoning_field` names (`reasoning_content`
+    as DeepSeek and vLLM do, `reasoning` as Ollama does) before the content,
+    in pieces of `chunk_chars` when streaming.
     """
 
     content: str | None = None
+    reasoning: str | None = None
+    reasoning_field: str = "reasoning_content"
     tool_calls: Sequence[tuple[str, Mapping[str, Any] | str]] = ()
     usage: FakeUsage | None = None
     finish_reason: str | None = None
@@ -248,6 +253,8 @@ def _tool_call_deltas(reply: Reply, position: int) -> Iterator[JSON]:
 
 def stream_chunks(reply: Reply, writer: ChunkWriter) -> Iterator[bytes]:
     yield writer.chunk({"role": "assistant", "content": ""})
+    for piece in split(reply.reasoning or "", reply.chunk_chars):
+        yield writer.chunk({"content": None, reply.reasoning_field: piece})
     for piece in split(reply.content or "", reply.chunk_chars):
         yield writer.chunk({"content": piece})
     for position in range(len(reply.tool_calls)):
@@ -261,6 +268,8 @@ def stream_chunks(reply: Reply, writer: ChunkWriter) -> Iterator[bytes]:
 
 def completion_json(reply: Reply, model: str) -> JSON:
     message: JSON = {"role": "assistant", "content": reply.content}
+    if reply.reasoning is not None:
+        message[reply.reasoning_field] = reply.reasoning
     if reply.tool_calls:
         calls: list[JSON] = []
         for position, (name, _) in enumerate(reply.tool_calls):

@@ -7,8 +7,10 @@ part only). `complete` and `stream` add the reply's
 usage to the run state, and `stream` reports the text as `token_stream`
 frames (joined per tick by `TokenBatcher`) while keeping its pieces in
 the run state (`RunState.stream`), so a stop in mid-stream keeps
-what the user already saw. `final_answer` is the one final-answer call every
-strategy shares: the final prompt, tools off, streamed.
+what the user already saw. A reasoning model's thinking is sent apart, as
+`thinking`, once its call is complete. `final_answer` is the one
+final-answer call every strategy shares: the final prompt, tools off,
+streamed.
 """
 
 from __future__ import annotations
@@ -30,7 +32,11 @@ from backend.llm.base import (
     ToolSpec,
 )
 from backend.prompts import PromptProvider, ToolLine
-from backend.protocol import TokenStream
+from backend.protocol import Thinking, TokenStream
+from backend.text import shorten
+
+THINKING_CHARS = 16_000
+"""The most of a call's thinking shown (the first part: how it set out)."""
 
 
 class ModelCalls:
@@ -75,6 +81,7 @@ class ModelCalls:
     async def complete(self, ctx: AgentContext, request: LLMRequest) -> Completion:
         reply = await self.llm.complete(request)
         ctx.state.usage += reply.usage
+        self._thought(ctx, request, reply)
         return reply
 
     async def stream(self, ctx: AgentContext, request: LLMRequest) -> Completion:
@@ -97,7 +104,17 @@ class ModelCalls:
         if final is None:
             raise LLMError("the model's stream ended without a completion")
         state.usage += final.usage
+        self._thought(ctx, request, final)
         return final
+
+    def _thought(
+        self, ctx: AgentContext, request: LLMRequest, reply: Completion
+    ) -> None:
+        """A reasoning model's thinking, shown apart (`thinking`)."""
+        if reply.reasoning:
+            thinking = shorten(reply.reasoning, THINKING_CHARS)
+            step = ctx.state.step
+            ctx.emit(Thinking(step=step, phase=request.purpose, content=thinking))
 
     async def final_answer(
         self, ctx: AgentContext, why: str, listed: Sequence[ToolSpec] = ()

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from backend.agent import citations, request_input
@@ -123,6 +123,7 @@ class ToolCalls:
                 limit,
             )
             requested = requested[:limit]
+        requested = fresh_ids(requested, ctx.history)
         ctx.history.append(Message.assistant(reply.content or None, requested))
         ctx.state.queue = list(requested)
         ctx.state.record.results = []
@@ -396,3 +397,29 @@ def _tool_context(ctx: AgentContext) -> ToolContext:
         idempotency_key=f"{state.run_id}:{call_id}" if call_id else None,
         epoch=ctx.epoch,
     )
+
+
+def fresh_ids(
+    calls: Sequence[ToolCall], history: Iterable[Message]
+) -> tuple[ToolCall, ...]:
+    """`calls` with ids no earlier call in `history` or in `calls` has: some
+    servers number each reply's calls from `call_0`, or give two calls one
+    id. A call's id names its result and its effect's key (`run:call`), so
+    an id taken again gets a suffix (`call_0~2`)."""
+    taken = {
+        call.id
+        for message in history
+        if message.tool_calls
+        for call in message.tool_calls
+    }
+    fresh: list[ToolCall] = []
+    for call in calls:
+        call_id, n = call.id, 1
+        while call_id in taken:
+            n += 1
+            call_id = f"{call.id}~{n}"
+        taken.add(call_id)
+        fresh.append(
+            call if call_id == call.id else call.model_copy(update={"id": call_id})
+        )
+    return tuple(fresh)

@@ -37,9 +37,11 @@ class ToolSpec(_Frozen):
 
 
 class Completion(_Frozen):
-    """One finished model reply: text and/or tool calls."""
+    """One finished model reply: text and/or tool calls; `reasoning` is a
+    reasoning model's thinking, kept apart from the answer in `content`."""
 
     content: str = ""
+    reasoning: str = ""
     tool_calls: tuple[ToolCall, ...] = ()
     usage: Usage = Usage(llm_calls=1)
     finish_reason: str | None = None

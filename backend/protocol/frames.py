@@ -17,6 +17,7 @@ from backend.protocol.payloads import (
     RunsRemoved,
     SessionReady,
     SessionReset,
+    Thinking,
     TokenStream,
     ToolApprovalRequest,
     ToolComplete,
@@ -44,6 +45,7 @@ RunEvent = (
     | ToolError
     | ToolApprovalRequest
     | TokenStream
+    | Thinking
 )
 """What a run reports while it works (strategies, the driver, the executor's
 caller); `ChatService` adds the run's closing frames."""
@@ -67,6 +69,7 @@ _OTHER_PAYLOADS: tuple[type[Payload], ...] = (
     ToolError,
     ToolApprovalRequest,
     TokenStream,
+    Thinking,
     ChatResponse,
     ResponseComplete,
     SessionReset,

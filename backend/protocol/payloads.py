@@ -152,6 +152,20 @@ class TokenStream(Payload):
     is_last: bool
 
 
+ThinkingPhase = Literal["chat", "plan", "reason", "act", "observe", "final"]
+
+
+class Thinking(Payload):
+    """A reasoning model's thinking in one call, sent once the call's reply is
+    complete and before what the reply leads to; never part of the answer.
+    `step` is the agent step (0 outside agent mode)."""
+
+    type: Literal["thinking"] = "thinking"
+    step: int
+    phase: ThinkingPhase
+    content: str
+
+
 class SourceRef(BaseModel):
     """A passage the run's answer may rest on (from a tool that cites, such
     as `search_documents`)."""

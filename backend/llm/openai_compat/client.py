@@ -4,7 +4,9 @@ server — OpenAI itself, Ollama, vLLM, LM Studio, llama.cpp.
 It holds the `openai` SDK client (for its headers, its aiohttp transport and
 its exceptions; the reply is read raw, not through the SDK's models), makes
 the calls and retries them. The payloads are `wire`'s, streams are assembled
-by `stream`, and what a failure means is `faults`'s.
+by `stream`, every reply is put through `backend/llm/replies` (thinking
+apart, tool calls written as text made real), and what a failure means is
+`faults`'s.
 
 Retries: the SDK's own are off; this client retries through
 `backend.llm.retries`, one `Retrier` per call, so a call makes at most
@@ -43,6 +45,7 @@ import openai
 from backend.llm.base import Completion, LLMRequest, StreamEvent, TextDelta
 from backend.llm.openai_compat import faults, wire
 from backend.llm.openai_compat.stream import StreamAssembler, chunks
+from backend.llm.replies.normaliser import ReplyStream, normalise
 from backend.llm.retries import Failure, Retrier, RetryPolicy, Sleep
 from backend.redaction import bare_urls
 
@@ -127,7 +130,10 @@ class OpenAIClient:
             try:
                 response = await self._post(wire.encode(payload), stream=False)
                 data = wire.json_object(response.content)
-                return wire.completion(data, new_call_id=self._new_call_id)
+                reply = wire.completion(data, new_call_id=self._new_call_id)
+                return normalise(
+                    reply, offered=offered(request), new_call_id=self._new_call_id
+                )
             except faults.FAULTS as exc:
                 await retrier.after(self._failure(exc))
 
@@ -142,22 +148,27 @@ class OpenAIClient:
         retrier = Retrier(self._retry, self._sleep)
         while True:
             assembler = StreamAssembler(new_call_id=self._new_call_id)
+            shown = ReplyStream(offered=offered(request))
             try:
                 response = await self._open_stream(payload)
                 try:
                     async for data in chunks(response):
-                        text = assembler.feed(data)
+                        text = shown.feed(assembler.feed(data))
                         if text:
                             yield TextDelta(text=text)
                 finally:
                     await response.aclose()
-                completion = assembler.completion()
+                rest, completion = shown.finish(
+                    assembler.completion(), self._new_call_id
+                )
             except faults.FAULTS as exc:
                 failure = self._failure(exc)
-                if assembler.text:  # the caller has shown it: never twice
+                if shown.shown:  # the caller has shown it: never twice
                     failure = replace(failure, retryable=False)
                 await retrier.after(failure)
                 continue
+            if rest:  # held back in case it was a call; it was not
+                yield TextDelta(text=rest)
             yield completion
             return
 
@@ -201,3 +212,11 @@ class OpenAIClient:
             base_url=self._base_url,
             secret=self._api_key,
         )
+
+
+def offered(request: LLMRequest) -> frozenset[str]:
+    """The tools a reply may call: those the request offers, unless it says
+    `tool_choice: "none"`."""
+    if request.tool_choice == "none":
+        return frozenset()
+    return frozenset(spec.name for spec in request.tools)

@@ -3,7 +3,8 @@ the chunks assembled into text as it comes and one final `Completion`.
 
 `chunks` parses the events up to `[DONE]` and turns a failed read, or an
 error event from the server, into the SDK's exceptions. A `StreamAssembler`
-folds the chunks: text deltas, tool-call argument fragments matched to their
+folds the chunks: text deltas, thinking deltas (`reasoning_content` or
+`reasoning`), tool-call argument fragments matched to their
 call by index (servers that omit or reuse the index are handled too), and the
 usage the server sends in its last chunk. A stream that ends without a finish
 reason was cut off (`CutShort`).
@@ -75,6 +76,7 @@ class StreamAssembler:
     text: list[str] = field(default_factory=list)
     calls: list[_PartialCall] = field(default_factory=list)
     by_index: dict[int, _PartialCall] = field(default_factory=dict)
+    reasoning: list[str] = field(default_factory=list)
     usage: Usage | None = None
     finish_reason: str | None = None
 
@@ -101,6 +103,9 @@ class StreamAssembler:
                 for fragment in fragments:
                     if isinstance(fragment, dict):
                         self._feed_tool_call(fragment)
+            thought = wire.reasoning(delta)
+            if thought:
+                self.reasoning.append(thought)
             content = delta.get("content")
             if content and isinstance(content, str):
                 self.text.append(content)
@@ -114,6 +119,7 @@ class StreamAssembler:
             raise CutShort("the stream ended without a finish reason")
         return Completion(
             content="".join(self.text),
+            reasoning="".join(self.reasoning).strip(),
             tool_calls=tuple(self._finished_calls()),
             usage=self.usage or Usage(llm_calls=1),
             finish_reason=self.finish_reason,

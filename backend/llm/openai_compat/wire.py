@@ -16,7 +16,15 @@ from typing import Any
 from backend.llm.base import Completion, LLMRequest, Message, ToolCall, ToolSpec, Usage
 from backend.llm.openai_compat.faults import BadReply
 
-__all__ = ["completion", "encode", "json_object", "payload", "text", "usage"]
+__all__ = [
+    "completion",
+    "encode",
+    "json_object",
+    "payload",
+    "reasoning",
+    "text",
+    "usage",
+]
 
 
 # -- requests ----------------------------------------------------------------
@@ -108,10 +116,17 @@ def completion(data: dict[str, Any], *, new_call_id: Callable[[], str]) -> Compl
     )
     return Completion(
         content=text(message.get("content")),
+        reasoning=reasoning(message).strip(),
         tool_calls=tool_calls,
         usage=usage(data.get("usage")),
         finish_reason=text(choice.get("finish_reason")) or None,
     )
+
+
+def reasoning(message: dict[str, Any]) -> str:
+    """The thinking a server sends beside the content: `reasoning_content`
+    (DeepSeek, vLLM, llama.cpp) or `reasoning` (Ollama, OpenRouter)."""
+    return text(message.get("reasoning_content")) or text(message.get("reasoning"))
 
 
 def json_object(raw: bytes) -> dict[str, Any]:

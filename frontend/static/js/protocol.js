@@ -12,6 +12,7 @@ export const FRAME = Object.freeze({
   RUNS_REMOVED: 'runs_removed',
   SESSION_READY: 'session_ready',
   SESSION_RESET: 'session_reset',
+  THINKING: 'thinking',
   TOKEN_STREAM: 'token_stream',
   TOOL_APPROVAL_REQUEST: 'tool_approval_request',
   TOOL_COMPLETE: 'tool_complete',
