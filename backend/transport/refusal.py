@@ -93,6 +93,21 @@ def body(error_type: str, message: str) -> bytes:
     return json.dumps({"error_type": error_type, "message": message}).encode()
 
 
+async def _refusal(
+    send: Send, kind: str, status: int, content: bytes, headers: Sequence[Header]
+) -> None:
+    """A JSON refusal as ASGI messages of `kind` (`http` or `websocket.http`)."""
+    start_headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(content)).encode()),
+        *headers,
+    ]
+    await send(
+        {"type": f"{kind}.response.start", "status": status, "headers": start_headers}
+    )
+    await send({"type": f"{kind}.response.body", "body": content})
+
+
 async def http_refusal(
     send: Send,
     status: int,
@@ -100,21 +115,8 @@ async def http_refusal(
     message: str,
     headers: Sequence[Header] = (),
 ) -> None:
-    content = body(error_type, message)
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(content)).encode()),
-                (b"cache-control", b"no-store"),
-                *headers,
-                *SECURITY_HEADERS,
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": content})
+    extra = [(b"cache-control", b"no-store"), *headers, *SECURITY_HEADERS]
+    await _refusal(send, "http", status, body(error_type, message), extra)
 
 
 async def handshake_refusal(
@@ -131,17 +133,6 @@ async def handshake_refusal(
     await receive()  # websocket.connect
     if "websocket.http.response" in scope.get("extensions", {}):
         content = body(error_type, message)
-        await send(
-            {
-                "type": "websocket.http.response.start",
-                "status": status,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(content)).encode()),
-                    *headers,
-                ],
-            }
-        )
-        await send({"type": "websocket.http.response.body", "body": content})
+        await _refusal(send, "websocket.http", status, content, headers)
         return
     await send({"type": "websocket.close", "code": 1008})
