@@ -38,6 +38,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from backend.cli import conversations_command
 
         return conversations_command(args)
+    if command == "doctor":
+        from backend.doctor.command import doctor_command
+
+        return doctor_command(args)
     from backend.cli import chat_command
 
     return chat_command(args)
@@ -63,7 +67,21 @@ def _parser() -> argparse.ArgumentParser:
             "conversations", help="list a running server's conversations, newest first"
         )
     )
+    _doctor_arguments(sub)
     return parser
+
+
+def _doctor_arguments(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from backend.doctor.options import DOCTOR_HELP, add_arguments
+
+    add_arguments(
+        sub.add_parser(
+            "doctor",
+            help="check an LLM endpoint: will loopwire work with it, and how",
+            description=DOCTOR_HELP,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+    )
 
 
 def _serve_arguments(serve: argparse.ArgumentParser) -> None:
@@ -99,6 +117,11 @@ def _chat_arguments(chat: argparse.ArgumentParser) -> None:
     )
     chat.add_argument(
         "--json", action="store_true", help="print each frame as one JSON line"
+    )
+    chat.add_argument(
+        "--thinking",
+        action="store_true",
+        help="show a reasoning model's thinking in full (default: one line each)",
     )
     chat.add_argument(
         "--answer",

@@ -7,7 +7,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from urllib.parse import urlsplit
 
 from starlette.applications import Starlette
@@ -36,6 +36,7 @@ from backend.identity.jwt_bearer import JwtVerifier
 from backend.identity.oidc import OidcProvider
 from backend.identity.signins import SignIns
 from backend.llm.base import LLMClient
+from backend.llm.context_windows import ContextWindows
 from backend.prompts import PromptProvider
 from backend.settings import Settings
 from backend.sources.library import Library
@@ -80,6 +81,7 @@ def make_llm(settings: Settings, registry: ToolRegistry) -> LLMClient:
             retry_backoff_s=settings.llm_retry_backoff_s,
             retry_max_wait_s=settings.llm_retry_max_wait_s,
             max_connections=settings.llm_max_connections,
+            profile=settings.llm_profile,
         )
     from backend.llm.offline import OfflineLLM
 
@@ -115,11 +117,14 @@ def make_service(
     store: Store | None = None,
     data_sources: Sequence[str] = (),
     processes: Runner | None = None,
+    windows: ContextWindows | None = None,
 ) -> ChatService:
     """The service and its loop; `processes` (the executor's worker
-    processes) may be shared with tools that need them, such as read_file."""
+    processes) may be shared with tools that need them, such as read_file;
+    `windows` are the models' context windows, learnt at start-up."""
     executor = ToolExecutor(registry, settings.executor_config(), processes=processes)
     config = settings.loop_config()
+    config = replace(config, windows=windows) if windows is not None else config
     kit = LoopKit.build(llm, registry, executor, prompts, config)
     requests = RunRequests(
         llm=llm,
@@ -256,6 +261,7 @@ def create_app(
         settings, registry, chosen_store, shelf, processes, extra_tools
     )
     chosen_llm = llm or make_llm(settings, tools)
+    windows = ContextWindows()
     service = make_service(
         settings,
         chosen_llm,
@@ -265,6 +271,7 @@ def create_app(
         chosen_store,
         data_sources=library.names if library is not None else (),
         processes=processes,
+        windows=windows,
     )
     shelf.on_added = service.files_added
     parts = _Parts(
@@ -272,7 +279,7 @@ def create_app(
     )
     app = Starlette(
         routes=_routes(identities, login, settings),
-        lifespan=_lifespan(parts),
+        lifespan=_lifespan(parts, windows),
         exception_handlers={Refused: answer_refused},
         middleware=_middleware(settings, service, identities, guesses),
     )
@@ -335,16 +342,18 @@ def _make_tools(
 
 
 def _lifespan(
-    parts: _Parts,
+    parts: _Parts, windows: ContextWindows
 ) -> Callable[[Starlette], AbstractAsyncContextManager[None]]:
-    """Open the store, start the MCP servers, the data sources, the service
-    and the blob collector; close them all in reverse."""
+    """Learn the models' context `windows`; open the store, start the MCP
+    servers, the data sources, the service and the blob collector; close
+    them all in reverse."""
     settings, store, llm, tools = parts.settings, parts.store, parts.llm, parts.tools
     mcp_configs = load_mcp_config(settings.mcp_config) if settings.mcp_config else []
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         log.info("loopwire: model %s (%s)", llm.model, llm.provider)
+        await _learn_windows(settings, windows)
         await store.open()
         try:
             async with MCPManager(mcp_configs, reserved_names=tools.names) as mcp:
@@ -359,6 +368,19 @@ def _lifespan(
             await llm.aclose()
 
     return lifespan
+
+
+async def _learn_windows(settings: Settings, windows: ContextWindows) -> None:
+    """The models' context windows, asked of their server once (unless
+    `LOOPWIRE_LLM_CONTEXT_TOKENS` is set): `openai_compat.context_window`."""
+    url, key = settings.llm_base_url, settings.llm_api_key
+    if settings.provider == "openai" and url and not settings.llm_context_tokens:
+        from backend.llm.openai_compat.context_window import discover
+
+        found = await discover(
+            url, settings.models, api_key=key, profile=settings.llm_profile
+        )
+        windows.learn(found)
 
 
 def _routes(

@@ -93,7 +93,9 @@ def chat_command(args: argparse.Namespace) -> int:
 async def _chat(
     args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO | None
 ) -> int:
-    terminal = Terminal(out, err, json_lines=args.json)
+    terminal = Terminal(
+        out, err, json_lines=args.json, thinking=getattr(args, "thinking", False)
+    )
     answers = Answers(
         terminal,
         stdin,

@@ -17,6 +17,7 @@
     ├── OwnershipLost          another instance owns the conversation now (the
     │                          store's fence refused a write): let it go
     ├── LLMError               the model provider failed          -> "llm_error"
+    │   └── ContextOverflow    a request the model's context window cannot hold
     ├── ToolError              a tool failed (fed back to the model, never fatal)
     │
     │   each seam's own, beside its code:
@@ -107,6 +108,13 @@ class StoreUnavailable(ProtocolError):
 
 class LLMError(LoopwireError):
     """The model provider failed (after its bounded retries)."""
+
+
+class ContextOverflow(LLMError):
+    """A request that cannot fit the model's context window even with the
+    history, tool results and all else that may go left out: refused before
+    it is sent. Its message says how many tokens it needed, the window, and
+    which setting to change."""
 
 
 class ToolError(LoopwireError):

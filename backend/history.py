@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 
 from backend.llm.tokens import estimate_message_tokens
 from backend.transcript import Message
@@ -90,7 +91,13 @@ class History:
     # ------------------------------------------------------------ the window
 
     def window(
-        self, budget_tokens: int, *, tool_output_chars: int, since: int = 0
+        self,
+        budget_tokens: int,
+        *,
+        tool_output_chars: int,
+        since: int = 0,
+        current_tool_chars: int | None = None,
+        whole_current: bool = True,
     ) -> list[Message]:
         """The newest messages (from `since` on) that fit `budget_tokens`.
 
@@ -110,27 +117,37 @@ class History:
           reject). It need not start at a user message.
         - Older tool results (before the current request) longer than
           `tool_output_chars` are sent as their head and a note of how much
-          was omitted; the current request's are sent whole.
+          was omitted; the current request's are sent whole, or shortened
+          the same way to `current_tool_chars` when that is given.
+
+        A model's context window may not hold even the current request
+        (`ModelCalls` fits each request to it): with `whole_current` false
+        the window is the current user message followed by the newest of
+        what came after it that fits the budget (whole call groups only),
+        so older steps of a long run are left out.
 
         The history itself is never changed: compacted messages are copies.
         Costs were estimated on append, so a call looks at the messages it
         returns and the few before them (up to the one that did not fit), not
         the whole history.
         """
-        chars = tool_output_chars
         since = min(max(since, 0), len(self._messages))
         current = self._last_user_index(since)
-        start = self._window_start(budget_tokens, chars, since, current)
+        limits = _Limits(current, tool_output_chars, current_tool_chars)
+        if not whole_current and current < len(self._messages):
+            return self._tight(budget_tokens, limits)
+        start = self._window_start(budget_tokens, limits, since)
         shown = range(start, len(self._messages))
-        return [self._shown(i, current, chars)[0] for i in shown]
+        return [self._shown(i, limits)[0] for i in shown]
 
-    def _window_start(self, budget: int, chars: int, since: int, current: int) -> int:
+    def _window_start(self, budget: int, limits: _Limits, since: int) -> int:
         """Walk back from the end, adding costs, and take the earliest safe
         start whose suffix fits (the latest safe one at or before `current`
         when even that does not fit)."""
+        current = limits.current
         start, total, reach = len(self._messages), 0, len(self._messages)
         for i in range(len(self._messages) - 1, since - 1, -1):
-            total += self._shown(i, current, chars)[1]
+            total += self._shown(i, limits)[1]
             reach = min(reach, self._owners[i])
             if start <= current and total > budget:
                 break
@@ -140,11 +157,28 @@ class History:
         # call, or its call before `since`) has no safe start at all.
         return min(start, current)
 
-    def _shown(self, index: int, current: int, chars: int) -> tuple[Message, int]:
+    def _tight(self, budget: int, limits: _Limits) -> list[Message]:
+        """The current user message and the newest safe suffix after it
+        that fits `budget` with it (possibly none)."""
+        current = limits.current
+        first, total = self._shown(current, limits)
+        start, reach = len(self._messages), len(self._messages)
+        for i in range(len(self._messages) - 1, current, -1):
+            total += self._shown(i, limits)[1]
+            reach = min(reach, self._owners[i])
+            if total > budget:
+                break
+            if reach == i and self._messages[i].role in STARTS:
+                start = i
+        rest = range(start, len(self._messages))
+        return [first, *(self._shown(i, limits)[0] for i in rest)]
+
+    def _shown(self, index: int, limits: _Limits) -> tuple[Message, int]:
         """The message as the model gets it in a window, and its cost."""
         message = self._messages[index]
         content = message.content or ""
-        if index >= current or message.role != "tool" or len(content) <= chars:
+        chars = limits.chars(index)
+        if chars is None or message.role != "tool" or len(content) <= chars:
             return message, self._tokens[index]
         key = (index, chars)
         if key not in self._compacted:
@@ -176,3 +210,17 @@ class History:
                     self.append(cut)
                     closed.append(call.id)
         return closed
+
+
+@dataclass(frozen=True, slots=True)
+class _Limits:
+    """How long a window's tool results may be: `older` characters before
+    the current request (which starts at `current`), `current` ones after
+    (None: whole)."""
+
+    current: int
+    older: int
+    in_current: int | None
+
+    def chars(self, index: int) -> int | None:
+        return self.older if index < self.current else self.in_current

@@ -10,6 +10,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from backend.agent.config import LoopConfig, OnReject
 from backend.errors import ConfigError
+from backend.llm.openai_compat.profiles import ProfileName
 from backend.setting_values import (
     check_networks,
     comma_list,
@@ -58,6 +59,14 @@ class Settings(BaseSettings):
     llm_max_connections: int = Field(default=1000, ge=1, le=100_000)
     """Connections to the LLM server at once (kept for reuse); requests past
     this many wait for one to come free."""
+    llm_profile: ProfileName = "auto"
+    """What the LLM server is sent: openai, ollama, vllm, lmstudio, llamacpp,
+    deepseek, or auto (the common shape, less what the server refuses)."""
+    llm_context_tokens: int | None = Field(default=None, ge=256)
+    """The model's context window in tokens; unset: asked of its server at
+    start-up (vLLM, llama.cpp, LM Studio, Ollama), else unknown."""
+    llm_reply_tokens: int = Field(default=_LOOP.reply_tokens, ge=0)
+    """Of a known context window, the tokens kept for the model's reply."""
     client_system_prompts: bool = True
     """Whether a client may add its own instructions (`system_prompt`) to a
     run; false refuses such a request with an error naming this setting."""
@@ -389,6 +398,8 @@ class Settings(BaseSettings):
             max_replans=self.agent_max_replans,
             max_tool_calls_per_step=self.agent_max_tool_calls_per_step,
             token_batch_s=self.token_batch_ms / 1000,
+            context_tokens=self.llm_context_tokens,
+            reply_tokens=self.llm_reply_tokens,
         )
 
     def executor_config(self) -> ExecutorConfig:

@@ -6,6 +6,11 @@
   runs, the answer rendered as Markdown.
 - `plain` (stdout is a file or a pipe): the same lines, streamed tokens as
   they come, the answer as its Markdown source.
+
+A reasoning model's thinking (`thinking`) is a line of its own, marked
+`[thinking]` (and dim on a terminal), never part of the answer: folded to its
+length and first words by default, since it can run to pages and the user
+asked for the answer; in full, indented under that line, with `--thinking`.
 """
 
 from __future__ import annotations
@@ -17,21 +22,29 @@ from rich.markdown import Markdown
 from rich.status import Status
 from rich.text import Text
 
-from backend.protocol import ChatResponse, SessionReady, TokenStream
+from backend.protocol import ChatResponse, SessionReady, Thinking, TokenStream
 from loopwire.connection import Event
 from loopwire.transcript import activity, describe
 
 Mode = Literal["json", "rich", "plain"]
 
+GIST_CHARS = 60
+"""The most of a thinking's start its folded line shows."""
+
 
 class Terminal:
-    def __init__(self, out: TextIO, err: TextIO, *, json_lines: bool) -> None:
+    def __init__(
+        self, out: TextIO, err: TextIO, *, json_lines: bool, thinking: bool = False
+    ) -> None:
+        """`thinking`: show a reasoning model's thinking in full, not folded."""
         self.out = out
         self.err = err
+        self.full_thinking = thinking
         self.mode: Mode = "json" if json_lines else "rich" if _tty(out) else "plain"
         self._console = Console(file=out, highlight=False, markup=False)
         self._status: Status | None = None
         self._streamed = False
+        self._midline = False
         self._prompting = False
 
     @property
@@ -50,6 +63,9 @@ class Terminal:
             return
         if isinstance(event, TokenStream):
             self._token(event)
+        elif isinstance(event, Thinking):
+            self.thinking(event.content)
+            return  # the run is still busy with what it was busy with
         elif isinstance(event, ChatResponse):
             if not (self._streamed and self.mode == "plain"):
                 self.answer(event.message)
@@ -62,8 +78,26 @@ class Terminal:
         if self.mode == "plain":
             if event.is_first:
                 self.out.write("\nassistant: ")
-            self.out.write("\n" if event.is_last else event.token)
+            if not event.is_last:
+                self.out.write(event.token)
+            elif self._midline:  # else a thinking line ended it already
+                self.out.write("\n")
+            self._midline = not event.is_last
             self.out.flush()
+
+    def thinking(self, content: str) -> None:
+        """A reasoning model's thinking: a marked line apart from the answer."""
+        if self._midline:  # never inside a streamed answer's line
+            self._write("")
+            self._midline = False
+        lines = [thinking_line(content, full=self.full_thinking)]
+        if self.full_thinking:
+            lines += [f"    {line}".rstrip() for line in content.strip().splitlines()]
+        for line in lines:
+            if self.mode == "rich":
+                self._console.print(Text(line, style="dim italic"))
+            elif self.mode == "plain":
+                self._write(line)
 
     def answer(self, message: str) -> None:
         """The assistant's answer: Markdown on a terminal, its source elsewhere."""
@@ -131,6 +165,19 @@ class Terminal:
     def _write(self, text: str) -> None:
         self.out.write(text + "\n")
         self.out.flush()
+
+
+def thinking_line(content: str, *, full: bool) -> str:
+    """`  [thinking] 412 chars: I need the sum first, so…` (folded), or
+    `  [thinking] 412 chars:` (the text follows, indented)."""
+    text = content.strip()
+    head = f"  [thinking] {len(text):,} chars"
+    if full:
+        return head + ":"
+    gist = " ".join(text.split())
+    if len(gist) > GIST_CHARS:
+        gist = gist[: GIST_CHARS - 1].rstrip() + "…"
+    return f"{head}: {gist}"
 
 
 def _tty(stream: TextIO) -> bool:

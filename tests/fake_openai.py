@@ -96,6 +96,12 @@ class Reply:
     thinking, sent in the field `reasoning_field` names (`reasoning_content`
     as DeepSeek and vLLM do, `reasoning` as Ollama does) before the content,
     in pieces of `chunk_chars` when streaming.
+
+    Shapes some servers give calls (all off by default): `interleave_calls`
+    streams the fragments of several calls in turn, one of each by `index`;
+    `arguments_as_object` sends `arguments` as a JSON object, not a string
+    (whole, in the first fragment, when streaming); `repeat_tool_call_ids`
+    gives every call of the reply the id `call_fake_1`.
     """
 
     content: str | None = None
@@ -108,6 +114,9 @@ class Reply:
     omit_stream_index: bool = False
     chunk_chars: int = 4
     argument_fragments: int = 3
+    interleave_calls: bool = False
+    arguments_as_object: bool = False
+    repeat_tool_call_ids: bool = False
 
     def resolved_finish_reason(self) -> str:
         if self.finish_reason is not None:
@@ -115,11 +124,22 @@ class Reply:
         return "tool_calls" if self.tool_calls else "stop"
 
     def tool_call_id(self, position: int) -> str | None:
-        return None if self.omit_tool_call_ids else f"call_fake_{position + 1}"
+        if self.omit_tool_call_ids:
+            return None
+        return (
+            "call_fake_1" if self.repeat_tool_call_ids else f"call_fake_{position + 1}"
+        )
 
     def arguments_text(self, position: int) -> str:
         arguments = self.tool_calls[position][1]
         return arguments if isinstance(arguments, str) else json.dumps(arguments)
+
+    def arguments_value(self, position: int) -> Any:
+        """The arguments as sent: a string, or an object (`arguments_as_object`)."""
+        arguments = self.tool_calls[position][1]
+        if self.arguments_as_object and not isinstance(arguments, str):
+            return dict(arguments)
+        return self.arguments_text(position)
 
 
 @dataclass(frozen=True)
@@ -237,7 +257,12 @@ def _sse(body: JSON) -> bytes:
 def _tool_call_deltas(reply: Reply, position: int) -> Iterator[JSON]:
     """The fragments of one streamed tool call: id/name only in the first."""
     name = reply.tool_calls[position][0]
-    fragments = split_in_parts(reply.arguments_text(position), reply.argument_fragments)
+    value = reply.arguments_value(position)
+    fragments: list[Any] = (
+        split_in_parts(value, reply.argument_fragments)
+        if isinstance(value, str)
+        else [value]
+    )
     for number, fragment in enumerate(fragments):
         delta: JSON = {"function": {"arguments": fragment}}
         if not reply.omit_stream_index:
@@ -251,15 +276,30 @@ def _tool_call_deltas(reply: Reply, position: int) -> Iterator[JSON]:
         yield delta
 
 
+def _all_tool_call_deltas(reply: Reply) -> Iterator[JSON]:
+    """Every call's fragments: call after call, or in turn (`interleave_calls`)."""
+    per_call = [
+        list(_tool_call_deltas(reply, position))
+        for position in range(len(reply.tool_calls))
+    ]
+    if not reply.interleave_calls:
+        for deltas in per_call:
+            yield from deltas
+        return
+    for number in range(max((len(d) for d in per_call), default=0)):
+        for deltas in per_call:
+            if number < len(deltas):
+                yield deltas[number]
+
+
 def stream_chunks(reply: Reply, writer: ChunkWriter) -> Iterator[bytes]:
     yield writer.chunk({"role": "assistant", "content": ""})
     for piece in split(reply.reasoning or "", reply.chunk_chars):
         yield writer.chunk({"content": None, reply.reasoning_field: piece})
     for piece in split(reply.content or "", reply.chunk_chars):
         yield writer.chunk({"content": piece})
-    for position in range(len(reply.tool_calls)):
-        for tool_delta in _tool_call_deltas(reply, position):
-            yield writer.chunk({"content": None, "tool_calls": [tool_delta]})
+    for tool_delta in _all_tool_call_deltas(reply):
+        yield writer.chunk({"content": None, "tool_calls": [tool_delta]})
     yield writer.chunk({}, finish_reason=reply.resolved_finish_reason())
     if writer.include_usage and reply.usage is not None:
         yield writer.usage_chunk(reply.usage)
@@ -275,7 +315,10 @@ def completion_json(reply: Reply, model: str) -> JSON:
         for position, (name, _) in enumerate(reply.tool_calls):
             call: JSON = {
                 "type": "function",
-                "function": {"name": name, "arguments": reply.arguments_text(position)},
+                "function": {
+                    "name": name,
+                    "arguments": reply.arguments_value(position),
+                },
             }
             call_id = reply.tool_call_id(position)
             if call_id is not None:

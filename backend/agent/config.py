@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
+
+from backend.llm.context_windows import ContextWindows
 
 OnReject = Literal["stop", "continue"]
 """What a run does when the user declines a tool: end, or go on without it."""
@@ -26,3 +28,17 @@ class LoopConfig:
     token_batch_s: float = 0.0
     """Streamed text: at most one `token_stream` frame per this many seconds
     (`TokenBatcher`); 0, a frame per piece the model sends."""
+    context_tokens: int | None = None
+    """Every model's context window in tokens (the setting); None: what its
+    server reported (`windows`), else unknown."""
+    reply_tokens: int = 1024
+    """Of a known context window, the tokens kept for the model's reply."""
+    windows: ContextWindows = field(default_factory=ContextWindows)
+    """The windows the models' servers reported (filled at start-up)."""
+
+    def context_window(self, model: str) -> int | None:
+        """`model`'s context window in tokens; None when unknown (requests
+        are then bounded by `history_window_tokens` alone)."""
+        if self.context_tokens is not None:
+            return self.context_tokens
+        return self.windows.tokens(model)

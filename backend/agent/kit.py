@@ -1,7 +1,10 @@
 """`LoopKit`: the parts every strategy is built from, and the phases they share.
 
 `app.py` builds one kit (model calls, tool calls, prompts, settings) and
-hands it to each strategy; a new strategy needs nothing else.
+hands it to each strategy; a new strategy needs nothing else. Its model
+calls go through `RetryCutOff`: a reply cut off at its length limit in the
+middle of a control block or a tool call (`control.cut_off`) is asked for
+once more, shorter, and cut off again ends the run saying so.
 """
 
 from __future__ import annotations
@@ -11,11 +14,13 @@ import uuid
 from dataclasses import dataclass
 
 from backend.agent.config import LoopConfig
+from backend.agent.control import cut_off
 from backend.agent.loop import AgentContext, AwaitInput, Continue, Decision, Final
 from backend.agent.model_calls import ModelCalls
 from backend.agent.state import Answered, PendingQuestion, RunState, StepRecord
 from backend.agent.tool_calls import ToolCalls
 from backend.llm.base import LLMClient, Message, ToolSpec
+from backend.llm.replies.cutoff import RetryCutOff
 from backend.prompts import PromptProvider, ResultLine, ToolLine
 from backend.protocol import (
     AgentMaxStepsReached,
@@ -44,7 +49,7 @@ class LoopKit:
     ) -> LoopKit:
         config = config or LoopConfig()
         return cls(
-            ModelCalls(llm, prompts, config),
+            ModelCalls(RetryCutOff(llm, cut_off), prompts, config),
             ToolCalls(registry, executor, config),
             prompts,
             config,
@@ -70,13 +75,21 @@ class LoopKit:
         return Continue()
 
     def parse_failed(self, state: RunState) -> Decision:
-        """A reply without a usable control block: go on, or end after too many."""
+        """A reply without a usable control block: go on, or end after too many.
+
+        A model that just answers, without the block, is not cut short at
+        once: its words stand as the step's plan or observation, and the act
+        phase may still run the tools they name. After `max_parse_failures`
+        such replies in a row the run ends (reason `error`), and the model
+        writes the final answer from what the run found, told why.
+        """
         state.parse_failures += 1
         if state.parse_failures < self.config.max_parse_failures:
             return Continue()
         why = (
-            f"The last {state.parse_failures} replies had no usable control block, "
-            "so the loop ended early."
+            f"The last {state.parse_failures} replies had no usable control block "
+            "(the JSON block each step must end with), so the loop ended early. "
+            "Answer from what the conversation shows."
         )
         return Final(None, "error", why)
 

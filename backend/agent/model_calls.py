@@ -3,7 +3,10 @@
 A request is `[system prompt, the client's system prompt if it gave one,
 history window, phase prompt]`, the window being the newest history that
 fits `history_window_tokens` (`History.window`; the budget bounds the history
-part only). `complete` and `stream` add the reply's
+part only) and, when the model's context window is known, what the rest of
+the request leaves of it (`context_fit`: tool results are shortened and old
+steps left out as needed; a request that cannot fit is refused before it is
+sent, with `ContextOverflow`). `complete` and `stream` add the reply's
 usage to the run state, and `stream` reports the text as `token_stream`
 frames (joined per tick by `TokenBatcher`) while keeping its pieces in
 the run state (`RunState.stream`), so a stop in mid-stream keeps
@@ -18,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from backend.agent.config import LoopConfig
+from backend.agent.context_fit import fitted_window
 from backend.agent.loop import AgentContext
 from backend.agent.token_batcher import TokenBatcher
 from backend.errors import LLMError
@@ -57,20 +61,27 @@ class ModelCalls:
         tools: Sequence[ToolSpec] = (),
         tool_choice: ToolChoice | None = None,
     ) -> LLMRequest:
-        """`listed` tools are named in the system prompt; `tools` are offered."""
+        """`listed` tools are named in the system prompt; `tools` are offered.
+
+        Fitted to the model's context window when it is known
+        (`context_fit`); one that cannot fit raises `ContextOverflow`."""
         system = self.prompts.system_prompt(
             tools=[ToolLine(s.name, s.description) for s in listed]
-        )
-        window = ctx.history.window(
-            self.config.history_window_tokens,
-            tool_output_chars=self.config.history_tool_output_chars,
-            since=ctx.state.history_start,
         )
         tail = (Message.system(prompt),) if prompt else ()
         request = ctx.state.request
         own = (Message.system(request.system_prompt),) if request.system_prompt else ()
+        head = (Message.system(system), *own)
+        window = fitted_window(
+            ctx.history,
+            since=ctx.state.history_start,
+            config=self.config,
+            model=request.model or self.llm.model,
+            fixed=(*head, *tail),
+            tools=tools,
+        )
         return LLMRequest(
-            messages=(Message.system(system), *own, *window, *tail),
+            messages=(*head, *window, *tail),
             tools=tuple(tools),
             tool_choice=tool_choice,
             model=request.model,
@@ -99,12 +110,13 @@ class ModelCalls:
                     final = event
         finally:
             tokens.close()  # shown before whatever ends the run
+        if final is not None:  # the thinking before the stream's closing frame
+            self._thought(ctx, request, final)
         if state.drop_streamed():  # the completion has the whole text
             ctx.emit(TokenStream(token="", is_first=False, is_last=True))
         if final is None:
             raise LLMError("the model's stream ended without a completion")
         state.usage += final.usage
-        self._thought(ctx, request, final)
         return final
 
     def _thought(

@@ -42,6 +42,9 @@ class Completion(_Frozen):
 
     content: str = ""
     reasoning: str = ""
+    text_call_format: str | None = None
+    """The format (`backend/llm/replies/text_calls.py`) the tool calls were
+    read from when the model wrote them as text; None for native calls."""
     tool_calls: tuple[ToolCall, ...] = ()
     usage: Usage = Usage(llm_calls=1)
     finish_reason: str | None = None

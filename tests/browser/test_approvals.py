@@ -361,9 +361,9 @@ async def test_a_call_that_may_have_run_is_asked_about_plainly(
 async def test_each_run_asks_for_its_own_approval(
     start_server: StartServer, open_app: OpenApp
 ) -> None:
-    """Call ids need only be unique within a run (some models number their
-    calls from 1 in every reply): the second run's `call_1` is a new
-    request, not the first run's, already decided."""
+    """Some models number their calls from 1 in every reply: the second
+    run's `call_1` is a new request (renamed `call_1~2`), asked for again,
+    not the first run's, already decided."""
     deploy = ToolCall(
         id="call_1",
         name="deploy",
@@ -388,7 +388,7 @@ async def test_each_run_asks_for_its_own_approval(
         await app.page.get_by_role("button", name="Approve").click()
         await app.wait_idle()
     calls = [f["tool_call_id"] for f in app.sent_of("tool_approval_response")]
-    assert calls == ["call_1", "call_1"]
+    assert calls == ["call_1", "call_1~2"]
     assert deployer.deployed == ["web@production"] * 2
     await expect(app.answers().last).to_have_text("Deployed again.")
 

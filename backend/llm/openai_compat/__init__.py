@@ -10,6 +10,9 @@ noun:
 - `stream.py`: a streamed reply's chunks assembled (text, tool calls, usage);
 - `faults.py`: what each failure means — the user's message, and whether to
   retry;
+- `profiles.py`: what each kind of server is sent (`LOOPWIRE_LLM_PROFILE`),
+  and the parameters a server refused;
+- `context_window.py`: each model's context window, as its server says;
 - `embedder.py`: `OpenAIEmbedder`, the data sources' `Embedder` over
   `/v1/embeddings`.
 """

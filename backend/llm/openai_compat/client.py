@@ -26,16 +26,25 @@ Retries: the SDK's own are off; this client retries through
 
 backoff is `retry_backoff_s * 2 ** (n - 1)` (0.5 s, then 1 s by default), and
 no wait is longer than `retry_max_wait_s` (30 s), `Retry-After` included. A
-stream is retried only while none of its text has reached the caller. A 400
-that names `stream_options` is no fault: the stream is asked for again without
-it, and this client never asks for it again.
+stream is retried only while none of its text has reached the caller.
+
+Refusals: what a request carries besides its model, messages and tools is its
+server profile's (`profiles`, `LOOPWIRE_LLM_PROFILE`). A 400 (or 422) whose
+message names a parameter the request carried — `stream_options`,
+`tool_choice`, `parallel_tool_calls`, `temperature`, or the tools themselves
+(`profiles.refused`) — is no fault: the call is asked again at once without
+it (not an attempt of the table above, and nothing the user sees), and this
+client never sends it again (`refusals`, logged once at INFO). Named profiles
+learn as `auto` does. A 400 that names nothing the request carried is the
+"other 4xx" of the table.
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import AsyncIterator
+import logging
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -44,15 +53,21 @@ import openai
 
 from backend.llm.base import Completion, LLMRequest, StreamEvent, TextDelta
 from backend.llm.openai_compat import faults, wire
+from backend.llm.openai_compat.profiles import Profile, profile_named, refused
 from backend.llm.openai_compat.stream import StreamAssembler, chunks
 from backend.llm.replies.normaliser import ReplyStream, normalise
 from backend.llm.retries import Failure, Retrier, RetryPolicy, Sleep
-from backend.redaction import bare_urls
+from backend.redaction import bare_urls, redact
 
 __all__ = ["OpenAIClient"]
 
+log = logging.getLogger(__name__)
+
 _PLACEHOLDER_API_KEY = "not-needed"
 """Sent when no key is configured: local servers ignore it, the SDK needs one."""
+
+_REFUSALS = (openai.BadRequestError, openai.UnprocessableEntityError)
+"""The answers that may refuse a parameter (400, 422)."""
 
 
 class OpenAIClient:
@@ -80,9 +95,12 @@ class OpenAIClient:
         retry_backoff_s: float = 0.5,
         retry_max_wait_s: float = 30.0,
         max_connections: int = 1000,
+        profile: str | Profile = "auto",
         sleep: Sleep = asyncio.sleep,
     ) -> None:
         self._model = model
+        self._profile = profile_named(profile) if isinstance(profile, str) else profile
+        self._refusals: dict[str, str] = {}
         self._timeout_s = timeout_s
         self._api_key = api_key or ""
         # aiohttp under the SDK: its pool finds a free connection in constant
@@ -102,7 +120,6 @@ class OpenAIClient:
         self._retry = RetryPolicy(max_retries, retry_backoff_s, retry_max_wait_s)
         self._sleep = sleep
         self._base_url = bare_urls(str(self._sdk.base_url).rstrip("/"))
-        self._stream_usage_supported = True
         self._call_ids = itertools.count(1)
 
     @property
@@ -112,6 +129,18 @@ class OpenAIClient:
     @property
     def provider(self) -> str:
         return "openai"
+
+    @property
+    def profile(self) -> Profile:
+        """What this client's requests carry now: its profile, less every
+        parameter the server has refused."""
+        return self._profile
+
+    @property
+    def refusals(self) -> Mapping[str, str]:
+        """Each parameter the server refused, with the message it refused it
+        with, in the order they came."""
+        return dict(self._refusals)
 
     @property
     def base_url(self) -> str:
@@ -124,11 +153,10 @@ class OpenAIClient:
 
     async def complete(self, request: LLMRequest) -> Completion:
         """One non-streaming chat completion."""
-        payload = wire.payload(request, default_model=self._model)
         retrier = Retrier(self._retry, self._sleep)
         while True:
             try:
-                response = await self._post(wire.encode(payload), stream=False)
+                response = await self._ask(request, stream=False)
                 data = wire.json_object(response.content)
                 reply = wire.completion(data, new_call_id=self._new_call_id)
                 return normalise(
@@ -143,14 +171,12 @@ class OpenAIClient:
         A failed attempt is retried only if none of its text was yielded.
         Leaving early (break, cancellation) closes the upstream HTTP response.
         """
-        payload = wire.payload(request, default_model=self._model)
-        payload["stream"] = True
         retrier = Retrier(self._retry, self._sleep)
         while True:
             assembler = StreamAssembler(new_call_id=self._new_call_id)
             shown = ReplyStream(offered=offered(request))
             try:
-                response = await self._open_stream(payload)
+                response = await self._ask(request, stream=True)
                 try:
                     async for data in chunks(response):
                         text = shown.feed(assembler.feed(data))
@@ -172,21 +198,41 @@ class OpenAIClient:
             yield completion
             return
 
-    async def _open_stream(self, payload: dict[str, Any]) -> httpx2.Response:
-        """Start a streaming request, asking for usage when the server allows it.
-
-        A server that rejects `stream_options` with a 400 is asked again without
-        it, and never asked for it again by this client.
-        """
-        if self._stream_usage_supported:
+    async def _ask(self, request: LLMRequest, *, stream: bool) -> httpx2.Response:
+        """Send `request` as this client's profile has it. A refusal of a
+        parameter it carried drops that parameter for good, and the request
+        is sent again at once without it (each time one parameter fewer, so
+        this ends); any other failure is raised."""
+        while True:
+            body = wire.payload(
+                request, default_model=self._model, profile=self._profile, stream=stream
+            )
             try:
-                with_usage = {**payload, "stream_options": {"include_usage": True}}
-                return await self._post(wire.encode(with_usage), stream=True)
-            except openai.BadRequestError as exc:
-                if "stream_options" not in faults.status_detail(exc):
+                return await self._post(wire.encode(body), stream=stream)
+            except _REFUSALS as exc:
+                if not self._learn(body, exc):
                     raise
-                self._stream_usage_supported = False
-        return await self._post(wire.encode(payload), stream=True)
+
+    def _learn(self, body: dict[str, Any], exc: openai.APIStatusError) -> bool:
+        """Drop what `exc` refuses of `body` from the profile; False if it
+        refuses nothing `body` carried."""
+        detail = redact(faults.status_detail(exc), self._api_key)
+        param = exc.body.get("param") if isinstance(exc.body, dict) else None
+        dropped = refused(body, detail, param)
+        for parameter in dropped:
+            if parameter in self._refusals:
+                continue  # a call sent before it was dropped: already known
+            self._refusals[parameter] = detail
+            self._profile = self._profile.without(parameter)
+            log.info(
+                "the LLM server %s refused %s, so it is no longer sent "
+                "(profile %s): %s",
+                self._base_url,
+                parameter,
+                self._profile.name,
+                detail,
+            )
+        return bool(dropped)
 
     async def _post(self, body: bytes, *, stream: bool) -> httpx2.Response:
         """POST a chat completions request through the SDK, which adds the

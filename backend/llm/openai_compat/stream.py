@@ -22,6 +22,7 @@ import openai
 from backend.llm.base import Completion, ToolCall, Usage
 from backend.llm.openai_compat import wire
 from backend.llm.openai_compat.faults import CutShort
+from backend.llm.replies.normaliser import arguments_text
 from backend.llm.sse import EventTooLarge, SSEReader
 
 __all__ = ["StreamAssembler", "chunks"]
@@ -138,21 +139,23 @@ class StreamAssembler:
         )
         if name and not call.name:
             call.name = name
-        arguments = wire.text(function.get("arguments"))
+        arguments = arguments_text(function.get("arguments"))
         if arguments:
             call.arguments.append(arguments)
 
     def _call_for(
         self, *, index: int | None, call_id: str | None, name: str
     ) -> _PartialCall:
-        if call_id is not None:
+        known = self.by_index.get(index) if index is not None else None
+        if known is not None and (call_id is None or known.id in (None, call_id)):
+            return known
+        # a new index is a new call, even with an id seen before (servers
+        # that give every call of a reply the same id)
+        if call_id is not None and (index is None or known is not None):
             for call in self.calls:
                 if call.id == call_id:
                     return call
         if index is not None:
-            known = self.by_index.get(index)
-            if known is not None and not (call_id and known.id and known.id != call_id):
-                return known
             call = self._start_call(call_id)
             self.by_index[index] = call
             return call

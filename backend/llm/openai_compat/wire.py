@@ -1,6 +1,7 @@
 """The chat completions wire format: our requests out, the server's replies in.
 
-`payload` turns a provider-neutral `LLMRequest` into the request body, which
+`payload` turns a provider-neutral `LLMRequest` into the request body (with
+the optional parameters its server's profile sends: `profiles`), which
 `encode` serialises once, compactly; `completion` reads a non-streamed reply
 into a `Completion`. Replies are read as plain JSON objects, not the SDK's
 models: a field that is missing or of the wrong type reads as empty, and a
@@ -15,6 +16,8 @@ from typing import Any
 
 from backend.llm.base import Completion, LLMRequest, Message, ToolCall, ToolSpec, Usage
 from backend.llm.openai_compat.faults import BadReply
+from backend.llm.openai_compat.profiles import PROFILES, Profile
+from backend.llm.replies.normaliser import arguments_text
 
 __all__ = [
     "completion",
@@ -30,20 +33,44 @@ __all__ = [
 # -- requests ----------------------------------------------------------------
 
 
-def payload(request: LLMRequest, *, default_model: str) -> dict[str, Any]:
-    """The chat completions request body (without `stream`)."""
+def payload(
+    request: LLMRequest,
+    *,
+    default_model: str,
+    profile: Profile = PROFILES["auto"],
+    stream: bool = False,
+) -> dict[str, Any]:
+    """The chat completions request body, carrying the optional parameters
+    `profile` sends (a stream asks for its usage when the profile does)."""
     body: dict[str, Any] = {
         "model": request.model or default_model,
         "messages": [_message_param(message) for message in request.messages],
     }
-    if request.tools:
-        body["tools"] = [_tool_param(spec) for spec in request.tools]
-        # Without tools there is nothing to choose from: send neither.
-        if request.tool_choice is not None:
-            body["tool_choice"] = request.tool_choice
-    if request.temperature is not None:
+    body.update(_tool_params(request, profile))
+    if request.temperature is not None and profile.temperature:
         body["temperature"] = request.temperature
+    if stream:
+        body["stream"] = True
+        if profile.stream_options:
+            body["stream_options"] = {"include_usage": True}
     return body
+
+
+def _tool_params(request: LLMRequest, profile: Profile) -> dict[str, Any]:
+    """The tools and how to choose among them; none without tools (there is
+    nothing to choose from), and none for `tool_choice: "none"` when the
+    server is not told so (it would call them all the same)."""
+    choice = request.tool_choice if profile.tool_choice else None
+    if not request.tools or not profile.tools:
+        return {}
+    if request.tool_choice == "none" and choice is None:
+        return {}
+    params: dict[str, Any] = {"tools": [_tool_param(spec) for spec in request.tools]}
+    if choice is not None:
+        params["tool_choice"] = choice
+    if profile.parallel_tool_calls is not None:
+        params["parallel_tool_calls"] = profile.parallel_tool_calls
+    return params
 
 
 def encode(body: dict[str, Any]) -> bytes:
@@ -106,7 +133,7 @@ def completion(data: dict[str, Any], *, new_call_id: Callable[[], str]) -> Compl
         ToolCall(
             id=text(call.get("id")) or new_call_id(),
             name=name,
-            arguments=text(function.get("arguments")) or "{}",
+            arguments=arguments_text(function.get("arguments")) or "{}",
         )
         for call in (calls if isinstance(calls, list) else ())
         # Only function calls with a name can be executed.

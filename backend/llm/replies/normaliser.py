@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -29,11 +30,12 @@ def normalise(
     thinking, content = reasoning.split(reply.content)
     if reply.reasoning:
         thinking = "\n\n".join(part for part in (reply.reasoning, thinking) if part)
-    calls = reply.tool_calls
+    calls, form = reply.tool_calls, reply.text_call_format
     if offered and not calls and content:
         found = text_calls.find(content, offered)
         if found is not None:
             log.debug("tool call(s) read from text (%s format)", found.format)
+            form = found.format
             calls = tuple(
                 ToolCall(
                     id=new_call_id(),
@@ -45,9 +47,19 @@ def normalise(
             content = (content[: found.start] + content[found.end :]).strip()
     if (thinking, content, calls) == (reply.reasoning, reply.content, reply.tool_calls):
         return reply
-    return reply.model_copy(
-        update={"content": content, "tool_calls": calls, "reasoning": thinking}
-    )
+    changed = {"content": content, "tool_calls": calls, "reasoning": thinking}
+    return reply.model_copy(update={**changed, "text_call_format": form})
+
+
+def arguments_text(value: object) -> str:
+    """A call's arguments as JSON text, as the loop keeps them: a string as
+    the server sent it; an object (some servers send one instead of a
+    string) serialised; anything else "" (no arguments)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict):
+        return json.dumps(value, ensure_ascii=False)
+    return ""
 
 
 @dataclass
@@ -75,8 +87,12 @@ class ReplyStream:
         self, reply: Completion, new_call_id: Callable[[], str]
     ) -> tuple[str, Completion]:
         """The whole reply normalised, and the rest of its answer the user has
-        not seen yet (what was held back and turned out to be no call)."""
+        not seen yet (what was held back and turned out to be no call; kept
+        back still when the reply was cut off at its length limit, as the
+        start of a call that never ended)."""
         final = normalise(reply, offered=self.offered, new_call_id=new_call_id)
+        if self._holding and reply.finish_reason == "length" and not final.tool_calls:
+            return "", final  # a call cut off at the length limit: never shown
         shown = "".join(self.shown)
         if final.content.startswith(shown):
             return final.content[len(shown) :], final
@@ -96,16 +112,10 @@ class ReplyStream:
                 return ""
         if not self.offered:
             return buffer
-        marks = [
-            at
-            for form in text_calls.FORMATS
-            if form.name != "bare"
-            for marker in form.markers
-            if (at := buffer.find(marker)) >= 0
-        ]
-        if marks:
+        mark = _MARK.search(buffer)
+        if mark is not None:
             self._holding = True
-            return buffer[: min(marks)]
+            return buffer[: mark.start()]
         keep = _partial_marker(buffer)
         self._tail = buffer[len(buffer) - keep :]
         return buffer[: len(buffer) - keep]
@@ -117,12 +127,18 @@ _MARKERS = tuple(
     if form.name != "bare"
     for marker in form.markers
 )
+_MARK = re.compile("|".join(map(re.escape, _MARKERS)))
+_PREFIXES = frozenset(
+    marker[:size] for marker in _MARKERS for size in range(1, len(marker))
+)
+_FIRSTS = frozenset(marker[0] for marker in _MARKERS)
+_LONGEST = max(map(len, _MARKERS)) - 1
 
 
 def _partial_marker(text: str) -> int:
-    """How many characters at the end of `text` may begin a marker."""
-    for size in range(min(len(text), max(map(len, _MARKERS)) - 1), 0, -1):
-        tail = text[-size:]
-        if any(marker.startswith(tail) for marker in _MARKERS):
-            return size
+    """How many characters at the end of `text` may begin a marker (checked
+    from the first character that can start one: a few per chunk at most)."""
+    for start in range(max(0, len(text) - _LONGEST), len(text)):
+        if text[start] in _FIRSTS and text[start:] in _PREFIXES:
+            return len(text) - start
     return 0

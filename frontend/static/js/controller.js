@@ -202,6 +202,9 @@ export class Controller extends EventTarget {
       case FRAME.TOKEN_STREAM:
         run.token(frame);
         break;
+      case FRAME.THINKING:
+        run.thinking(frame);
+        break;
       case FRAME.CHAT_RESPONSE:
         run.response(frame);
         break;

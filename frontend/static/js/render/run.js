@@ -7,6 +7,7 @@ import { formatDuration, formatNumber, plural } from '../format.js';
 import { FRAME, UPDATE } from '../protocol.js';
 import { errorTitle } from './messages.js';
 import { QuestionCard, StepView } from './steps.js';
+import { thinkingBlock } from './thinking.js';
 import { ToolCard } from './toolcard.js';
 
 const COMPLETION_TEXT = {
@@ -71,6 +72,9 @@ export class RunView {
     this.actions = null;
     this.stopAfterRequested = false;
     this.continueButton = null;
+    /** Thinkings of tool-mode rounds shown above the answer until a tool call of their round claims them. */
+    this.looseThoughts = [];
+    this.pendingPlan = null;
 
     this.notices = h('div', { class: 'run-notices' });
     this.answer = h('div', { class: 'answer md', hidden: true });
@@ -189,16 +193,38 @@ export class RunView {
 
   /** plan_execute's plan (a later revision replaces nothing: both stay visible). */
   plan({ steps, revision, content }) {
+    const block = this.pendingPlan ?? this.planBlock();
+    this.pendingPlan = null;
+    block.dataset.revision = String(revision);
+    block.querySelector('.step-badge').textContent = revision > 1 ? `New plan (${revision})` : 'Plan';
+    if (content?.trim()) block.append(h('p', { class: 'plan-note', text: content.trim() }));
+    block.append(h('ol', { class: 'plan-steps' }, steps.map((text) => h('li', { text }))));
+  }
+
+  planBlock() {
     this.ensureTrace();
-    const title = revision > 1 ? `New plan (${revision})` : 'Plan';
-    const block = h(
-      'li',
-      { class: 'plan', dataset: { revision: String(revision) } },
-      h('div', { class: 'step-head' }, h('span', { class: 'step-badge', text: title })),
-      content?.trim() ? h('p', { class: 'plan-note', text: content.trim() }) : null,
-      h('ol', { class: 'plan-steps' }, steps.map((text) => h('li', { text }))),
-    );
+    const block = h('li', { class: 'plan' }, h('div', { class: 'step-head' }, h('span', { class: 'step-badge', text: 'Plan' })));
     this.stepList.append(block);
+    return block;
+  }
+
+  /**
+   * A reasoning model's thinking (`thinking`), folded under the phase it
+   * belongs to: in its step's reason/act/observe block, in the plan's block,
+   * or (a plain chat, the final answer, a tool-mode round) above the answer.
+   */
+  thinking(frame) {
+    const block = thinkingBlock(frame);
+    if (frame.phase === 'plan') {
+      if (!this.pendingPlan) this.pendingPlan = this.planBlock(); // the plan fills it
+      this.pendingPlan.append(block);
+    } else if (frame.step > 0 && ['reason', 'act', 'observe'].includes(frame.phase)) {
+      this.step(frame.step).thought(frame);
+    } else {
+      this.answer.before(block);
+      // in tool mode the same call may lead to tool calls (then it moves to its round)
+      if (frame.phase === 'chat' && frame.step > 0) this.looseThoughts.push({ step: frame.step, block });
+    }
   }
 
   turnStart({ step, max_steps }) {
@@ -307,10 +333,18 @@ export class RunView {
       card = new ToolCard(frame);
       this.tools.set(frame.tool_call_id, card);
       this.toolCount += 1;
-      this.step(frame.step ?? 1).actList().append(card.element);
+      const step = this.step(frame.step ?? 1);
+      this.claimThoughts(step);
+      step.actList().append(card.element);
       this.updateTraceStats();
     }
     return card;
+  }
+
+  /** The tool-mode thinkings that led to `step`'s tool calls go into its round. */
+  claimThoughts(step) {
+    for (const { block } of this.looseThoughts.filter((t) => t.step === step.step)) step.adopt(block);
+    this.looseThoughts = this.looseThoughts.filter((t) => t.step !== step.step);
   }
 
   toolStart(frame) {

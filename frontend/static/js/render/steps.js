@@ -1,6 +1,9 @@
 // One step of the reason → act → observe loop (or one round of tool mode).
 import { h, icon, spinner } from '../dom.js';
 import { setMarkdown } from '../markdown.js';
+import { thinkingBlock } from './thinking.js';
+
+const PHASE_LABELS = { reason: 'Reason', act: 'Act', observe: 'Observe' };
 
 export class StepView {
   constructor(step, maxSteps, { agent }) {
@@ -10,6 +13,8 @@ export class StepView {
     this.stateEl = h('span', { class: 'step-state' });
     this.phases = h('div', { class: 'phases' });
     this.act = null;
+    /** Phase blocks a thinking opened before the phase itself showed: kind → {block, body}. */
+    this.waiting = new Map();
     this.element = h(
       'li',
       { class: 'step', dataset: { step: String(step) } },
@@ -36,7 +41,14 @@ export class StepView {
     }
   }
 
+  /** The body of the phase `kind` showing now: the block its thinking opened, or a new one. */
   phase(kind, label) {
+    const waiting = this.waiting.get(kind);
+    this.waiting.delete(kind);
+    return waiting?.body ?? this.newPhase(kind, label).body;
+  }
+
+  newPhase(kind, label, before = null) {
     const body = h('div', { class: 'phase-body' });
     const block = h(
       'div',
@@ -44,8 +56,29 @@ export class StepView {
       h('span', { class: 'phase-label', text: label }),
       body,
     );
-    this.phases.append(block);
-    return body;
+    this.phases.insertBefore(block, before);
+    return { block, body };
+  }
+
+  /**
+   * A reasoning model's thinking (`thinking` frame) in phase `phase`, folded
+   * at the top of that phase's block. It comes before what the call leads to
+   * (`agent_reason`, `tool_start`, `agent_observe`), so the block is opened
+   * now and that frame fills it.
+   */
+  thought(frame) {
+    const kind = frame.phase in PHASE_LABELS ? frame.phase : 'reason';
+    let waiting = this.waiting.get(kind);
+    if (!waiting) {
+      waiting = this.newPhase(kind, this.agent || kind !== 'act' ? PHASE_LABELS[kind] : 'Tools');
+      this.waiting.set(kind, waiting);
+    }
+    waiting.body.append(thinkingBlock({ ...frame, phase: kind }));
+  }
+
+  /** A thinking shown elsewhere first (tool mode: above the answer) that led to this step's tool calls. */
+  adopt(element) {
+    this.actList().before(element);
   }
 
   reason({ content, control }) {
@@ -70,7 +103,10 @@ export class StepView {
 
   observe({ content, control }) {
     if (!this.act) {
-      this.phase('act', 'Act').append(h('p', { class: 'muted', text: 'No tool call in this step.' }));
+      // a thinking may have opened the observe block already: the act comes before it
+      const act = this.waiting.get('act')?.body ?? this.newPhase('act', 'Act', this.waiting.get('observe')?.block).body;
+      this.waiting.delete('act');
+      act.append(h('p', { class: 'muted', text: 'No tool call in this step.' }));
       this.act = h('ul', { class: 'act-list' });
     }
     const body = this.phase('observe', 'Observe');

@@ -1,0 +1,103 @@
+"""Fitting each request to the model's context window (`fitted_window`).
+
+A request is what must be sent — the system prompt, the client's own
+instructions, the phase prompt, the tools offered (their JSON specs count)
+and the current user message — and the history window. With the model's
+context window known (`LoopConfig.context_window`), the request may cost
+`tokens.prompt_budget` estimated tokens (the window less the reply's share,
+with a safety margin for the estimate), and the history gets what the rest
+leaves, never more than `history_window_tokens`. When the current request
+alone is longer (a long run's tool results), it is shortened in turn until
+it fits:
+
+1. the history window as always (older tool results compacted);
+2. every tool result in it, the current request's too, cut to half as many
+   characters each time, down to `MIN_TOOL_CHARS`;
+3. then the older steps of the current request left out (whole call groups,
+   newest kept: `History.window(whole_current=False)`).
+
+What must be sent is never shortened: a request that does not fit even then
+is refused (`ContextOverflow`) before it is sent, saying what it needed.
+With the window unknown, requests are built as they always were.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+from backend.agent.config import LoopConfig
+from backend.errors import ContextOverflow
+from backend.history import History
+from backend.llm.base import Message, ToolSpec
+from backend.llm.tokens import (
+    estimate_message_tokens,
+    estimate_request_tokens,
+    prompt_budget,
+    real_tokens,
+)
+
+MIN_TOOL_CHARS = 200
+"""The fewest characters of a tool result a shortened window keeps."""
+
+
+def fitted_window(
+    history: History,
+    *,
+    since: int,
+    config: LoopConfig,
+    model: str,
+    fixed: Sequence[Message],
+    tools: Sequence[ToolSpec],
+) -> list[Message]:
+    """The history window of a request whose other messages are `fixed` and
+    which offers `tools`, fitted to `model`'s context window when known."""
+    chars = config.history_tool_output_chars
+    budget = config.history_window_tokens
+    window = config.context_window(model)
+    if window is None:
+        return history.window(budget, tool_output_chars=chars, since=since)
+    room = prompt_budget(window, config.reply_tokens)
+    room -= estimate_request_tokens(fixed, tools)
+    budget = max(0, min(budget, room))
+    cost = 0
+    for older, current, whole in _shortenings(chars):
+        messages = history.window(
+            budget,
+            since=since,
+            tool_output_chars=older,
+            current_tool_chars=current,
+            whole_current=whole,
+        )
+        cost = sum(estimate_message_tokens(m) for m in messages)
+        if cost <= room:
+            return messages
+    needed = real_tokens(estimate_request_tokens(fixed, tools) + cost)
+    raise ContextOverflow(_too_long(model, needed, window, config, len(tools)))
+
+
+def _shortenings(chars: int) -> Iterator[tuple[int, int | None, bool]]:
+    """How `History.window` is asked, each time shorter than the last: the
+    characters of older tool results, of the current request's (None:
+    whole), and whether the current request is kept whole."""
+    yield chars, None, True
+    while True:
+        yield chars, chars, True
+        if chars <= MIN_TOOL_CHARS:
+            break
+        chars = max(MIN_TOOL_CHARS, chars // 2)
+    yield chars, chars, False
+
+
+def _too_long(
+    model: str, needed: int, window: int, config: LoopConfig, tools: int
+) -> str:
+    reply = config.reply_tokens
+    offered = f", the {tools} tools offered" if tools else ""
+    return (
+        f"This request to {model} needs about {needed + reply} tokens "
+        f"({reply} of them kept for the reply), more than its context window "
+        f"of {window} tokens: the system prompt, the phase prompt{offered} and "
+        "the user's message alone are too long, and they are never cut. Raise "
+        "LOOPWIRE_LLM_CONTEXT_TOKENS if the model takes a longer context (for "
+        "Ollama, its num_ctx), or lower LOOPWIRE_LLM_REPLY_TOKENS."
+    )
