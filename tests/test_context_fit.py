@@ -463,3 +463,49 @@ async def test_a_hosted_api_is_not_asked_for_its_window(
         found = await discover(base_url, ["gpt-x"], api_key="sk-test")
     assert found == {"gpt-x": None}
     assert caplog.records == []
+
+
+def many_tools_registry(count: int) -> ToolRegistry:
+    """`fetch_page` and `count` other tools, each with a long description."""
+    effect = ToolEffect(read_only=True, idempotent=True, untrusted_result=False)
+    wordy = "Look something up in the archive. " + "It knows a great deal. " * 30
+    others = [
+        Tool(f"archive_{n}", wordy, PageArgs, _fetch_page, effect) for n in range(count)
+    ]
+    fetch = Tool(
+        "fetch_page", "Fetch one page of the report.", PageArgs, _fetch_page, effect
+    )
+    return ToolRegistry([*others, fetch])
+
+
+async def test_a_tool_list_too_long_for_the_window_is_cut_to_what_fits(
+    start_server: StartServer, fake_openai: FakeOpenAIServer
+) -> None:
+    """Forty wordy tools do not fit a 4,096-token window: each act call offers
+    a subset that does, with the tool the step named although it is listed
+    last, and no request is refused; the run uses that tool and finishes."""
+    model = SmallModel()
+    fake_openai.respond(model)
+    serve(fake_openai, "/v1/models", vllm_models(WINDOW))
+    registry = many_tools_registry(40)
+    everything = [{"function": t.spec().model_dump()} for t in registry]
+    assert counted_tokens({"messages": [], "tools": everything}) > WINDOW
+    harness = await start_server(
+        None, registry, llm_base_url=fake_openai.base_url, llm_model=MODEL
+    )
+    client, _ = await harness.ready_client()
+
+    frames = await client.chat("How many pages has the report?", agent_mode=True)
+
+    assert frames[-2]["reason"] == "finished"
+    assert (model.refused, max(model.counts) <= WINDOW) == (0, True)
+    acts = [body for body in fake_openai.requests if body.get("tools")]
+    assert len(acts) == STEPS
+    offered = [[t["function"]["name"] for t in body["tools"]] for body in acts]
+    # fetch_page, the step's choice, is kept although it comes last
+    assert all(names[-2:] == ["fetch_page", "request_input"] for names in offered)
+    assert all(4 <= len(names) < 20 for names in offered)
+    descriptions = {t["function"]["description"] for t in acts[0]["tools"]}
+    assert "Look something up in the archive." in descriptions  # a sentence left
+    started = [f["tool_name"] for f in frames if f["type"] == "tool_start"]
+    assert started == ["fetch_page"] * STEPS

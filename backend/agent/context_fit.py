@@ -23,6 +23,7 @@ With the window unknown, requests are built as they always were.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator, Sequence
 
 from backend.agent.config import LoopConfig
@@ -35,6 +36,9 @@ from backend.llm.tokens import (
     prompt_budget,
     real_tokens,
 )
+from backend.text import shorten
+
+log = logging.getLogger(__name__)
 
 MIN_TOOL_CHARS = 200
 """The fewest characters of a tool result a shortened window keeps."""
@@ -73,6 +77,59 @@ def fitted_window(
             return messages
     needed = real_tokens(estimate_request_tokens(fixed, tools) + cost)
     raise ContextOverflow(_too_long(model, needed, window, config, len(tools)))
+
+
+TOOLS_SHARE = 0.25
+"""The most of what a request may cost that the tools offered may take (a
+request may name them twice: in the system prompt and offered)."""
+BRIEF_CHARS = 160
+"""A tool's description cut to its first sentence, at most this long."""
+
+
+def fitted_tools(
+    tools: Sequence[ToolSpec],
+    *,
+    config: LoopConfig,
+    model: str,
+    preferred: Sequence[str] = (),
+) -> tuple[ToolSpec, ...]:
+    """The tools to offer in a request to `model`: all of them, when their
+    specs take at most `TOOLS_SHARE` of what a request may cost (or the
+    window is unknown); else with their descriptions cut to a sentence; else
+    the `preferred` ones (those the step named) first, then the rest in order,
+    as many as fit."""
+    window = config.context_window(model)
+    if window is None or not tools:
+        return tuple(tools)
+    cap = prompt_budget(window, config.reply_tokens) * TOOLS_SHARE
+    if estimate_request_tokens((), tools) <= cap:
+        return tuple(tools)
+    brief = [
+        spec.model_copy(update={"description": _brief(spec.description)})
+        for spec in tools
+    ]
+    if estimate_request_tokens((), brief) <= cap:
+        return tuple(brief)
+    first = [spec for spec in brief if spec.name in preferred]
+    kept: list[ToolSpec] = []
+    for spec in [*first, *(spec for spec in brief if spec not in first)]:
+        if estimate_request_tokens((), [*kept, spec]) <= cap:
+            kept.append(spec)
+    names = {spec.name for spec in kept}
+    log.info(
+        "%s: %d of %d tools offered (their specs fill the context window): %s",
+        model,
+        len(kept),
+        len(tools),
+        ", ".join(spec.name for spec in tools if spec.name in names),
+    )
+    return tuple(spec for spec in brief if spec.name in names)
+
+
+def _brief(description: str) -> str:
+    """The first sentence of `description`, at most `BRIEF_CHARS` long."""
+    first, stop, _ = description.strip().partition(". ")
+    return shorten(first + stop.strip(), BRIEF_CHARS)
 
 
 def _shortenings(chars: int) -> Iterator[tuple[int, int | None, bool]]:

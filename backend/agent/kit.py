@@ -50,7 +50,7 @@ class LoopKit:
         config = config or LoopConfig()
         return cls(
             ModelCalls(RetryCutOff(llm, cut_off), prompts, config),
-            ToolCalls(registry, executor, config),
+            ToolCalls(registry, executor, config, model=llm.model),
             prompts,
             config,
         )

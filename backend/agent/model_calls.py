@@ -65,18 +65,19 @@ class ModelCalls:
 
         Fitted to the model's context window when it is known
         (`context_fit`); one that cannot fit raises `ContextOverflow`."""
+        request = ctx.state.request
+        model = request.model or self.llm.model
         system = self.prompts.system_prompt(
             tools=[ToolLine(s.name, s.description) for s in listed]
         )
         tail = (Message.system(prompt),) if prompt else ()
-        request = ctx.state.request
         own = (Message.system(request.system_prompt),) if request.system_prompt else ()
         head = (Message.system(system), *own)
         window = fitted_window(
             ctx.history,
             since=ctx.state.history_start,
             config=self.config,
-            model=request.model or self.llm.model,
+            model=model,
             fixed=(*head, *tail),
             tools=tools,
         )

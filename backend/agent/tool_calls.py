@@ -30,6 +30,7 @@ from typing import Any
 
 from backend.agent import citations, request_input
 from backend.agent.config import LoopConfig
+from backend.agent.context_fit import fitted_tools
 from backend.agent.cutoffs import INTERRUPTED_NOTE
 from backend.agent.loop import AgentContext, AwaitApproval, Continue, Decision
 from backend.agent.request_input import REQUEST_INPUT_SPEC, is_request_input
@@ -79,11 +80,14 @@ class ToolCalls:
         executor: ToolExecutor,
         config: LoopConfig,
         *,
+        model: str = "",
         clock: Callable[[], float] = time.time,
     ) -> None:
+        """`model`: the model a run uses unless it names one (the LLM's)."""
         self.registry = registry
         self.executor = executor
         self.config = config
+        self.model = model
         self.rules = ToolCallRules(
             registry,
             max_consecutive_failures=config.max_consecutive_failures,
@@ -93,12 +97,21 @@ class ToolCalls:
         self._clock = clock
 
     def offered(self, ctx: AgentContext) -> list[ToolSpec]:
-        """The run's tools: selected (None: all), read-only ones if read-only."""
+        """The run's tools: selected (None: all), read-only ones if read-only;
+        as many as the model's context window has room for, the ones this
+        step named first (`context_fit.fitted_tools`)."""
         request = ctx.state.request
         tools = self.registry.available(
             request.selected_tools, read_only=request.read_only
         )
-        return [tool.spec() for tool in tools]
+        return list(
+            fitted_tools(
+                [tool.spec() for tool in tools],
+                config=self.config,
+                model=request.model or self.model,
+                preferred=ctx.state.record.tools_to_consider,
+            )
+        )
 
     def with_request_input(self, ctx: AgentContext) -> list[ToolSpec]:
         """What the model may call: the tools, plus `request_input` in agent runs."""
