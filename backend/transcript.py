@@ -63,6 +63,11 @@ class Message(_Frozen):
     meta: ToolResultMeta | None = None
     """Tool messages only: the call's status (what code reads; the model
     reads `content`)."""
+    reasoning: str | None = None
+    """Assistant messages that call tools: the thinking that led to the calls,
+    for servers that want it back within the turn (DeepSeek's thinking mode).
+    Kept in memory only: not stored, so a run continued after a restart
+    sends none."""
 
     @classmethod
     def system(cls, content: str) -> Message:
@@ -74,9 +79,17 @@ class Message(_Frozen):
 
     @classmethod
     def assistant(
-        cls, content: str | None, tool_calls: Sequence[ToolCall] = ()
+        cls,
+        content: str | None,
+        tool_calls: Sequence[ToolCall] = (),
+        reasoning: str | None = None,
     ) -> Message:
-        return cls(role="assistant", content=content, tool_calls=tuple(tool_calls))
+        return cls(
+            role="assistant",
+            content=content,
+            tool_calls=tuple(tool_calls),
+            reasoning=reasoning or None,
+        )
 
     @classmethod
     def tool(

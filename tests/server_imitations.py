@@ -16,6 +16,14 @@ a real server, and where that is documented, is in docs/models.md.
   tool parser, so calls come as Hermes text once tools are left out;
 - `small_model`: llama.cpp's server with a small model: native calls, but
   prose where a control block was asked for;
+- `lmstudio_native`: LM Studio with a model it has native tool use for
+  (Qwen2.5-Instruct): the model's calls parsed into `tool_calls`;
+- `lmstudio_default`: LM Studio with a model it has no tool template for
+  (Gemma 2), which writes its call in a shape LM Studio's default tool-use
+  format does not parse, so it comes back as text in `content`;
+- `deepseek_like`: DeepSeek's API, answering as the model asked for does:
+  `deepseek-chat` plainly, `deepseek-reasoner` (thinking mode) with
+  `reasoning_content` beside every answer and call; native calls from both;
 - `broken`: lists its model, answers every completion with a 500.
 """
 
@@ -128,6 +136,43 @@ def small_model(body: JSON) -> ScriptedReply:
     return Reply(content=_plain(asked, prose), usage=USAGE)
 
 
+def lmstudio_native(body: JSON) -> ScriptedReply:
+    """LM Studio, a model with native tool use: calls parsed into `tool_calls`."""
+    asked = ask(body)
+    if asked.kind == "tool" and asked.tools_offered:
+        return Reply(tool_calls=[("get_time", {"zone": "UTC"})], usage=USAGE)
+    return Reply(content=_plain(asked, reason_reply()), usage=USAGE)
+
+
+LMSTUDIO_UNPARSED = '[TOOL_REQUEST]get_time(zone="UTC")[END_TOOL_REQUEST]'
+"""A call in LM Studio's default tool-use markers, but not the JSON object
+between them that LM Studio parses: left as the answer's text."""
+
+
+def lmstudio_default(body: JSON) -> ScriptedReply:
+    """LM Studio, a model without a tool template: its call left as text."""
+    asked = ask(body)
+    if asked.kind == "tool" and asked.tools_offered:
+        return Reply(content=LMSTUDIO_UNPARSED, usage=USAGE)
+    return Reply(content=_plain(asked, reason_reply()), usage=USAGE)
+
+
+DEEPSEEK_THINKING = "The user asks for something simple; answer directly."
+
+
+def deepseek_like(body: JSON) -> ScriptedReply:
+    """DeepSeek's API: `deepseek-reasoner` thinks in `reasoning_content`
+    before every answer and call, `deepseek-chat` does not; calls native."""
+    asked = ask(body)
+    thinking = DEEPSEEK_THINKING if body.get("model") == "deepseek-reasoner" else None
+    if asked.kind == "tool" and asked.tools_offered:
+        return Reply(
+            reasoning=thinking, tool_calls=[("get_time", {"zone": "UTC"})], usage=USAGE
+        )
+    content = _plain(asked, reason_reply())
+    return Reply(content=content, reasoning=thinking, usage=USAGE)
+
+
 OLLAMA_RUNNER_STOPPED = (
     "model runner has unexpectedly stopped, this may be due to resource "
     "limitations or an internal error, check ollama server logs for details"
@@ -150,6 +195,9 @@ class Imitation:
     name: str
     models: Sequence[tuple[str, str]]
     answer: Responder
+    created: bool = True
+    """Whether each listed model carries `created` (LM Studio's and
+    DeepSeek's lists give only `id`, `object` and `owned_by`)."""
 
     @property
     def model(self) -> str:
@@ -166,6 +214,27 @@ IMITATIONS = {
     "vllm": Imitation("vllm", [("Qwen/Qwen3-8B", "vllm")], vllm_like),
     "small": Imitation(
         "small", [("qwen2.5-0.5b-instruct-q4_k_m", "llamacpp")], small_model
+    ),
+    "lmstudio": Imitation(
+        "lmstudio",
+        [
+            ("qwen2.5-7b-instruct", "organization_owner"),
+            ("text-embedding-nomic-embed-text-v1.5", "organization_owner"),
+        ],
+        lmstudio_native,
+        created=False,
+    ),
+    "lmstudio-default": Imitation(
+        "lmstudio-default",
+        [("gemma-2-2b-it", "organization_owner")],
+        lmstudio_default,
+        created=False,
+    ),
+    "deepseek": Imitation(
+        "deepseek",
+        [("deepseek-chat", "deepseek"), ("deepseek-reasoner", "deepseek")],
+        deepseek_like,
+        created=False,
     ),
     "broken": Imitation("broken", [("llama3.1:8b", "library")], broken),
 }
@@ -185,9 +254,11 @@ class ImitationServer(FakeOpenAIServer):
     async def _models(self, request: Request) -> Response:
         self.authorizations.append(request.headers.get("authorization", ""))
         data: list[dict[str, Any]] = [
-            {"id": model, "object": "model", "created": 1, "owned_by": owner}
+            {"id": model, "object": "model", "owned_by": owner}
             for model, owner in self.imitation.models
         ]
+        if self.imitation.created:
+            data = [{**entry, "created": 1} for entry in data]
         return JSONResponse({"object": "list", "data": data})
 
 

@@ -17,6 +17,7 @@ import pytest
 
 from backend.__main__ import main
 from backend.doctor import listing, probes
+from backend.doctor.servers import server_profile
 from tests.fake_openai import ErrorReply
 from tests.server_imitations import (
     OLLAMA_RUNNER_STOPPED,
@@ -207,6 +208,139 @@ async def test_a_small_model_without_control_blocks_works_with_act(
         "  LOOPWIRE_LLM_PROFILE=llamacpp",
         "  LOOPWIRE_AGENT_LOOP_STRATEGY=act",
     ]
+
+
+async def test_lm_studio_with_a_native_tool_model_works(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """LM Studio with a model it has native tool use for: works, profile
+    lmstudio from its `owned_by: "organization_owner"`, strategy react, exit 0."""
+    async with running_imitation("lmstudio") as server:
+        code, out = await doctor(capsys, *against(server))
+
+    assert code == 0
+    assert out.splitlines()[4:] == [
+        "models         ok      qwen2.5-7b-instruct is listed (2 models)",
+        'completion     ok      "pong" (finish: stop) in 250 ms',
+        "streaming      ok      13 pieces; first text after 250 ms",
+        "stream usage   ok      21 prompt + 7 completion tokens",
+        'tool call      ok      native: get_time({"zone": "UTC"})',
+        'control block  ok      parsed: plan "Call get_time for UTC.", finish false',
+        "reasoning      none    no thinking in the replies",
+        "",
+        "verdict: works",
+        "settings:",
+        f"  LOOPWIRE_LLM_BASE_URL={server.base_url}",
+        "  LOOPWIRE_LLM_MODEL=qwen2.5-7b-instruct",
+        "  LOOPWIRE_LLM_PROFILE=lmstudio",
+        "  LOOPWIRE_AGENT_LOOP_STRATEGY=react",
+    ]
+    assert sent(server) == PROBES_SENT
+    assert server.requests[2]["stream_options"] == {"include_usage": True}
+
+
+async def test_lm_studio_with_a_model_lacking_a_tool_template_wont_work(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A call LM Studio's default tool use could not parse, left as text that
+    loopwire cannot read either: won't work, exit 1, the model's own words
+    and how to get native calls given, no settings."""
+    async with running_imitation("lmstudio-default") as server:
+        code, out = await doctor(capsys, *against(server))
+
+    answered = 'no call; the model answered "[TOOL_REQUEST]get_time(zone="UTC")[END_…"'
+    assert code == 1
+    assert out.splitlines()[4:] == [
+        "models         ok      gemma-2-2b-it is listed (1 model)",
+        'completion     ok      "pong" (finish: stop) in 250 ms',
+        "streaming      ok      13 pieces; first text after 250 ms",
+        "stream usage   ok      21 prompt + 7 completion tokens",
+        f"tool call      fail    {answered}",
+        'control block  ok      parsed: plan "Call get_time for UTC.", finish false',
+        "reasoning      none    no thinking in the replies",
+        "",
+        "verdict: won't work",
+        f"  - no tool call ({answered}): agent runs could not use tools; for "
+        "native calls, load a model LM Studio has native tool use for (a hammer "
+        "badge in the app)",
+    ]
+    assert sent(server) == PROBES_SENT
+
+
+async def test_deepseek_reasoner_works_its_thinking_kept_apart(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`deepseek-reasoner`: `reasoning_content` beside every answer and its
+    native call, kept out of them; works, profile deepseek from `owned_by:
+    "deepseek"`, strategy react, exit 0."""
+    async with running_imitation("deepseek") as server:
+        argv = ["--base-url", server.base_url, "--model", "deepseek-reasoner"]
+        code, out = await doctor(capsys, *argv)
+
+    assert code == 0
+    assert out.splitlines()[4:] == [
+        "models         ok      deepseek-reasoner is listed (2 models)",
+        'completion     ok      "pong" (finish: stop) in 250 ms',
+        "streaming      ok      13 pieces; first text after 250 ms",
+        "stream usage   ok      21 prompt + 7 completion tokens",
+        'tool call      ok      native: get_time({"zone": "UTC"})',
+        'control block  ok      parsed: plan "Call get_time for UTC.", finish false',
+        "reasoning      ok      thinking in 4 of 4 replies, kept out of the answers",
+        "",
+        "verdict: works",
+        "settings:",
+        f"  LOOPWIRE_LLM_BASE_URL={server.base_url}",
+        "  LOOPWIRE_LLM_MODEL=deepseek-reasoner",
+        "  LOOPWIRE_LLM_PROFILE=deepseek",
+        "  LOOPWIRE_AGENT_LOOP_STRATEGY=react",
+    ]
+    assert sent(server) == PROBES_SENT
+    assert [body["model"] for body in server.requests] == ["deepseek-reasoner"] * 4
+
+
+async def test_deepseek_chat_works_without_thinking(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`deepseek-chat` on the same API: native call, no thinking; works,
+    profile deepseek, exit 0."""
+    async with running_imitation("deepseek") as server:
+        code, out = await doctor(capsys, *against(server))
+
+    lines = out.splitlines()
+    assert code == 0
+    assert lines[4] == "models         ok      deepseek-chat is listed (2 models)"
+    assert lines[8:11] == [
+        'tool call      ok      native: get_time({"zone": "UTC"})',
+        'control block  ok      parsed: plan "Call get_time for UTC.", finish false',
+        "reasoning      none    no thinking in the replies",
+    ]
+    assert lines[12:] == [
+        "verdict: works",
+        "settings:",
+        f"  LOOPWIRE_LLM_BASE_URL={server.base_url}",
+        "  LOOPWIRE_LLM_MODEL=deepseek-chat",
+        "  LOOPWIRE_LLM_PROFILE=deepseek",
+        "  LOOPWIRE_AGENT_LOOP_STRATEGY=react",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("owners", "base_url", "profile"),
+    [
+        ({"organization_owner"}, "http://10.0.0.5:8000/v1", "lmstudio"),
+        ({"deepseek"}, "https://gateway.example/v1", "deepseek"),
+        (set(), "http://127.0.0.1:1234/v1", "lmstudio"),
+        (set(), "https://api.deepseek.com/v1", "deepseek"),
+        ({"organization_owner"}, "https://api.deepseek.com/v1", "lmstudio"),
+        ({"deepseek", "library"}, "http://127.0.0.1:9999/v1", "auto"),
+    ],
+)
+def test_lm_studio_and_deepseek_are_named_from_owners_then_address(
+    owners: set[str], base_url: str, profile: str
+) -> None:
+    """The model list's `owned_by` names the profile; with none (or a mix),
+    LM Studio's port 1234 or DeepSeek's host does, else the configured one."""
+    assert server_profile(owners, base_url, "auto") == profile
 
 
 async def test_the_endpoint_and_model_default_to_the_settings(

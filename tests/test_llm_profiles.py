@@ -18,6 +18,7 @@ from backend.llm.base import (
     Message,
     StreamEvent,
     TextDelta,
+    ToolCall,
     ToolSpec,
     Usage,
 )
@@ -28,6 +29,7 @@ from backend.llm.openai_compat.profiles import (
     ProfileName,
     refused,
 )
+from backend.llm.openai_compat.wire import payload
 from backend.tools.base import ToolRegistry
 from tests.conftest import make_settings
 from tests.fake_openai import ErrorReply, FakeOpenAIServer, FakeUsage, Reply
@@ -429,3 +431,60 @@ def test_a_profile_without_a_parameter_keeps_the_rest() -> None:
     assert llamacpp.without("parallel_tool_calls") == Profile(
         "llamacpp", llamacpp.summary
     )
+
+
+# -- the thinking behind tool calls, sent back -----------------------------------
+
+CALL = ToolCall(id="c1", name="get_weather", arguments='{"city": "Oslo"}')
+TURNS = (
+    Message.user("weather in Oslo?"),
+    Message.assistant(None, (CALL,), "Oslo first."),
+    Message.tool("c1", "get_weather", "rain"),
+    Message.assistant("Rain in Oslo."),
+    Message.user("and Bergen?"),
+    Message.assistant(None, (CALL.model_copy(update={"id": "c2"}),), "Now Bergen."),
+    Message.tool("c2", "get_weather", "sun"),
+)
+"""Two turns, each with a tool call and the thinking behind it."""
+
+
+def test_deepseek_sends_this_turns_thinking_back_with_its_tool_calls() -> None:
+    """The `deepseek` profile gives this turn's tool-calling message its
+    `reasoning_content`; the earlier turn's goes without, as DeepSeek asks."""
+    request = LLMRequest(messages=TURNS)
+    sent = payload(request, default_model="m", profile=PROFILES["deepseek"])
+    reasoning = [m.get("reasoning_content") for m in sent["messages"]]
+    assert reasoning == [None, None, None, None, None, "Now Bergen.", None]
+    plain = payload(request, default_model="m", profile=PROFILES["auto"])
+    assert all("reasoning_content" not in m for m in plain["messages"])
+
+
+async def test_auto_learns_to_send_the_thinking_back_from_a_refusal(
+    fake_openai: FakeOpenAIServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A 400 asking for `reasoning_content` is answered by sending it, at once
+    and from then on."""
+    missing = (
+        "Missing `reasoning_content` field in the assistant message at message "
+        "index 5. For more information, please refer to the thinking mode guide."
+    )
+    fake_openai.script(
+        ErrorReply(400, missing), Reply(content="Sun in Bergen."), Reply(content="ok")
+    )
+    llm = open_client(fake_openai)
+    try:
+        with caplog.at_level(logging.INFO, logger=LOG):
+            reply = await llm.complete(LLMRequest(messages=TURNS))
+            await llm.complete(LLMRequest(messages=TURNS))
+    finally:
+        await llm.aclose()
+    assert reply.content == "Sun in Bergen."
+    first, second, third = fake_openai.requests
+    assert "reasoning_content" not in first["messages"][5]
+    assert second["messages"][5]["reasoning_content"] == "Now Bergen."
+    assert third["messages"][5]["reasoning_content"] == "Now Bergen."
+    assert llm.profile.reasoning_back is True
+    assert [r.getMessage() for r in caplog.records] == [
+        f"the LLM server {llm.base_url} wants the thinking behind tool calls "
+        f"sent back (profile auto): {missing}"
+    ]

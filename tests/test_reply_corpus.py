@@ -121,7 +121,7 @@ async def test_every_shape_through_every_strategy_that_meets_it(
     check_tool_runs(shape, mode, model, frames, fake_openai.requests)
     check_nothing_leaked(shape, frames)
     check_retries(shape, model, fake_openai.requests)
-    if agent and shape.outcome != "cut_off":
+    if agent:  # a reply cut off twice counts its two calls too
         check_usage(shape, frames, len(fake_openai.requests))
 
 

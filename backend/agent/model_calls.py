@@ -35,6 +35,7 @@ from backend.llm.base import (
     ToolChoice,
     ToolSpec,
 )
+from backend.llm.replies.cutoff import ReplyCutOff
 from backend.prompts import PromptProvider, ToolLine
 from backend.protocol import Thinking, TokenStream
 from backend.text import shorten
@@ -91,7 +92,11 @@ class ModelCalls:
         )
 
     async def complete(self, ctx: AgentContext, request: LLMRequest) -> Completion:
-        reply = await self.llm.complete(request)
+        try:
+            reply = await self.llm.complete(request)
+        except ReplyCutOff as exc:  # two calls made, and paid for
+            ctx.state.usage += exc.usage
+            raise
         ctx.state.usage += reply.usage
         self._thought(ctx, request, reply)
         return reply
@@ -109,6 +114,9 @@ class ModelCalls:
                     state.stream(event.text)
                 else:
                     final = event
+        except ReplyCutOff as exc:  # two calls made, and paid for
+            state.usage += exc.usage
+            raise
         finally:
             tokens.close()  # shown before whatever ends the run
         if final is not None:  # the thinking before the stream's closing frame

@@ -137,7 +137,9 @@ class ToolCalls:
             )
             requested = requested[:limit]
         requested = fresh_ids(requested, ctx.history)
-        ctx.history.append(Message.assistant(reply.content or None, requested))
+        ctx.history.append(
+            Message.assistant(reply.content or None, requested, reply.reasoning)
+        )
         ctx.state.queue = list(requested)
         ctx.state.record.results = []
         return True

@@ -27,8 +27,11 @@ _NATIVE_CALLS = {
     "vllm": "start vLLM with --enable-auto-tool-choice and --tool-call-parser",
     "llamacpp": "start llama-server with --jinja",
     "ollama": "use a model whose Ollama template has tools",
+    "lmstudio": "load a model LM Studio has native tool use for "
+    "(a hammer badge in the app)",
 }
-"""How each server makes its tool calls native, for the note on text calls."""
+"""How each server makes its tool calls native: for the note on text calls,
+and under a verdict of no tool call at all."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,7 +52,7 @@ class Verdict:
 def judge(findings: Findings, target: Target) -> Verdict:
     profile = server_profile(findings.owners, target.base_url, target.profile)
     notes = tuple(_notes(findings, profile, target))
-    blockers = tuple(_blockers(findings))
+    blockers = tuple(_blockers(findings, profile))
     if blockers:
         return Verdict("won't work", blockers, notes, ())
     strategy = "react" if findings.status("control block") == "ok" else "act"
@@ -64,7 +67,7 @@ def judge(findings: Findings, target: Target) -> Verdict:
     return Verdict(outcome, changes, notes, settings)
 
 
-def _blockers(findings: Findings) -> list[str]:
+def _blockers(findings: Findings, profile: str) -> list[str]:
     reasons: list[str] = []
     if findings.status("completion") == "fail":
         why = f"no completion: {findings.detail('completion')}"
@@ -75,7 +78,10 @@ def _blockers(findings: Findings) -> list[str]:
         reasons.append(f"no streamed answer: {findings.detail('streaming')}")
     if findings.status("tool call") == "fail":
         why = findings.detail("tool call")
-        reasons.append(f"no tool call ({why}): agent runs could not use tools")
+        reason = f"no tool call ({why}): agent runs could not use tools"
+        if profile in _NATIVE_CALLS:
+            reason += f"; for native calls, {_NATIVE_CALLS[profile]}"
+        reasons.append(reason)
     if findings.status("control block") == "fail":
         why = findings.detail("control block")
         reasons.append(f"the reason phase's call failed: {why}")

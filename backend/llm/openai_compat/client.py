@@ -53,7 +53,12 @@ import openai
 
 from backend.llm.base import Completion, LLMRequest, StreamEvent, TextDelta
 from backend.llm.openai_compat import faults, wire
-from backend.llm.openai_compat.profiles import Profile, profile_named, refused
+from backend.llm.openai_compat.profiles import (
+    Profile,
+    profile_named,
+    refused,
+    wants_reasoning,
+)
 from backend.llm.openai_compat.stream import StreamAssembler, chunks
 from backend.llm.replies.normaliser import ReplyStream, normalise
 from backend.llm.retries import Failure, Retrier, RetryPolicy, Sleep
@@ -217,6 +222,16 @@ class OpenAIClient:
         """Drop what `exc` refuses of `body` from the profile; False if it
         refuses nothing `body` carried."""
         detail = redact(faults.status_detail(exc), self._api_key)
+        if wants_reasoning(self._profile, detail):
+            self._profile = replace(self._profile, reasoning_back=True)
+            log.info(
+                "the LLM server %s wants the thinking behind tool calls sent "
+                "back (profile %s): %s",
+                self._base_url,
+                self._profile.name,
+                detail,
+            )
+            return True
         param = exc.body.get("param") if isinstance(exc.body, dict) else None
         dropped = refused(body, detail, param)
         for parameter in dropped:

@@ -51,6 +51,7 @@ __all__ = [
     "ProfileName",
     "profile_named",
     "refused",
+    "wants_reasoning",
 ]
 
 ProfileName = Literal[
@@ -76,6 +77,10 @@ class Profile:
     """Offer tools natively (`tools`); off, tool calls are read from text."""
     temperature: bool = True
     """Send the call's `temperature` when it sets one."""
+    reasoning_back: bool = False
+    """Send the thinking behind this turn's tool calls back with them, as
+    `reasoning_content` (DeepSeek's thinking mode refuses a tool-call
+    history without it)."""
 
     def without(self, parameter: str) -> Profile:
         """This profile, no longer sending `parameter` (one of `DROPPABLE`)."""
@@ -130,7 +135,7 @@ PROFILES: dict[str, Profile] = {
         "llama.cpp's llama-server (native tool calls need --jinja)",
         parallel_tool_calls=True,
     ),
-    "deepseek": Profile("deepseek", "DeepSeek's API"),
+    "deepseek": Profile("deepseek", "DeepSeek's API", reasoning_back=True),
     "auto": Profile("auto", "any server: the common shape, less what it refuses"),
 }
 """Every profile by name (`LOOPWIRE_LLM_PROFILE`), `ProfileName`'s values."""
@@ -143,6 +148,15 @@ def profile_named(name: str) -> Profile:
     except KeyError:
         names = ", ".join(PROFILES)
         raise ValueError(f"unknown LLM profile {name!r} (one of: {names})") from None
+
+
+_WANTS_REASONING = re.compile(r"(?<!\w)reasoning_content(?!\w)", re.IGNORECASE)
+
+
+def wants_reasoning(profile: Profile, message: str) -> bool:
+    """Whether a refusal asks for the tool calls' thinking (`reasoning_back`)
+    that `profile` does not send yet."""
+    return not profile.reasoning_back and bool(_WANTS_REASONING.search(message))
 
 
 def refused(body: Mapping[str, Any], message: str, param: object = None) -> list[str]:

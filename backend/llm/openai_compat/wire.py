@@ -11,7 +11,7 @@ reply without a choice or a message is a `BadReply`.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from backend.llm.base import Completion, LLMRequest, Message, ToolCall, ToolSpec, Usage
@@ -46,6 +46,8 @@ def payload(
         "model": request.model or default_model,
         "messages": [_message_param(message) for message in request.messages],
     }
+    if profile.reasoning_back:
+        _reasoning_back(request.messages, body["messages"])
     body.update(_tool_params(request, profile))
     if request.temperature is not None and profile.temperature:
         body["temperature"] = request.temperature
@@ -54,6 +56,15 @@ def payload(
         if profile.stream_options:
             body["stream_options"] = {"include_usage": True}
     return body
+
+
+def _reasoning_back(messages: Sequence[Message], params: list[dict[str, Any]]) -> None:
+    """The thinking behind this turn's tool calls (after the last user
+    message), as `reasoning_content` on their assistant messages."""
+    turn = max((i for i, m in enumerate(messages) if m.role == "user"), default=-1)
+    for message, param in zip(messages[turn + 1 :], params[turn + 1 :], strict=True):
+        if message.role == "assistant" and message.tool_calls:
+            param["reasoning_content"] = message.reasoning or ""
 
 
 def _tool_params(request: LLMRequest, profile: Profile) -> dict[str, Any]:

@@ -25,6 +25,7 @@ from backend.llm.base import (
     Message,
     StreamEvent,
     TextDelta,
+    Usage,
 )
 from backend.llm.replies import text_calls
 
@@ -39,7 +40,12 @@ BRIEF_NOTE = (
 
 
 class ReplyCutOff(LLMError):
-    """The model's reply was cut off at its length limit, and so was the retry."""
+    """The model's reply was cut off at its length limit, and so was the retry.
+    `usage`: what the two calls cost (they were made, and count)."""
+
+    def __init__(self, message: str, usage: Usage | None = None) -> None:
+        super().__init__(message)
+        self.usage = usage or Usage()
 
 
 def cut_call(reply: Completion) -> bool:
@@ -153,9 +159,11 @@ class RetryCutOff:
     def _settled(
         self, request: LLMRequest, first: Completion, second: Completion
     ) -> Completion:
+        usage = first.usage + second.usage
         if self._cut(request, second):
-            raise ReplyCutOff(_message(request))
-        return second.model_copy(update={"usage": first.usage + second.usage})
+            raise ReplyCutOff(_message(request), usage)
+        thinking = "\n\n".join(r for r in (first.reasoning, second.reasoning) if r)
+        return second.model_copy(update={"usage": usage, "reasoning": thinking})
 
 
 def _past(seen: str, text: str) -> tuple[str, str]:
