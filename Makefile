@@ -6,7 +6,7 @@ PIP    := $(VENV)/bin/pip
 PYTEST_FLAGS ?= -q
 PYTEST_WORKERS ?= -n 2
 
-.PHONY: run test check format lint typecheck bench schema screenshots browser services cluster clean
+.PHONY: run test check format lint typecheck bench schema screenshots browser services node cluster clean
 
 # ---- environments ---------------------------------------------------------
 $(VENV)/.base: pyproject.toml
@@ -31,7 +31,7 @@ run: $(VENV)/.base
 		export LOOPWIRE_DATA_SOURCES=demo=demo/documents; fi; \
 	$(PY) -m backend serve
 
-test: $(VENV)/.dev browser services
+test: $(VENV)/.dev browser services tests/js/node_modules/.installed
 	$(PY) -m pytest -p no:playwright $(PYTEST_WORKERS) $(PYTEST_FLAGS)
 
 # ---- quality ----------------------------------------------------------------
@@ -93,6 +93,21 @@ services:
 		DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	else echo "note:$$missing missing and not root; the tests that need them will be skipped"; fi
+
+# Debian's Node (installed only when root and missing), then the client
+# libraries of other ecosystems the tests drive loopwire with (tests/js/:
+# pinned, lockfile committed) into tests/js/node_modules, for tests only.
+node:
+	@if command -v node >/dev/null && command -v npm >/dev/null; then :; \
+	elif [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null; then \
+		echo "installing Debian's nodejs and npm for the client-library tests"; \
+		DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null; \
+	else echo "note: node missing and not root; the client-library tests will be skipped"; fi
+tests/js/node_modules/.installed: tests/js/package.json tests/js/package-lock.json | node
+	@if command -v npm >/dev/null; then \
+		cd tests/js && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error && touch node_modules/.installed; \
+	fi
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
