@@ -48,7 +48,8 @@ from backend.tools.executor import Runner, ToolExecutor
 from backend.tools.mcp import MCPManager, load_mcp_config
 from backend.tools.notes import MemoryNotebook, Notebook, note_tools
 from backend.tools.processes import ProcessPool
-from backend.transport import admin, api, conversations, files, http
+from backend.transport import admin, api, conversations, files, http, openai_api
+from backend.transport.ag_ui import routes as ag_ui_routes
 from backend.transport.agent_api import AgentAPI
 from backend.transport.auth import Authenticate
 from backend.transport.guard import Guard
@@ -60,6 +61,7 @@ from backend.transport.login import Login
 from backend.transport.oidc import OidcLogin
 from backend.transport.openapi import openapi_route
 from backend.transport.refusal import Refused, answer_refused
+from backend.transport.ui_stream import routes as ui_stream_routes
 from backend.transport.websocket import websocket_endpoint
 from backend.users import Users
 
@@ -393,6 +395,9 @@ def _routes(
         *admin.routes(),
         *api.routes(),
         *AgentAPI().routes(),
+        *ag_ui_routes(),
+        *openai_api.routes(),
+        *ui_stream_routes(),
         Route("/openapi.json", openapi_route),
         *conversations.routes(),
         *files.routes(),

@@ -579,6 +579,7 @@ async def test_the_openapi_document_is_served_and_matches_the_routes(
         "/api/admin/signins/{signin_id}",
         "/api/admin/usage",
         "/api/admin/users/{user}/revoke",
+        "/api/ag-ui",
         "/api/agent",
         "/api/conversations",
         "/api/conversations/{conversation_id}",
@@ -590,7 +591,11 @@ async def test_the_openapi_document_is_served_and_matches_the_routes(
         "/api/conversations/{conversation_id}/steps",
         "/api/conversations/{conversation_id}/stop",
         "/api/info",
+        "/api/ui-stream",
+        "/api/ui-stream/{chat_id}/stream",
         "/healthz",
+        "/v1/chat/completions",
+        "/v1/models",
     ]
     routes = {getattr(r, "path", "") for r in harness.server.app.routes}
     assert set(paths) <= routes

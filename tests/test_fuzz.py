@@ -26,14 +26,18 @@ from __future__ import annotations
 import asyncio
 import json
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from websockets.exceptions import ConnectionClosed
 
-from tests.fuzz_frames import MAX_MESSAGE_BYTES, Fuzz, fuzz_frames
+from tests.fuzz_frames import MAX_MESSAGE_BYTES, Fuzz, fuzz_frames, hostile_values
 from tests.hostile import (
     STOP,
     loop_thread,
@@ -233,3 +237,303 @@ def test_every_fuzzed_frame_is_answered_and_the_neighbour_is_served() -> None:
     logged = [line for line in server.lines if line.startswith(("ERROR", "CRITICAL"))]
     assert logged == [f"ERROR:    {UTF8_LOG}"] * tally.outcomes["close:1007"]
     assert not [line for line in server.lines if "Exception in ASGI" in line]
+
+
+def fuzz_endpoint(
+    bodies: st.SearchStrategy[bytes],
+    answer: Callable[[httpx.AsyncClient, bytes], Awaitable[str]],
+    database_url: str,
+) -> Counter[str]:
+    """Send 300 generated `bodies` to a server process of its own (no
+    exception in its log): how many times `answer` said each outcome."""
+    server = ServerProcess(
+        database_url,
+        max_message_bytes=str(MAX_MESSAGE_BYTES),
+        runs_per_minute="1000000",
+    )
+    outcomes: Counter[str] = Counter()
+    with loop_thread() as loop:
+        loop.run(server.start())
+        try:
+            base = f"http://127.0.0.1:{server.port}"
+
+            @settings(
+                max_examples=300,
+                derandomize=True,
+                database=None,
+                deadline=None,
+                phases=[Phase.generate],
+                suppress_health_check=list(HealthCheck),
+            )
+            @given(bodies)
+            def one(body: bytes) -> None:
+                async def send() -> str:
+                    async with httpx.AsyncClient(base_url=base, timeout=60) as http:
+                        return await answer(http, body)
+
+                outcomes[loop.run(send())] += 1
+
+            one()
+            assert server.running
+        finally:
+            loop.run(server.stop_quietly())
+    print(json.dumps(dict(outcomes)))
+    assert not [line for line in server.lines if "Exception in ASGI" in line]
+    return outcomes
+
+
+# ------------------------------------------------ AG-UI: POST /api/ag-ui
+
+AG_UI_REFUSALS = {400, 404, 409, 413, 415}
+AG_UI_FIELDS: dict[str, st.SearchStrategy[Any]] = {
+    "threadId": st.uuids().map(str) | st.text(max_size=40),
+    "runId": st.text(min_size=1, max_size=40),
+    "messages": st.just([{"id": "m1", "role": "user", "content": "what is 2+3?"}]),
+    "resume": st.lists(
+        st.fixed_dictionaries(
+            {
+                "interruptId": st.sampled_from(
+                    ["question:call_1", "approval:call_1", "call_1"]
+                )
+                | st.text(max_size=30),
+                "status": st.sampled_from(["resolved", "cancelled"]),
+                "payload": hostile_values,
+            }
+        ),
+        max_size=2,
+    ),
+    "forwardedProps": st.dictionaries(
+        st.sampled_from(["detach", "max_steps", "loop_strategy", "model", "x"]),
+        hostile_values,
+        max_size=3,
+    ),
+    "tools": st.just([]) | hostile_values,
+    "state": hostile_values,
+}
+
+
+@st.composite
+def ag_ui_bodies(draw: st.DrawFn) -> bytes:
+    """A `RunAgentInput` with each field right, wrong or missing (and
+    sometimes unknown ones); or any hostile frame's bytes as the body."""
+    if draw(st.integers(0, 3)) == 0:
+        fuzz = draw(fuzz_frames())
+        data = fuzz.data
+        return (data.encode() if isinstance(data, str) else data)[: 1 << 20]
+    body: dict[str, Any] = {}
+    for name, good in AG_UI_FIELDS.items():
+        how = draw(st.sampled_from(["good", "good", "wrong", "missing"]))
+        if how == "good":
+            body[name] = draw(good)
+        elif how == "wrong":
+            body[name] = draw(hostile_values)
+    body.update(draw(st.dictionaries(st.text(max_size=20), hostile_values, max_size=2)))
+    return json.dumps(body, default=str).encode()
+
+
+async def ag_ui_answer(http: httpx.AsyncClient, body: bytes) -> str:
+    """What the server answered one body: a refusal's status (checked
+    bounded and clear), or `run` (a stream that opened with RUN_STARTED,
+    then closed, which stops its run)."""
+    headers = {"Content-Type": "application/json"}
+    async with http.stream("POST", "/api/ag-ui", content=body, headers=headers) as r:
+        if r.status_code == 200:
+            async for line in r.aiter_lines():
+                if line.startswith("data: "):
+                    assert json.loads(line[6:])["type"] == "RUN_STARTED"
+                    return "run"
+            raise AssertionError("an AG-UI stream without RUN_STARTED")
+        answer = json.loads(await r.aread())
+    assert r.status_code in AG_UI_REFUSALS, (r.status_code, answer)
+    assert set(answer) <= {"error_type", "message", "fields"}
+    assert len(answer["message"]) <= MAX_ERROR_CHARS
+    return str(r.status_code)
+
+
+def test_every_fuzzed_ag_ui_body_is_refused_clearly_or_runs(tmp_path: Path) -> None:
+    """Hostile AG-UI inputs get bounded JSON refusals or a proper stream; no 500."""
+    database = f"sqlite:///{tmp_path / 'fuzz.db'}"  # several stopped runs at once
+    outcomes = fuzz_endpoint(ag_ui_bodies(), ag_ui_answer, database)
+    assert outcomes["400"] > 0 and outcomes["run"] > 0
+
+
+OPENAI_REFUSALS = {400, 404, 413, 415}
+OPENAI_TEXT = st.text(max_size=40) | hostile_values
+OPENAI_MESSAGE = st.fixed_dictionaries(
+    {
+        "role": st.sampled_from(["user", "user", "assistant", "system", "tool"]),
+        "content": OPENAI_TEXT
+        | st.lists(
+            st.fixed_dictionaries(
+                {"type": st.sampled_from(["text", "image_url"]), "text": OPENAI_TEXT}
+            ),
+            max_size=2,
+        ),
+    }
+)
+OPENAI_FIELDS: dict[str, st.SearchStrategy[Any]] = {
+    "model": st.sampled_from(
+        ["loopwire-react", "loopwire-act", "loopwire-llm_only", "loopwire-react:x"]
+    )
+    | st.text(max_size=30),
+    "messages": st.builds(
+        lambda earlier, last: earlier + last,
+        st.lists(OPENAI_MESSAGE, max_size=2),
+        st.sampled_from([[], [{"role": "user", "content": "what is 2+3?"}]]),
+    ),
+    "stream": st.booleans(),
+    "stream_options": st.fixed_dictionaries({"include_usage": st.booleans()}),
+    "temperature": st.floats(0, 2),
+    "metadata": st.fixed_dictionaries(
+        {"conversation_id": st.sampled_from(["new", "0" * 32, "x"])}
+    ),
+    "n": st.just(1),
+    "tools": st.just([]),
+    "user": st.text(max_size=20),
+}
+
+
+@st.composite
+def openai_bodies(draw: st.DrawFn) -> bytes:
+    """A chat completion request with each field right, wrong or missing
+    (and sometimes unknown ones); or any hostile frame's bytes as the body."""
+    if draw(st.integers(0, 3)) == 0:
+        data = draw(fuzz_frames()).data
+        return (data.encode() if isinstance(data, str) else data)[: 1 << 20]
+    body: dict[str, Any] = {}
+    for name, good in OPENAI_FIELDS.items():
+        how = draw(st.sampled_from(["good"] * 8 + ["wrong", "missing"]))
+        if how == "good":
+            body[name] = draw(good)
+        elif how == "wrong":
+            body[name] = draw(hostile_values)
+    body.update(draw(st.dictionaries(st.text(max_size=20), hostile_values, max_size=2)))
+    return json.dumps(body, default=str).encode()
+
+
+async def openai_answer(http: httpx.AsyncClient, body: bytes) -> str:
+    """What `/v1/chat/completions` answered one body: a refusal's status
+    (checked bounded and in OpenAI's shape), `stream` (a chunk stream, then
+    closed, which stops its run) or `completion`."""
+    headers = {"Content-Type": "application/json"}
+    async with http.stream(
+        "POST", "/v1/chat/completions", content=body, headers=headers
+    ) as r:
+        if r.headers.get("content-type", "").startswith("text/event-stream"):
+            async for line in r.aiter_lines():
+                if line.startswith("data: "):
+                    assert json.loads(line[6:])["object"] == "chat.completion.chunk"
+                    return "stream"
+            raise AssertionError("a chunk stream without a chunk")
+        answer = json.loads(await r.aread())
+    if r.status_code == 200:
+        assert answer["object"] == "chat.completion", answer
+        return "completion"
+    assert r.status_code in OPENAI_REFUSALS, (r.status_code, answer)
+    assert set(answer) == {"error"} and set(answer["error"]) == {
+        "message",
+        "type",
+        "code",
+        "param",
+    }
+    assert len(answer["error"]["message"]) <= MAX_ERROR_CHARS
+    return str(r.status_code)
+
+
+def test_every_fuzzed_openai_body_is_refused_clearly_or_runs() -> None:
+    """Hostile chat completion requests get bounded OpenAI errors or a reply; no 500."""
+    outcomes = fuzz_endpoint(openai_bodies(), openai_answer, "sqlite://")
+    assert outcomes["400"] > 0 and outcomes["stream"] + outcomes["completion"] > 0
+
+
+# ----------------------------------- AI SDK UI message stream: POST /api/ui-stream
+
+UI_STREAM_REFUSALS = {400, 404, 409, 413, 415}
+UI_PART = st.fixed_dictionaries(
+    {
+        "type": st.sampled_from(
+            ["text", "text", "file", "dynamic-tool", "data-loopwire-question"]
+        )
+        | st.text(max_size=20)
+    },
+    optional={
+        "text": st.just("what is 2+3?") | hostile_values,
+        "state": st.sampled_from(["approval-responded", "output-available"]),
+        "approval": st.fixed_dictionaries(
+            {"id": st.just("call_1") | hostile_values, "approved": hostile_values}
+        ),
+        "data": st.fixed_dictionaries({"questionId": hostile_values}),
+    },
+)
+UI_MESSAGE = st.fixed_dictionaries(
+    {
+        "id": st.text(max_size=20),
+        "role": st.sampled_from(["user", "user", "assistant", "system", "tool"]),
+        "parts": st.lists(UI_PART, max_size=3),
+    },
+    optional={
+        "metadata": st.fixed_dictionaries(
+            {"conversationId": st.sampled_from(["0" * 32, "../x"]) | hostile_values}
+        )
+    },
+)
+UI_STREAM_FIELDS: dict[str, st.SearchStrategy[Any]] = {
+    "id": st.sampled_from(["chat-1", "chat-1", "0" * 32, "x" * 300]),
+    "messages": st.just(
+        [{"id": "u1", "role": "user", "parts": [{"type": "text", "text": "2+3?"}]}]
+    )
+    | st.lists(UI_MESSAGE, max_size=3),
+    "trigger": st.sampled_from(["submit-message"] * 3 + ["regenerate-message"]),
+    "messageId": st.sampled_from(["a1", "a1", "u1"]),
+    "detach": st.booleans(),
+    "max_steps": st.integers(1, 20),
+    "loop_strategy": st.sampled_from(["react", "act", "nope"]),
+}
+
+
+@st.composite
+def ui_stream_bodies(draw: st.DrawFn) -> bytes:
+    """What `DefaultChatTransport` sends, each field right, wrong or missing
+    (and sometimes unknown ones); or any hostile frame's bytes as the body."""
+    if draw(st.integers(0, 3)) == 0:
+        data = draw(fuzz_frames()).data
+        return (data.encode() if isinstance(data, str) else data)[: 1 << 20]
+    body: dict[str, Any] = {}
+    for name, good in UI_STREAM_FIELDS.items():
+        how = draw(st.sampled_from(["good"] * 12 + ["wrong", "missing"]))
+        if how == "good":
+            body[name] = draw(good)
+        elif how == "wrong":
+            body[name] = draw(hostile_values)
+    if draw(st.integers(0, 3)) == 0:
+        body.update(draw(st.dictionaries(st.text(max_size=20), hostile_values)))
+    return json.dumps(body, default=str).encode()
+
+
+async def ui_stream_answer(http: httpx.AsyncClient, body: bytes) -> str:
+    """What `/api/ui-stream` answered one body: a refusal's status (checked
+    bounded and clear), or `run` (a UI message stream that opened with its
+    `start` part, then closed, which stops its run)."""
+    headers = {"Content-Type": "application/json"}
+    async with http.stream(
+        "POST", "/api/ui-stream", content=body, headers=headers
+    ) as r:
+        if r.status_code == 200:
+            assert r.headers["x-vercel-ai-ui-message-stream"] == "v1"
+            async for line in r.aiter_lines():
+                if line.startswith("data: "):
+                    assert json.loads(line[6:])["type"] == "start"
+                    return "run"
+            raise AssertionError("a UI message stream without its start part")
+        answer = json.loads(await r.aread())
+    assert r.status_code in UI_STREAM_REFUSALS, (r.status_code, answer)
+    assert set(answer) <= {"error_type", "message", "fields"}
+    assert len(answer["message"]) <= MAX_ERROR_CHARS
+    return str(r.status_code)
+
+
+def test_every_fuzzed_ui_stream_body_is_refused_clearly_or_runs(tmp_path: Path) -> None:
+    """Hostile `useChat` bodies get bounded JSON refusals or a proper stream; no 500."""
+    database = f"sqlite:///{tmp_path / 'fuzz.db'}"  # several stopped runs at once
+    outcomes = fuzz_endpoint(ui_stream_bodies(), ui_stream_answer, database)
+    assert outcomes["400"] > 0 and outcomes["run"] > 0

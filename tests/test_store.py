@@ -26,7 +26,7 @@ from backend.store.base import (
     LimitReached,
     RunRecord,
 )
-from backend.store.engine import engine_url
+from backend.store.engine import Database, engine_url
 from backend.store.schema import metadata
 from backend.store.sql import SqlStore
 from backend.tools.base import Reconciled, ToolContext
@@ -490,3 +490,25 @@ async def test_a_tools_file_is_made_once_per_key_and_fenced(
     with pytest.raises(Fenced):
         await write_file(args, stale)
     assert len(await store.files("c1")) == 1
+
+
+async def test_an_in_memory_database_outlives_a_connection_thrown_away() -> None:
+    """A connection invalidated mid-use (a cancelled statement) is replaced,
+    and the in-memory database keeps its tables and rows; two databases
+    never share one."""
+    database, other = Database("sqlite://"), Database("sqlite://")
+    try:
+        async with database.begin() as conn:
+            await conn.execute(sa.text("CREATE TABLE kept (x INTEGER)"))
+            await conn.execute(sa.text("INSERT INTO kept VALUES (1)"))
+        async with database.connect() as conn:
+            await conn.invalidate()
+        async with database.connect() as conn:
+            rows = (await conn.execute(sa.text("SELECT x FROM kept"))).all()
+        assert [tuple(row) for row in rows] == [(1,)]
+        async with other.connect() as conn:
+            tables = await conn.execute(sa.text("SELECT name FROM sqlite_master"))
+            assert tables.all() == []
+    finally:
+        await database.dispose()
+        await other.dispose()

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sqlite3
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -72,9 +74,17 @@ def create_engine(url: str) -> AsyncEngine:
             full, pool_pre_ping=True, connect_args={"server_settings": settings}
         )
     if in_memory(full):
+        name = f"file:loopwire-{uuid.uuid4().hex}?mode=memory&cache=shared"
         engine = create_async_engine(
-            full, poolclass=StaticPool, connect_args={"check_same_thread": False}
+            f"sqlite+aiosqlite:///{name}&uri=true",
+            poolclass=StaticPool,
+            connect_args={"check_same_thread": False},
         )
+        # A connection cancelled mid-statement is thrown away; a named
+        # in-memory database lives while any connection to it is open, so
+        # this one keeps it (and its tables) for the engine's replacement.
+        anchor = sqlite3.connect(name, uri=True, check_same_thread=False)
+        event.listen(engine.sync_engine, "engine_disposed", lambda _: anchor.close())
     else:
         database = make_url(full).database
         assert database is not None

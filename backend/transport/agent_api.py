@@ -26,7 +26,7 @@ the conversation is busy or has nothing to answer.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 from pydantic import Field, field_validator
@@ -34,7 +34,6 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
-from starlette.types import Receive, Scope, Send
 
 from backend.aio import race
 from backend.chat.service import ChatService
@@ -54,15 +53,18 @@ from backend.protocol import (
     Name,
     ResponseComplete,
     ToolStart,
-    server_message_adapter,
 )
-from backend.store.base import StoreError
-from backend.transport.auth import user_of
 from backend.transport.bodies import StrictBody, read_model, whole_number
-from backend.transport.limits import ClientLimits, Limited
 from backend.transport.refusal import Refused
+from backend.transport.run_streams import (
+    PING_S,
+    connected,
+    gone,
+    open_conversation,
+    read_frame,
+    restarting,
+)
 
-PING_S = 15.0
 CONVERSATION_ID = r"^[0-9a-f]{32}$"
 
 
@@ -108,12 +110,6 @@ class AgentRequest(StrictBody):
             replace_from=self.replace_from,
             selected_data_sources=self.selected_data_sources,
         )
-
-
-def _frame(text: str) -> Any:
-    """A frame's text read back as its protocol model (an `Envelope` and
-    its payload): as fast as `json.loads`, and typed."""
-    return server_message_adapter.validate_json(text)
 
 
 class _Follow:
@@ -183,13 +179,13 @@ class AgentAPI:
                     "Last-Event-ID resumes a conversation: send its conversation_id",
                 )
             return await self._resume(request, body.conversation_id, resume_from)
-        return await _connected(request, lambda: self._run(request, body), run=True)
+        return await connected(request, lambda: self._run(request, body), run=True)
 
     async def _run(self, request: Request, body: AgentRequest) -> Response:
         """A new run of `body` in the caller's conversation: its stream, or
         (not streaming) its outcome once it ends."""
         service: ChatService = request.app.state.chat
-        session = await _open(request, body.conversation_id)
+        session = await open_conversation(request, body.conversation_id)
         subscription = session.outbox.subscribe(None)
         try:
             started = await service.dispatch_to(session, body.message())
@@ -222,44 +218,20 @@ class AgentAPI:
             raise Refused(
                 400, "invalid_message", "Last-Event-ID must be a seq (a whole number)"
             )
-        return await _connected(
+        return await connected(
             request, lambda: _replay(request, conversation_id, after), run=False
         )
 
 
 async def _replay(request: Request, conversation_id: str, after: int) -> Response:
     """The frames after `after`, then the run in progress to its end."""
-    session = await _open(request, conversation_id)
+    session = await open_conversation(request, conversation_id)
     subscription = session.outbox.subscribe(after)
     follow = _Follow(session.run_id)
     return EventSourceResponse(
         _stream(request, session, subscription, follow, detach=True),
         ping=PING_S,
     )
-
-
-async def _open(request: Request, conversation_id: str | None) -> Target:
-    """The caller's conversation (a new one for None)."""
-    service: ChatService = request.app.state.chat
-    if service.draining:
-        raise _restarting()
-    try:
-        session, _ = await service.open_session(
-            conversation_id, owner=user_of(request), create=conversation_id is None
-        )
-    except NoSuchConversation as exc:
-        raise Refused(404, "not_found", f"no conversation {conversation_id!r}") from exc
-    except ProtocolError as exc:
-        raise Refused(503, exc.error_type, str(exc)) from exc
-    except StoreError as exc:
-        raise Refused(
-            503, "store_error", "the conversation store is unavailable; try later"
-        ) from exc
-    return session
-
-
-def _restarting() -> Refused:
-    return Refused(503, "server_restarting", "the server is restarting")
 
 
 async def _stream(
@@ -280,7 +252,7 @@ async def _stream(
             text = await subscription.next_frame()
             if text in (OVERFLOW, CLOSING):  # too slow, or a restart
                 return
-            frame = _frame(text)
+            frame = read_frame(text)
             follow.see(frame)
             yield ServerSentEvent(data=text, event=frame.type, id=str(frame.seq))
         outcome = await service.outcome_of(session, follow.run_id, follow.answer)
@@ -309,73 +281,19 @@ async def _collect(
             text = await subscription.next_frame()
             if text in (OVERFLOW, CLOSING):
                 return
-            follow.see(_frame(text))
+            follow.see(read_frame(text))
 
     try:
-        await race(until_the_end(), _gone(request))
+        await race(until_the_end(), gone(request))
     finally:
         session.outbox.unsubscribe(subscription)
         session.touch()
         if not follow.ended:
             service.stop_soon(session, follow.run_id)
     if not follow.ended:
-        raise _restarting()
+        raise restarting()
     outcome = await service.outcome_of(session, follow.run_id, follow.answer)
     return JSONResponse(_document(session.id, follow, outcome, user_at))
-
-
-async def _connected(
-    request: Request, respond: Callable[[], Awaitable[Response]], *, run: bool
-) -> Response:
-    """`respond()`, holding one of the caller's connections until what it
-    answers is sent (a stream: until it ends); spending one of the caller's
-    runs first if it starts one (`run`). 429 past either limit."""
-    limits: ClientLimits = request.app.state.limits
-    key = limits.key(request.scope, user_of(request))
-    try:
-        limits.connect(key)
-    except Limited as exc:
-        raise Refused.limited(exc) from exc
-    try:
-        if run:
-            limits.start_run(key)
-        response = await respond()
-    except Limited as exc:
-        limits.leave(key)
-        raise Refused.limited(exc) from exc
-    except BaseException:
-        limits.leave(key)
-        raise
-    return _held(response, lambda: limits.leave(key))
-
-
-class _Held(Response):
-    """A response that holds one of its client's connections until it has
-    been sent (or the client went away)."""
-
-    def __init__(self, inner: Response, release: Callable[[], None]) -> None:
-        self.inner = inner
-        self.release = release
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        try:
-            await self.inner(scope, receive, send)
-        finally:
-            self.release()
-
-
-def _held(response: Response, release: Callable[[], None]) -> Response:
-    """`release` once `response` is sent: at once for one already complete."""
-    if isinstance(response, EventSourceResponse):
-        return _Held(response, release)
-    release()
-    return response
-
-
-async def _gone(request: Request) -> None:
-    """Returns when the client has gone away (its body is already read)."""
-    while (await request.receive())["type"] != "http.disconnect":
-        pass
 
 
 def _document(

@@ -19,9 +19,13 @@ from starlette.responses import JSONResponse, Response
 
 from backend.protocol import FileInfo
 from backend.transport.admin import Revoked, SignInList, Usage
+from backend.transport.ag_ui import ag_ui_paths
 from backend.transport.agent_api import AgentRequest
 from backend.transport.api import ApprovalBody, InputBody, StepsBody, StopBody
 from backend.transport.conversations import Rename
+from backend.transport.openai_requests import ChatCompletionRequest, openapi_paths
+from backend.transport.ui_stream import ui_stream_paths
+from backend.transport.ui_stream_body import UIStreamRequest
 
 OPENAPI_PATH = Path("docs/openapi.json")
 ERROR = {"$ref": "#/components/schemas/Error"}
@@ -36,6 +40,8 @@ MODELS: tuple[type[BaseModel], ...] = (
     SignInList,
     Revoked,
     Usage,
+    ChatCompletionRequest,
+    UIStreamRequest,
 )
 FILE = {"$ref": "#/components/schemas/FileInfo"}
 FILE_LIST = {
@@ -385,9 +391,12 @@ def openapi() -> dict[str, Any]:
         "security": [{"bearer": []}],
         "paths": {
             **_agent_paths(base),
+            **ag_ui_paths(),
+            **ui_stream_paths(),
             **_conversation_paths(base),
             **_file_paths(base),
             **_admin_paths(),
+            **openapi_paths(),
             "/api/info": {
                 "get": {
                     "summary": "What the server offers",

@@ -1,0 +1,390 @@
+"""AG-UI 1.0 over HTTP: `POST /api/ag-ui` takes a `RunAgentInput` and
+answers the AG-UI event stream (Server-Sent Events) of a loopwire run.
+
+- `threadId` is the conversation: a conversation id of the caller's (as
+  32 hex digits or in UUID form) continues it; a thread loopwire does not
+  know starts a new conversation, whose id `RUN_STARTED.metadata.loopwire.
+  conversation_id` gives (send it as `threadId` from then on). Another
+  user's conversation is a 404.
+- A new run asks the last message, which must be the user's, in agent
+  mode; `forwardedProps` may set `detach`, `max_steps`, `loop_strategy`,
+  `selected_tools` and `model`, as on `/api/agent`.
+- A question or an approval ends the AG-UI run with the interrupt outcome;
+  the next input on the thread answers it in `resume` (or, for a question,
+  with a new user message) and follows the same loopwire run on.
+- A client that goes away stops the run, unless `forwardedProps.detach`.
+
+The frames become events in `transport/ag_ui_events.py`; the run itself is
+`/api/agent`'s: the same `ChatService` calls, auth, limits and refusals.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import AsyncIterator
+from typing import Annotated, Any
+
+from ag_ui.core import ResumeEntry, RunAgentInput, TextPart, UserMessage
+from ag_ui.encoder import EventEncoder
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from sse_starlette import EventSourceResponse
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from backend.chat.service import ChatService
+from backend.chat.session import CLOSING, OVERFLOW, Subscription
+from backend.chat.target import Target
+from backend.errors import NoSuchConversation, ProtocolError
+from backend.protocol import (
+    STEPS_LIMIT,
+    AgentControlMessage,
+    AgentUserInputMessage,
+    ChatMessage,
+    ClientMessage,
+    Name,
+    ToolApprovalResponseMessage,
+)
+from backend.transport.ag_ui_events import APPROVAL, QUESTION, AgUiRun
+from backend.transport.bodies import describe, read_model
+from backend.transport.refusal import Refused
+from backend.transport.run_streams import (
+    PING_S,
+    connected,
+    open_conversation,
+    read_frame,
+)
+
+HEX_ID = re.compile(r"[0-9a-f]{32}")
+
+
+class Props(BaseModel):
+    """What loopwire reads of `forwardedProps` (other keys are the app's)."""
+
+    model_config = ConfigDict(extra="ignore", strict=True)
+
+    detach: bool = False
+    max_steps: Annotated[int, Field(ge=1, le=STEPS_LIMIT)] | None = None
+    loop_strategy: Name | None = None
+    selected_tools: Annotated[list[Name], Field(max_length=256)] | None = None
+    model: Name | None = None
+
+
+class Decision(BaseModel):
+    """An approval interrupt's resume payload."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    approved: bool
+    reason: Annotated[str, Field(max_length=2000)] | None = None
+    in_doubt: bool | None = None
+
+
+def _invalid(what: str, exc: ValidationError) -> Refused:
+    fields, problems = describe(exc, most=20)
+    return Refused(400, "invalid_message", f"invalid {what}: {problems}", fields=fields)
+
+
+def conversation_of(thread_id: str) -> str | None:
+    """The conversation id `thread_id` spells (32 hex digits, or a UUID)."""
+    if HEX_ID.fullmatch(thread_id):
+        return thread_id
+    try:
+        return uuid.UUID(thread_id).hex
+    except ValueError:
+        return None
+
+
+def _props(body: RunAgentInput) -> Props:
+    raw = body.forwarded_props
+    try:
+        return Props.model_validate(raw if isinstance(raw, dict) else {})
+    except ValidationError as exc:
+        raise _invalid("forwardedProps", exc) from exc
+
+
+def _said(body: RunAgentInput) -> str:
+    """The text of the input's last message, which must be the user's."""
+    last = body.messages[-1] if body.messages else None
+    if not isinstance(last, UserMessage):
+        raise Refused(
+            400,
+            "invalid_message",
+            "the last message must be the user's (a tool result is not taken)",
+        )
+    if isinstance(last.content, str):
+        text = last.content
+    else:
+        text = "\n".join(p.text for p in last.content if isinstance(p, TextPart))
+    if not text.strip():
+        raise Refused(400, "invalid_message", "the user's message has no text")
+    return text
+
+
+def _answer(entry: ResumeEntry, body: RunAgentInput) -> ClientMessage:
+    """The loopwire message a resume entry is: an answer, a decision, or a
+    stop (a question cancelled)."""
+    kind, _, key = entry.interrupt_id.partition(":")
+    try:
+        if f"{kind}:" == QUESTION:
+            return _question_answer(entry, key, body)
+        if f"{kind}:" == APPROVAL:
+            if entry.status == "cancelled":
+                decision = Decision(approved=False, reason="cancelled")
+            else:
+                decision = Decision.model_validate(entry.payload)
+            return ToolApprovalResponseMessage(
+                type="tool_approval_response", tool_call_id=key, **decision.model_dump()
+            )
+    except ValidationError as exc:
+        raise _invalid(f"resume entry {entry.interrupt_id!r}", exc) from exc
+    raise Refused(
+        409, "no_pending_input", f"no interrupt {entry.interrupt_id!r} of this thread"
+    )
+
+
+def _question_answer(
+    entry: ResumeEntry, key: str, body: RunAgentInput
+) -> ClientMessage:
+    if entry.status == "cancelled":
+        return AgentControlMessage(type="agent_control", action="stop")
+    payload = entry.payload
+    content = payload if isinstance(payload, str) else _said(body)
+    return AgentUserInputMessage(
+        type="agent_user_input", content=content, question_id=key
+    )
+
+
+async def _thread(request: Request, thread_id: str, *, create: bool) -> Target:
+    """The thread's conversation: the caller's own, or (`create`) a new one
+    for a thread loopwire does not know; 404 for another user's."""
+    service: ChatService = request.app.state.chat
+    conversation = conversation_of(thread_id)
+    if conversation is None and not create:
+        raise Refused(404, "not_found", f"no conversation {thread_id[:64]!r}")
+    if conversation is None:
+        return await open_conversation(request, None)
+    try:
+        return await open_conversation(request, conversation)
+    except Refused as refused:
+        if not create or refused.status != 404:
+            raise
+        if await _exists(service, conversation):
+            raise
+    return await open_conversation(request, None)
+
+
+async def _exists(service: ChatService, conversation: str) -> bool:
+    """Whether anyone has this conversation (in memory or stored)."""
+    if conversation in service.sessions:
+        return True
+    return service.store is not None and (
+        await service.store.conversation(conversation) is not None
+    )
+
+
+class AgUiAPI:
+    def routes(self) -> list[Route]:
+        return [Route("/api/ag-ui", self.run, methods=["POST"])]
+
+    async def run(self, request: Request) -> Response:
+        service: ChatService = request.app.state.chat
+        limit = service.settings.max_message_bytes
+        body = await read_model(request, RunAgentInput, "AG-UI run input", limit)
+        props = _props(body)
+        if body.resume:
+            answers = [_answer(entry, body) for entry in body.resume]
+            return await connected(
+                request, lambda: self._follow(request, body, props, answers), run=False
+            )
+        query = _said(body)
+        return await connected(
+            request, lambda: self._start(request, body, props, query), run=True
+        )
+
+    async def _start(
+        self, request: Request, body: RunAgentInput, props: Props, query: str
+    ) -> Response:
+        """A new run of the user's message; or, while the conversation's run
+        waits for an answer, that message answers it."""
+        service: ChatService = request.app.state.chat
+        session = await _thread(request, body.thread_id, create=True)
+        message = ChatMessage(
+            type="chat",
+            content=query,
+            agent_mode=True,
+            agent_max_steps=props.max_steps,
+            selected_tools=props.selected_tools,
+            loop_strategy=props.loop_strategy,
+            model=props.model,
+        )
+        subscription = session.outbox.subscribe(None)
+        try:
+            started = await _dispatch(service, session, message)
+        except BaseException:
+            session.outbox.unsubscribe(subscription)
+            raise
+        if started is None:  # busy: the run may wait for an answer
+            answer = AgentUserInputMessage(type="agent_user_input", content=query)
+            try:
+                return await self._resumed(
+                    request, body, props, session, [answer], subscription
+                )
+            except Refused as refused:
+                if refused.error_type != "no_pending_input":
+                    raise
+                raise Refused(409, "busy", "a run is in progress") from refused
+        run = AgUiRun(body.thread_id, body.run_id, started["run_id"])
+        return _response(request, session, subscription, run, props.detach)
+
+    async def _follow(
+        self,
+        request: Request,
+        body: RunAgentInput,
+        props: Props,
+        answers: list[ClientMessage],
+    ) -> Response:
+        """The paused run of the thread, answered, followed to its next
+        pause or its end."""
+        session = await _thread(request, body.thread_id, create=False)
+        subscription = session.outbox.subscribe(None)
+        return await self._resumed(request, body, props, session, answers, subscription)
+
+    async def _resumed(
+        self,
+        request: Request,
+        body: RunAgentInput,
+        props: Props,
+        session: Target,
+        answers: list[ClientMessage],
+        subscription: Subscription,
+    ) -> Response:
+        service: ChatService = request.app.state.chat
+        loopwire_run = session.run_id
+        try:
+            for answer in answers:
+                await _act(service, session, answer)
+        except BaseException:
+            session.outbox.unsubscribe(subscription)
+            raise
+        run = AgUiRun(body.thread_id, body.run_id, loopwire_run)
+        return _response(request, session, subscription, run, props.detach)
+
+
+async def _dispatch(
+    service: ChatService, session: Target, message: ChatMessage
+) -> dict[str, Any] | None:
+    """`message` dispatched: what the service says; None if busy."""
+    try:
+        return await _act(service, session, message)
+    except Refused as refused:
+        if refused.error_type == "busy":
+            return None
+        raise
+
+
+async def _act(
+    service: ChatService, session: Target, message: ClientMessage
+) -> dict[str, Any]:
+    try:
+        return await service.dispatch_to(session, message)
+    except ProtocolError as exc:
+        raise Refused.by_service(exc) from exc
+    except NoSuchConversation as exc:
+        raise Refused(404, "not_found", f"no conversation {session.id!r}") from exc
+
+
+def _response(
+    request: Request,
+    session: Target,
+    subscription: Subscription,
+    run: AgUiRun,
+    detach: bool,
+) -> Response:
+    return EventSourceResponse(
+        _events(request, session, subscription, run, detach=detach), ping=PING_S
+    )
+
+
+async def _events(
+    request: Request,
+    session: Target,
+    subscription: Subscription,
+    run: AgUiRun,
+    *,
+    detach: bool,
+) -> AsyncIterator[bytes]:
+    """The AG-UI run's events, encoded, until it finishes or pauses.
+    Leaving early stops the loopwire run unless `detach`."""
+    service: ChatService = request.app.state.chat
+    encoder = EventEncoder()
+    try:
+        yield encoder.encode(run.started(session.id)).encode()
+        while not run.ended:
+            text = await subscription.next_frame()
+            if text in (OVERFLOW, CLOSING):  # too slow, or a restart
+                for event in run.cut_off(
+                    "the stream was cut off; send the input again"
+                ):
+                    yield encoder.encode(event).encode()
+                return
+            for event in run.see(read_frame(text)):
+                yield encoder.encode(event).encode()
+    finally:
+        session.outbox.unsubscribe(subscription)
+        session.touch()
+        if not run.ended and not detach:
+            service.stop_soon(session, run.loopwire_run)
+
+
+def routes() -> list[Route]:
+    return AgUiAPI().routes()
+
+
+def ag_ui_paths() -> dict[str, Any]:
+    """`POST /api/ag-ui` in the OpenAPI document (`transport/openapi.py`)."""
+    error = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
+    refusals = {
+        "400": "a bad RunAgentInput (`fields` names each problem), or its last "
+        "message is not the user's",
+        "401": "not signed in",
+        "404": "the thread is another user's conversation",
+        "409": "busy, or no such interrupt waiting",
+        "413": "the body is over the limit",
+        "415": "the body is not application/json",
+        "429": "too many runs or connections",
+        "503": "the server is restarting or its store is unavailable",
+    }
+    body = {
+        "type": "object",
+        "description": "An AG-UI 1.0 `RunAgentInput` (camelCase); "
+        "`forwardedProps` may hold `detach`, `max_steps`, `loop_strategy`, "
+        "`selected_tools`, `model`.",
+        "required": ["threadId", "runId", "messages"],
+    }
+    return {
+        "/api/ag-ui": {
+            "post": {
+                "summary": "Run the agent for an AG-UI client (docs/integrations.md)",
+                "requestBody": {
+                    "required": True,
+                    "content": {"application/json": {"schema": body}},
+                },
+                "responses": {
+                    "200": {
+                        "description": "the AG-UI events of the run, to "
+                        "RUN_FINISHED (success, interrupt or cancelled) or "
+                        "RUN_ERROR",
+                        "content": {
+                            "text/event-stream": {"schema": {"type": "string"}}
+                        },
+                    },
+                    **{
+                        code: {"description": meaning, "content": error}
+                        for code, meaning in refusals.items()
+                    },
+                },
+            }
+        }
+    }

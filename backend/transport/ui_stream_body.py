@@ -1,0 +1,277 @@
+"""What `useChat`'s `DefaultChatTransport` sends to `POST /api/ui-stream`,
+and what its last message asks loopwire to do.
+
+The body is `{id, messages, trigger, messageId?}` (the AI SDK's) plus
+loopwire's own run options, which a page passes as the transport's `body`.
+`messages` is the client's copy of the conversation: loopwire keeps its
+own, so only the end of it counts —
+
+- a user message last: its text is the run's `chat`, or the answer to the
+  question the conversation's run waits on;
+- an assistant message last: its tool parts in state `approval-responded`
+  are the user's decisions on the run's approval requests;
+- `trigger: "regenerate-message"`: edit and resend (`replace_from`) of the
+  run whose assistant message `messageId` names.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from starlette.requests import Request
+
+from backend.protocol import (
+    STEPS_LIMIT,
+    SYSTEM_PROMPT_LIMIT,
+    ChatMessage,
+    Id,
+    Name,
+    ToolApprovalResponseMessage,
+)
+from backend.transport.bodies import StrictBody, describe, read_json
+from backend.transport.refusal import Refused
+
+CONVERSATION_ID = r"^[0-9a-f]{32}$"
+MOST_PROBLEMS = 15
+"""Validation problems named in a refusal: fewer than `read_model` lists,
+so that a body missing its three required fields and carrying unknown ones
+still gets a short message."""
+SEGMENT = ":"
+"""Between a run's id and the question it continues after, in a message id."""
+
+
+class UIPart(BaseModel):
+    """A part of a UI message: its `type`, and whatever else it holds."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+
+    type: Annotated[str, Field(min_length=1, max_length=128)]
+
+    def field(self, name: str) -> Any:
+        return (self.model_extra or {}).get(name)
+
+
+class UIMessage(BaseModel):
+    model_config = ConfigDict(extra="allow", strict=True)
+
+    id: Annotated[str, Field(max_length=256)]
+    role: Literal["system", "user", "assistant"]
+    parts: Annotated[list[UIPart], Field(max_length=10_000)]
+    metadata: Any = None
+
+
+class UIStreamRequest(StrictBody):
+    id: Id
+    """The chat's id: a loopwire conversation's id, or the client's own."""
+    messages: Annotated[list[UIMessage], Field(min_length=1, max_length=10_000)]
+    trigger: Literal["submit-message", "regenerate-message"]
+    messageId: Id | None = None
+    """The SDK's name: the message to regenerate, or the one edited."""
+    detach: bool = False
+    """Keep the run going if the client goes away."""
+    max_steps: Annotated[int, Field(ge=1, le=STEPS_LIMIT)] | None = None
+    loop_strategy: Name | None = None
+    selected_tools: Annotated[list[Name], Field(max_length=256)] | None = None
+    model: Name | None = None
+    system_prompt: (
+        Annotated[str, Field(min_length=1, max_length=SYSTEM_PROMPT_LIMIT)] | None
+    ) = None
+
+    def chat(self, content: str, replace_from: str | None = None) -> ChatMessage:
+        return ChatMessage(
+            type="chat",
+            content=content,
+            agent_mode=True,
+            agent_max_steps=self.max_steps,
+            selected_tools=self.selected_tools,
+            loop_strategy=self.loop_strategy,
+            model=self.model,
+            system_prompt=self.system_prompt,
+            replace_from=replace_from,
+        )
+
+    def conversation_hint(self) -> str | None:
+        """The conversation the client's latest assistant message says it
+        belongs to (its metadata, as the stream's `start` part gave it)."""
+        for message in reversed(self.messages):
+            if message.role == "assistant" and isinstance(message.metadata, dict):
+                found = message.metadata.get("conversationId")
+                if isinstance(found, str):
+                    return found
+        return None
+
+
+class Decision(BaseModel):
+    """A tool part's `approval` once the user answered it."""
+
+    model_config = ConfigDict(strict=True)
+
+    id: Id
+    approved: bool
+    reason: Annotated[str, Field(max_length=2000)] | None = None
+
+
+class Ask:
+    """A new run (`chat`)."""
+
+    def __init__(self, content: str, replace_from: str | None = None) -> None:
+        self.content = content
+        self.replace_from = replace_from
+
+
+class Answer:
+    """The last user message: an answer if a question waits, else a chat."""
+
+    def __init__(self, content: str, question_id: str | None) -> None:
+        self.content = content
+        self.question_id = question_id
+
+
+class Decide:
+    """The user's decisions on approval requests, and the message they are in."""
+
+    def __init__(
+        self, message_id: str, decisions: list[ToolApprovalResponseMessage]
+    ) -> None:
+        self.message_id = message_id
+        self.decisions = decisions
+
+
+Turn = Ask | Answer | Decide
+
+
+async def read_body(request: Request, limit: int) -> UIStreamRequest:
+    """The body (at most `limit` bytes), validated; 400 naming the problems."""
+    data = await read_json(request, limit)
+    try:
+        return UIStreamRequest.model_validate(data)
+    except ValidationError as exc:
+        fields, problems = describe(exc, most=MOST_PROBLEMS)
+        raise Refused(
+            400,
+            "invalid_message",
+            f"invalid ui-stream request: {problems}",
+            fields=fields,
+        ) from exc
+
+
+def turn_of(body: UIStreamRequest) -> Turn:
+    """What the request's last message asks for; 400 when it asks for
+    nothing loopwire does."""
+    last = body.messages[-1]
+    if body.trigger == "regenerate-message":
+        return _regenerate(body)
+    if last.role == "assistant":
+        return Decide(last.id, _decisions(last))
+    if last.role != "user":
+        raise _refused("the last message must be the user's (or approvals)")
+    if body.messageId is not None and body.messageId == last.id:
+        raise _refused(
+            "editing a sent message is not supported: regenerate the answer "
+            "(edit and resend) or send a new message"
+        )
+    earlier = body.messages[-2] if len(body.messages) > 1 else None
+    return Answer(text_of(last), _question_in(earlier))
+
+
+def _regenerate(body: UIStreamRequest) -> Ask:
+    """Edit and resend: the run of the assistant message `messageId`, again
+    with the user's message that started it."""
+    if body.messageId is None:
+        raise _refused(
+            "regenerate-message needs the messageId of the answer to "
+            "regenerate (regenerate({ messageId }))"
+        )
+    run_id = body.messageId.split(SEGMENT)[0]
+    users = [m for m in body.messages if m.role == "user"]
+    starts = [i for i, m in enumerate(body.messages) if m.id == run_id]
+    if starts:  # a continued run: the user's message before its first part
+        users = [m for m in body.messages[: starts[0]] if m.role == "user"]
+    if not users:
+        raise _refused("no user message to send again")
+    return Ask(text_of(users[-1]), replace_from=run_id)
+
+
+def text_of(message: UIMessage) -> str:
+    """A user message's text parts, joined; 400 for a file or no text."""
+    texts: list[str] = []
+    for part in message.parts:
+        if part.type == "file":
+            raise Refused(
+                400,
+                "invalid_message",
+                "file parts are not taken here: upload files with "
+                "POST /api/conversations/{id}/files",
+            )
+        if part.type == "text":
+            text = part.field("text")
+            if not isinstance(text, str):
+                raise _refused("a text part's text must be a string")
+            texts.append(text)
+    content = "\n\n".join(texts)
+    if not content.strip():
+        raise _refused("the last user message has no text")
+    return content
+
+
+def _question_in(message: UIMessage | None) -> str | None:
+    """The id of the question an assistant message ends waiting on."""
+    if message is None or message.role != "assistant":
+        return None
+    for part in reversed(message.parts):
+        if part.type == "data-loopwire-question":
+            data = part.field("data")
+            found = data.get("questionId") if isinstance(data, dict) else None
+            return found if isinstance(found, str) else None
+    return None
+
+
+def _decisions(message: UIMessage) -> list[ToolApprovalResponseMessage]:
+    """The approvals the user answered in `message`; 400 for none."""
+    in_doubt = _in_doubt(message)
+    decisions = []
+    for part in message.parts:
+        is_tool = part.type == "dynamic-tool" or part.type.startswith("tool-")
+        if not is_tool or part.field("state") != "approval-responded":
+            continue
+        try:
+            decision = Decision.model_validate(part.field("approval"))
+        except ValidationError as exc:
+            raise _refused(
+                "an approval response must be {id, approved, reason?}"
+            ) from exc
+        decisions.append(
+            ToolApprovalResponseMessage(
+                type="tool_approval_response",
+                tool_call_id=decision.id,
+                approved=decision.approved,
+                reason=decision.reason,
+                in_doubt=True if decision.id in in_doubt else None,
+            )
+        )
+    if not decisions:
+        raise _refused(
+            "the last message is the assistant's but answers no approval request"
+        )
+    return decisions
+
+
+def _in_doubt(message: UIMessage) -> set[str]:
+    """The calls whose approval request the user was shown as in doubt
+    (approving one runs it again, and must say so)."""
+    found = set()
+    for part in message.parts:
+        data = part.field("data")
+        if (
+            part.type == "data-loopwire-approval"
+            and isinstance(data, dict)
+            and data.get("inDoubt") is True
+            and isinstance(data.get("toolCallId"), str)
+        ):
+            found.add(data["toolCallId"])
+    return found
+
+
+def _refused(message: str) -> Refused:
+    return Refused(400, "invalid_message", f"invalid ui-stream request: {message}")
