@@ -17,6 +17,7 @@ import pytest
 
 from backend.__main__ import main
 from backend.doctor import listing, probes
+from backend.doctor.command import NOTHING_TO_PROBE
 from backend.doctor.servers import server_profile
 from tests.fake_openai import ErrorReply
 from tests.server_imitations import (
@@ -509,3 +510,12 @@ async def test_doctor_runs_as_a_command(
         "  LOOPWIRE_AGENT_LOOP_STRATEGY=react",
     ]
     assert len(openai_like.requests) == 4
+
+
+async def test_with_no_server_configured_it_says_so_and_probes_nothing(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """No base URL and no key anywhere: one line saying loopwire runs offline
+    and how to name a server, exit 2, and no request to any default host."""
+    code, out = await doctor(capsys)
+    assert (code, out) == (2, NOTHING_TO_PROBE + "\n")

@@ -18,8 +18,19 @@ OPENAI_BASE_URL = "https://api.openai.com/v1"
 """Where the `openai` SDK goes when no base URL is set."""
 
 
+NOTHING_TO_PROBE = (
+    "loopwire doctor: no LLM server is configured, so loopwire runs on its "
+    "embedded offline model (nothing to probe). Name one with --base-url "
+    "(Ollama: http://127.0.0.1:11434/v1) or LOOPWIRE_LLM_BASE_URL, or set "
+    "OPENAI_API_KEY for OpenAI."
+)
+
+
 def doctor_command(args: argparse.Namespace) -> int:
     target = _target(args)
+    if target is None:
+        print(NOTHING_TO_PROBE)
+        return 2
     # the client's own warnings would repeat the table's failures on stderr
     quiet = logging.NullHandler()
     logging.getLogger("backend").addHandler(quiet)
@@ -35,10 +46,15 @@ def doctor_command(args: argparse.Namespace) -> int:
     return verdict.exit_code
 
 
-def _target(args: argparse.Namespace) -> Target:
+def _target(args: argparse.Namespace) -> Target | None:
+    """The endpoint to probe; None when neither the options nor the settings
+    name one (loopwire then runs on the offline model)."""
     from backend.cli import load_settings
 
     settings = load_settings()
+    named = (args.base_url, args.api_key, settings.llm_base_url, settings.llm_api_key)
+    if not any(named):
+        return None
     timeout_s = args.timeout if args.timeout is not None else settings.llm_timeout_s
     return Target(
         base_url=args.base_url or settings.llm_base_url or OPENAI_BASE_URL,
