@@ -10,10 +10,18 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from ag_ui.core import BaseEvent, Event, RunFinishedEvent, RunStartedEvent
+from ag_ui.core import (
+    BaseEvent,
+    Event,
+    RunFinishedEvent,
+    RunStartedEvent,
+    TextMessageContentEvent,
+)
 from pydantic import TypeAdapter
 
 from backend.app import create_app
+from tests.cluster_harness import HEADER as INSTANCE
+from tests.cluster_harness import ClusterHarness
 from tests.conftest import Harness, StartServer, make_settings
 from tests.fakes import (
     Hang,
@@ -28,6 +36,7 @@ from tests.fakes import (
 )
 from tests.js_clients import needs_node, run_node
 from tests.live_server import serving
+from tests.test_cluster import QUESTION
 
 TOKEN = "ag-ui-token-0123456789abcdef"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -552,3 +561,36 @@ async def test_a_message_while_a_run_works_is_busy(start_server: StartServer) ->
         409,
         {"error_type": "busy", "message": "a run is in progress"},
     )
+
+
+async def test_a_question_is_resumed_through_another_instance(
+    offline_cluster: ClusterHarness,
+) -> None:
+    """Behind nginx, the resume that answers a question, sent through an
+    instance that does not own the thread, reaches the waiting run, which
+    goes on where its owner keeps it and finishes."""
+    cluster = offline_cluster
+    assert cluster.http is not None
+    http = cluster.http
+    async with http.stream(
+        "POST", "/api/ag-ui", json=run_input(str(uuid.uuid4()), QUESTION[0])
+    ) as response:
+        owner = response.headers[INSTANCE]
+        first = parsed([line async for line in response.aiter_lines()])
+    interrupt = interrupt_of(first)
+    assert interrupt["reason"] == "input_required"
+    thread = conversation(first)
+
+    await cluster.after(owner)
+    answer = {"interruptId": interrupt["id"], "status": "resolved", "payload": "km"}
+    async with http.stream(
+        "POST", "/api/ag-ui", json=run_input(thread, resume=[answer])
+    ) as response:
+        assert response.headers[INSTANCE] != owner
+        second = parsed([line async for line in response.aiter_lines()])
+    assert conversation(second) == thread
+    assert kinds(second)[-1] == "RUN_FINISHED"
+    finished = second[-1]
+    assert isinstance(finished, RunFinishedEvent) and finished.outcome is None
+    said = "".join(e.delta for e in second if isinstance(e, TextMessageContentEvent))
+    assert "16.09" in said

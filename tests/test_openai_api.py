@@ -9,6 +9,8 @@ from typing import Any
 import openai
 import pytest
 
+from tests.cluster_harness import HEADER as INSTANCE
+from tests.cluster_harness import ClusterHarness
 from tests.conftest import Harness, StartServer
 from tests.fakes import (
     Hang,
@@ -20,6 +22,7 @@ from tests.fakes import (
     reason,
     test_registry,
 )
+from tests.test_cluster import QUESTION
 from tests.ws_client import labels
 
 TOKEN = "openai-api-token-0123456789"
@@ -511,3 +514,35 @@ async def test_what_loopwire_refuses_is_an_openai_error(
     )
     assert limited.value.type == "rate_limit_error"
     assert int(limited.value.response.headers["Retry-After"]) > 0
+
+
+async def test_a_question_is_answered_through_another_instance(
+    offline_cluster: ClusterHarness,
+) -> None:
+    """Behind nginx, the answer to a question, sent by conversation id through
+    an instance that does not own the conversation, reaches the waiting run,
+    which goes on where its owner keeps it and finishes."""
+    cluster = offline_cluster
+    ask = {"model": "loopwire-react", "messages": user(QUESTION[0])}
+    first = await cluster.request(
+        "POST", "/v1/chat/completions", json=ask, headers={HEADER: "new"}
+    )
+    assert first.status_code == 200, first.text
+    owner, conversation = first.headers[INSTANCE], first.headers[HEADER]
+    question = first.json()["choices"][0]
+    assert question["finish_reason"] == "stop" and "?" in question["message"]["content"]
+
+    await cluster.after(owner)
+    answer = {"model": "loopwire-react", "messages": user("km")}
+    second = await cluster.request(
+        "POST",
+        "/v1/chat/completions",
+        json=answer,
+        headers={HEADER: conversation},
+    )
+    assert second.status_code == 200, second.text
+    assert second.headers[INSTANCE] != owner
+    assert second.headers[HEADER] == conversation
+    reply = second.json()["choices"][0]
+    assert reply["finish_reason"] == "stop"
+    assert "16.09" in reply["message"]["content"]
