@@ -180,6 +180,17 @@ def calls(
     return Completion(content=content, tool_calls=tool_calls, usage=_usage(content))
 
 
+def asks_which_unit() -> tuple[str | Completion, ...]:
+    """A react run that asks "Which unit?" (`request_input`) and, answered,
+    finishes with "16.09 km": reason, the question, observe, reason."""
+    return (
+        reason("ask"),
+        calls(("request_input", {"question": "Which unit?"})),
+        observe("km it is"),
+        reason("done", finish=True, final="16.09 km"),
+    )
+
+
 # ------------------------------------------------------------ test tools
 
 

@@ -29,6 +29,7 @@ from tests.fakes import (
     ScriptedLLM,
     SlowTool,
     approval_registry,
+    asks_which_unit,
     calls,
     observe,
     reason,
@@ -191,10 +192,7 @@ async def test_a_question_ends_the_run_and_its_answer_resumes_it(
     """A question is the interrupt outcome; a resume entry answers it and the run goes on."""
     harness = await serve(
         start_server,
-        reason("ask"),
-        calls(("request_input", {"question": "Which unit?"})),
-        observe("km it is"),
-        reason("done", finish=True, final="16.09 km"),
+        *asks_which_unit(),
     )
     thread = str(uuid.uuid4())
     async with client(harness) as http:
@@ -400,10 +398,7 @@ async def test_the_ag_ui_client_runs_a_tool_call_a_question_and_its_answer(
     harness = await serve(
         start_server,
         *one_step(),
-        reason("ask"),
-        calls(("request_input", {"question": "Which unit?"})),
-        observe("km it is"),
-        reason("done", finish=True, final="16.09 km"),
+        *asks_which_unit(),
     )
     out = await run_node(
         AGENT_SCRIPT,
@@ -437,10 +432,7 @@ async def test_a_user_message_answers_a_waiting_question(
     """Without `resume`, a new user message on the thread answers the question."""
     harness = await serve(
         start_server,
-        reason("ask"),
-        calls(("request_input", {"question": "Which unit?"})),
-        observe("km it is"),
-        reason("done", finish=True, final="16.09 km"),
+        *asks_which_unit(),
     )
     async with client(harness) as http:
         first = await ag_ui(http, run_input(str(uuid.uuid4()), "convert 10 miles"))

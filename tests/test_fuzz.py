@@ -331,29 +331,39 @@ def ag_ui_bodies(draw: st.DrawFn) -> bytes:
     return json.dumps(body, default=str).encode()
 
 
-async def ag_ui_answer(http: httpx.AsyncClient, body: bytes) -> str:
-    """What the server answered one body: a refusal's status (checked
-    bounded and clear), or `run` (a stream that opened with RUN_STARTED,
-    then closed, which stops its run)."""
-    headers = {"Content-Type": "application/json"}
-    async with http.stream("POST", "/api/ag-ui", content=body, headers=headers) as r:
-        if r.status_code == 200:
-            async for line in r.aiter_lines():
-                if line.startswith("data: "):
-                    assert json.loads(line[6:])["type"] == "RUN_STARTED"
-                    return "run"
-            raise AssertionError("an AG-UI stream without RUN_STARTED")
-        answer = json.loads(await r.aread())
-    assert r.status_code in AG_UI_REFUSALS, (r.status_code, answer)
-    assert set(answer) <= {"error_type", "message", "fields"}
-    assert len(answer["message"]) <= MAX_ERROR_CHARS
-    return str(r.status_code)
+def stream_answer(
+    path: str, first: str, refusals: set[int], headers: dict[str, str] | None = None
+) -> Callable[[httpx.AsyncClient, bytes], Awaitable[str]]:
+    """How a loopwire SSE endpoint at `path` answered one body: a refusal's
+    status (checked bounded and clear), or `run` (a stream whose first event
+    has the type `first`, then closed, which stops its run). `headers`: what
+    a stream's response must carry."""
+
+    async def answer(http: httpx.AsyncClient, body: bytes) -> str:
+        sent = {"Content-Type": "application/json"}
+        async with http.stream("POST", path, content=body, headers=sent) as r:
+            if r.status_code == 200:
+                for name, value in (headers or {}).items():
+                    assert r.headers[name] == value
+                async for line in r.aiter_lines():
+                    if line.startswith("data: "):
+                        assert json.loads(line[6:])["type"] == first
+                        return "run"
+                raise AssertionError(f"a stream from {path} without {first}")
+            answer = json.loads(await r.aread())
+        assert r.status_code in refusals, (r.status_code, answer)
+        assert set(answer) <= {"error_type", "message", "fields"}
+        assert len(answer["message"]) <= MAX_ERROR_CHARS
+        return str(r.status_code)
+
+    return answer
 
 
 def test_every_fuzzed_ag_ui_body_is_refused_clearly_or_runs(tmp_path: Path) -> None:
     """Hostile AG-UI inputs get bounded JSON refusals or a proper stream; no 500."""
     database = f"sqlite:///{tmp_path / 'fuzz.db'}"  # several stopped runs at once
-    outcomes = fuzz_endpoint(ag_ui_bodies(), ag_ui_answer, database)
+    answer = stream_answer("/api/ag-ui", "RUN_STARTED", AG_UI_REFUSALS)
+    outcomes = fuzz_endpoint(ag_ui_bodies(), answer, database)
     assert outcomes["400"] > 0 and outcomes["run"] > 0
 
 
@@ -510,30 +520,14 @@ def ui_stream_bodies(draw: st.DrawFn) -> bytes:
     return json.dumps(body, default=str).encode()
 
 
-async def ui_stream_answer(http: httpx.AsyncClient, body: bytes) -> str:
-    """What `/api/ui-stream` answered one body: a refusal's status (checked
-    bounded and clear), or `run` (a UI message stream that opened with its
-    `start` part, then closed, which stops its run)."""
-    headers = {"Content-Type": "application/json"}
-    async with http.stream(
-        "POST", "/api/ui-stream", content=body, headers=headers
-    ) as r:
-        if r.status_code == 200:
-            assert r.headers["x-vercel-ai-ui-message-stream"] == "v1"
-            async for line in r.aiter_lines():
-                if line.startswith("data: "):
-                    assert json.loads(line[6:])["type"] == "start"
-                    return "run"
-            raise AssertionError("a UI message stream without its start part")
-        answer = json.loads(await r.aread())
-    assert r.status_code in UI_STREAM_REFUSALS, (r.status_code, answer)
-    assert set(answer) <= {"error_type", "message", "fields"}
-    assert len(answer["message"]) <= MAX_ERROR_CHARS
-    return str(r.status_code)
-
-
 def test_every_fuzzed_ui_stream_body_is_refused_clearly_or_runs(tmp_path: Path) -> None:
     """Hostile `useChat` bodies get bounded JSON refusals or a proper stream; no 500."""
     database = f"sqlite:///{tmp_path / 'fuzz.db'}"  # several stopped runs at once
-    outcomes = fuzz_endpoint(ui_stream_bodies(), ui_stream_answer, database)
+    answer = stream_answer(
+        "/api/ui-stream",
+        "start",
+        UI_STREAM_REFUSALS,
+        headers={"x-vercel-ai-ui-message-stream": "v1"},
+    )
+    outcomes = fuzz_endpoint(ui_stream_bodies(), answer, database)
     assert outcomes["400"] > 0 and outcomes["run"] > 0

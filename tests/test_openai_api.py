@@ -17,6 +17,7 @@ from tests.fakes import (
     Saver,
     ScriptedLLM,
     approval_registry,
+    asks_which_unit,
     calls,
     observe,
     reason,
@@ -195,10 +196,7 @@ async def test_a_question_round_trips_by_conversation_id(
     """A question ends the reply; the next message with the id answers it."""
     harness = await serve(
         start_server,
-        reason("ask"),
-        calls(("request_input", {"question": "Which unit?"})),
-        observe("km it is"),
-        reason("done", finish=True, final="16.09 km"),
+        *asks_which_unit(),
     )
     async with sdk(harness) as client:
         raw = await client.chat.completions.with_raw_response.create(

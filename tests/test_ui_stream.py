@@ -22,6 +22,7 @@ from tests.fakes import (
     Saver,
     ScriptedLLM,
     approval_registry,
+    asks_which_unit,
     calls,
     observe,
     reason,
@@ -296,10 +297,7 @@ async def test_a_question_is_answered_by_the_next_user_message(
     """A question ends the response as a data part; the next user message answers it and the run goes on."""
     harness = await serve(
         start_server,
-        reason("ask"),
-        calls(("request_input", {"question": "Which unit?"})),
-        observe("km it is"),
-        reason("done", finish=True, final="16.09 km"),
+        *asks_which_unit(),
     )
     async with client(harness) as http:
         first = await post(http, body(user("convert 10 miles")))
@@ -761,10 +759,7 @@ async def test_the_ai_package_chat_drives_an_approval_and_a_question(
     harness = await serve(
         start_server,
         *save_run(observe(should_continue=False, final="Saved.")),
-        reason("ask"),
-        calls(("request_input", {"question": "Which unit?"})),
-        observe("km it is"),
-        reason("done", finish=True, final="16.09 km"),
+        *asks_which_unit(),
         saver=saver,
     )
     out = await run_node(

@@ -87,7 +87,10 @@ from backend.protocol.values import (
     Id,
     Name,
     Payload,
+    Steps,
+    SystemPrompt,
     ToolArguments,
+    ToolNames,
 )
 
 __all__ = [
@@ -139,7 +142,9 @@ __all__ = [
     "SessionReady",
     "SessionReset",
     "SourceRef",
+    "Steps",
     "StopMode",
+    "SystemPrompt",
     "Thinking",
     "TokenStream",
     "ToolApprovalRequest",
@@ -150,6 +155,7 @@ __all__ = [
     "ToolError",
     "ToolErrorStatus",
     "ToolInfo",
+    "ToolNames",
     "ToolStart",
     "UntrustedSource",
     "UsageInfo",

@@ -7,7 +7,7 @@ from typing import Annotated, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
-from backend.protocol.values import STEPS_LIMIT, SYSTEM_PROMPT_LIMIT, Id, Name
+from backend.protocol.values import Id, Name, Steps, SystemPrompt, ToolNames
 
 
 class _Frame(BaseModel):
@@ -20,8 +20,8 @@ class ChatMessage(_Frame):
     type: Literal["chat"]
     content: Annotated[str, Field(min_length=1)]
     agent_mode: bool = False
-    agent_max_steps: Annotated[int, Field(ge=1, le=STEPS_LIMIT)] | None = None
-    selected_tools: Annotated[list[Name], Field(max_length=256)] | None = None
+    agent_max_steps: Steps | None = None
+    selected_tools: ToolNames | None = None
     selected_data_sources: Annotated[list[Name], Field(max_length=50)] | None = None
     """The data sources `search_documents` may search in this run (None: all
     of them). With neither `agent_mode`, `loop_strategy` nor `selected_tools`,
@@ -36,9 +36,7 @@ class ChatMessage(_Frame):
     conversation's history (the model of later runs never sees it)."""
     include_history: bool = True
     """False: the model sees only this message, not the conversation before."""
-    system_prompt: (
-        Annotated[str, Field(min_length=1, max_length=SYSTEM_PROMPT_LIMIT)] | None
-    ) = None
+    system_prompt: SystemPrompt | None = None
     """Instructions for this run, given to the model after the server's own
     system prompt on every call of the run (the server may refuse them)."""
     replace_from: Id | None = None
@@ -62,7 +60,7 @@ class AgentControlMessage(_Frame):
 
     type: Literal["agent_control"]
     action: Literal["stop", "stop_after_step", "grant_steps"]
-    steps: Annotated[int, Field(ge=1, le=STEPS_LIMIT)] | None = None
+    steps: Steps | None = None
 
     @model_validator(mode="after")
     def _steps_with_grant(self) -> AgentControlMessage:

@@ -17,6 +17,12 @@ STEPS_LIMIT = 10_000
 """No step count a client sends may exceed this (the server's cap is lower)."""
 SYSTEM_PROMPT_LIMIT = 20_000
 """Characters of a client's own instructions (`ChatMessage.system_prompt`)."""
+Steps = Annotated[int, Field(ge=1, le=STEPS_LIMIT)]
+"""A step count a client asks for (a budget, or steps granted)."""
+ToolNames = Annotated[list[Name], Field(max_length=256)]
+"""The tools a client selects."""
+SystemPrompt = Annotated[str, Field(min_length=1, max_length=SYSTEM_PROMPT_LIMIT)]
+"""A client's own instructions."""
 
 ToolArguments = dict[str, Any] | str
 """Parsed arguments, or the raw text when the model sent something unparseable."""

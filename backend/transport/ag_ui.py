@@ -38,13 +38,14 @@ from backend.chat.session import CLOSING, OVERFLOW, Subscription
 from backend.chat.target import Target
 from backend.errors import NoSuchConversation, ProtocolError
 from backend.protocol import (
-    STEPS_LIMIT,
     AgentControlMessage,
     AgentUserInputMessage,
     ChatMessage,
     ClientMessage,
     Name,
+    Steps,
     ToolApprovalResponseMessage,
+    ToolNames,
 )
 from backend.transport.ag_ui_events import APPROVAL, QUESTION, AgUiRun
 from backend.transport.bodies import describe, read_model
@@ -65,9 +66,9 @@ class Props(BaseModel):
     model_config = ConfigDict(extra="ignore", strict=True)
 
     detach: bool = False
-    max_steps: Annotated[int, Field(ge=1, le=STEPS_LIMIT)] | None = None
+    max_steps: Steps | None = None
     loop_strategy: Name | None = None
-    selected_tools: Annotated[list[Name], Field(max_length=256)] | None = None
+    selected_tools: ToolNames | None = None
     model: Name | None = None
 
 

@@ -41,8 +41,6 @@ from backend.chat.session import CLOSING, OVERFLOW, Subscription
 from backend.chat.target import Target
 from backend.errors import NoSuchConversation, ProtocolError
 from backend.protocol import (
-    STEPS_LIMIT,
-    SYSTEM_PROMPT_LIMIT,
     AgentCompletion,
     AgentError,
     ChatMessage,
@@ -52,6 +50,9 @@ from backend.protocol import (
     Id,
     Name,
     ResponseComplete,
+    Steps,
+    SystemPrompt,
+    ToolNames,
     ToolStart,
 )
 from backend.transport.bodies import StrictBody, read_model, whole_number
@@ -76,13 +77,11 @@ class AgentRequest(StrictBody):
     """Streaming only: keep the run going if the client goes away."""
     save_chat: bool = True
     include_history: bool = True
-    max_steps: Annotated[int, Field(ge=1, le=STEPS_LIMIT)] | None = None
+    max_steps: Steps | None = None
     loop_strategy: Name | None = None
-    selected_tools: Annotated[list[Name], Field(max_length=256)] | None = None
+    selected_tools: ToolNames | None = None
     model: Name | None = None
-    system_prompt: (
-        Annotated[str, Field(min_length=1, max_length=SYSTEM_PROMPT_LIMIT)] | None
-    ) = None
+    system_prompt: SystemPrompt | None = None
     replace_from: Id | None = None
     """Edit and resend, as `ChatMessage.replace_from` (with a conversation_id)."""
     selected_data_sources: Annotated[list[Name], Field(max_length=50)] | None = None

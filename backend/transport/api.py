@@ -23,11 +23,11 @@ from starlette.routing import Route
 from backend.chat.service import ChatService
 from backend.errors import NoSuchConversation, ProtocolError
 from backend.protocol import (
-    STEPS_LIMIT,
     AgentControlMessage,
     AgentUserInputMessage,
     ClientMessage,
     Id,
+    Steps,
     ToolApprovalResponseMessage,
 )
 from backend.transport.auth import user_of
@@ -45,7 +45,7 @@ class StopBody(StrictBody):
 
 
 class StepsBody(StrictBody):
-    add: Annotated[int, Field(ge=1, le=STEPS_LIMIT)]
+    add: Steps
 
 
 class ApprovalBody(StrictBody):

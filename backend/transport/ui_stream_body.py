@@ -22,12 +22,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.requests import Request
 
 from backend.protocol import (
-    STEPS_LIMIT,
-    SYSTEM_PROMPT_LIMIT,
     ChatMessage,
     Id,
     Name,
+    Steps,
+    SystemPrompt,
     ToolApprovalResponseMessage,
+    ToolNames,
 )
 from backend.transport.bodies import StrictBody, describe, read_json
 from backend.transport.refusal import Refused
@@ -70,13 +71,11 @@ class UIStreamRequest(StrictBody):
     """The SDK's name: the message to regenerate, or the one edited."""
     detach: bool = False
     """Keep the run going if the client goes away."""
-    max_steps: Annotated[int, Field(ge=1, le=STEPS_LIMIT)] | None = None
+    max_steps: Steps | None = None
     loop_strategy: Name | None = None
-    selected_tools: Annotated[list[Name], Field(max_length=256)] | None = None
+    selected_tools: ToolNames | None = None
     model: Name | None = None
-    system_prompt: (
-        Annotated[str, Field(min_length=1, max_length=SYSTEM_PROMPT_LIMIT)] | None
-    ) = None
+    system_prompt: SystemPrompt | None = None
 
     def chat(self, content: str, replace_from: str | None = None) -> ChatMessage:
         return ChatMessage(

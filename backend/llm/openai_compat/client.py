@@ -64,11 +64,11 @@ from backend.llm.replies.normaliser import ReplyStream, normalise
 from backend.llm.retries import Failure, Retrier, RetryPolicy, Sleep
 from backend.redaction import bare_urls, redact
 
-__all__ = ["OpenAIClient"]
+__all__ = ["PLACEHOLDER_API_KEY", "OpenAIClient"]
 
 log = logging.getLogger(__name__)
 
-_PLACEHOLDER_API_KEY = "not-needed"
+PLACEHOLDER_API_KEY = "not-needed"
 """Sent when no key is configured: local servers ignore it, the SDK needs one."""
 
 _REFUSALS = (openai.BadRequestError, openai.UnprocessableEntityError)
@@ -116,7 +116,7 @@ class OpenAIClient:
         )
         http_client = openai.DefaultAioHttpClient(limits=pool, timeout=timeout_s)
         self._sdk = openai.AsyncOpenAI(
-            api_key=self._api_key or _PLACEHOLDER_API_KEY,
+            api_key=self._api_key or PLACEHOLDER_API_KEY,
             base_url=base_url,
             timeout=timeout_s,
             max_retries=0,  # retried here, once, not by the SDK as well

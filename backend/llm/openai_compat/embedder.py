@@ -12,9 +12,9 @@ from collections.abc import Sequence
 import openai
 
 from backend.errors import LLMError
+from backend.llm.openai_compat.client import PLACEHOLDER_API_KEY
 
 DEFAULT_BATCH = 64
-_PLACEHOLDER_API_KEY = "not-needed"
 
 
 class OpenAIEmbedder:
@@ -33,7 +33,7 @@ class OpenAIEmbedder:
         self._model = model
         self._batch = max(1, batch_size)
         self._sdk = openai.AsyncOpenAI(
-            api_key=api_key or _PLACEHOLDER_API_KEY,
+            api_key=api_key or PLACEHOLDER_API_KEY,
             base_url=base_url,
             timeout=timeout_s,
             max_retries=max_retries,
