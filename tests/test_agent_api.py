@@ -590,6 +590,7 @@ async def test_the_openapi_document_is_served_and_matches_the_routes(
         "/api/conversations/{conversation_id}/input",
         "/api/conversations/{conversation_id}/steps",
         "/api/conversations/{conversation_id}/stop",
+        "/api/conversations/{conversation_id}/tool-results/{tool_call_id}",
         "/api/info",
         "/api/ui-stream",
         "/api/ui-stream/{chat_id}/stream",

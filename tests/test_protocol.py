@@ -119,6 +119,7 @@ def test_client_message_types_come_from_the_union() -> None:
         "agent_control",
         "agent_user_input",
         "tool_approval_response",
+        "tool_result",
         "reset_session",
     )
 

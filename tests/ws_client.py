@@ -20,7 +20,12 @@ def label(frame: Frame) -> str:
     kind = frame["type"]
     if kind == "agent_update":
         return str(frame["update_type"])
-    if kind in ("tool_start", "tool_complete", "tool_approval_request"):
+    if kind in (
+        "tool_start",
+        "tool_complete",
+        "tool_approval_request",
+        "client_tool_call",
+    ):
         return f"{kind}:{frame['tool_name']}"
     if kind == "tool_error":
         return f"tool_error:{frame['tool_name']}:{frame['status']}"

@@ -52,6 +52,7 @@ from backend.errors import LLMError, LoopwireError
 from backend.protocol import (
     AgentRequestInput,
     AgentStart,
+    ClientToolCall,
     TokenStream,
     ToolApprovalRequest,
 )
@@ -201,6 +202,17 @@ class RunDriver:
         question = self.ctx.state.pending_question
         if question is None or self._ending_anyway():
             return  # do not ask only to withdraw it
+        if question.client_tool is not None:
+            self.ctx.emit(
+                ClientToolCall(
+                    tool_call_id=question.question_id,
+                    tool_name=question.client_tool,
+                    arguments=question.arguments or {},
+                    step=question.step,
+                    timeout_s=question.timeout_s,
+                )
+            )
+            return
         self.ctx.emit(
             AgentRequestInput(
                 step=question.step,

@@ -44,6 +44,11 @@ _ANSWER: Final = ""
 class UserAnswer:
     question_id: str
     content: str
+    error: bool = False
+    """A client tool's result that says its call failed."""
+
+    def outcome(self) -> Answered:
+        return Answered(content=self.content, error=self.error)
 
 
 @dataclass
@@ -79,9 +84,7 @@ class RunControl:
     # ------------------------------------------------------------ answers
 
     def answer(self, answer: UserAnswer) -> None:
-        if self._waiting_for != _ANSWER or not self._wake(
-            Answered(content=answer.content)
-        ):
+        if self._waiting_for != _ANSWER or not self._wake(answer.outcome()):
             self._answers.append(answer)
 
     @property
@@ -94,7 +97,7 @@ class RunControl:
         if early is not None:
             return early
         if self._answers:
-            return Answered(content=self._answers.popleft().content)
+            return self._answers.popleft().outcome()
         return await self._sleep(_ANSWER, limit_s)
 
     # ------------------------------------------------------------ approvals

@@ -20,7 +20,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
-from backend.llm.base import ToolCall, Usage
+from backend.llm.base import ToolCall, ToolSpec, Usage
 from backend.prompts import ResultLine
 from backend.protocol import (
     CompletionReason,
@@ -60,6 +60,8 @@ class RunRequest(_Value):
     """The client's instructions, sent after the server's system prompt."""
     data_sources: tuple[str, ...] | None = None
     """The data sources `search_documents` may search in this run (None: all)."""
+    client_tools: tuple[ToolSpec, ...] = ()
+    """Tools the client runs itself (`agent/client_tools.py`)."""
 
 
 class PendingQuestion(_Value):
@@ -74,6 +76,11 @@ class PendingQuestion(_Value):
     tool_call_id: str | None = None
     """The `request_input` call it answers, or None for a question asked in
     a control block (llm_only)."""
+    client_tool: str | None = None
+    """Not a question: the run waits for the result of its call
+    `tool_call_id` of this client tool (`agent/client_tools.py`)."""
+    arguments: ToolArguments | None = None
+    """The client tool call's arguments."""
 
 
 class PendingApproval(_Value):
@@ -95,6 +102,8 @@ class PendingApproval(_Value):
 class Answered(_Value):
     kind: Literal["answered"] = "answered"
     content: str
+    error: bool = False
+    """A client tool's result that says its call failed."""
 
 
 class Approved(_Value):

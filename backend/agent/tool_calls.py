@@ -25,10 +25,11 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable
 from typing import Any
 
-from backend.agent import citations, request_input
+from backend.agent import citations, client_tools, request_input
+from backend.agent.call_ids import fresh_ids
 from backend.agent.config import LoopConfig
 from backend.agent.context_fit import fitted_tools
 from backend.agent.cutoffs import INTERRUPTED_NOTE
@@ -106,7 +107,7 @@ class ToolCalls:
         )
         return list(
             fitted_tools(
-                [tool.spec() for tool in tools],
+                [*(tool.spec() for tool in tools), *request.client_tools],
                 config=self.config,
                 model=request.model or self.model,
                 preferred=ctx.state.record.tools_to_consider,
@@ -158,6 +159,8 @@ class ToolCalls:
         call = state.queue[0]
         if is_request_input(ctx, call):
             return self._question(ctx, call)
+        if client_tools.is_client_tool(ctx, call):
+            return self._client_call(ctx, call)
         resolution = state.take_resolution()
         if resolution is not None:
             return self._approval_decided(ctx, call, resolution)
@@ -358,6 +361,22 @@ class ToolCalls:
         ctx.state.queue.pop(0)
         ctx.state.in_flight = None
 
+    def _client_call(self, ctx: AgentContext, call: ToolCall) -> Decision:
+        """A call of a client tool: announced, then a wait for the client's
+        result (a duplicate is not sent again); the result settles it."""
+        state = ctx.state
+        pending = state.pending_question
+        if pending is not None and state.resolution is not None:
+            outcome = client_tools.outcome(ctx, call, pending, state.take_resolution())
+            timed = outcome.model_copy(update={"duration_ms": self._since(ctx)})
+            return self._settle(ctx, timed)
+        earlier = self.rules.earlier(state, call)
+        if earlier is not None:
+            return self._duplicate(ctx, call, earlier)
+        self._announce(ctx, call)
+        timeout = self.config.request_input_timeout_s
+        return client_tools.ask(ctx, call, timeout, self._clock())
+
     def _question(self, ctx: AgentContext, call: ToolCall) -> Decision:
         pending = ctx.state.pending_question
         if ctx.state.resolution is None or pending is None:
@@ -412,29 +431,3 @@ def _tool_context(ctx: AgentContext) -> ToolContext:
         idempotency_key=f"{state.run_id}:{call_id}" if call_id else None,
         epoch=ctx.epoch,
     )
-
-
-def fresh_ids(
-    calls: Sequence[ToolCall], history: Iterable[Message]
-) -> tuple[ToolCall, ...]:
-    """`calls` with ids no earlier call in `history` or in `calls` has: some
-    servers number each reply's calls from `call_0`, or give two calls one
-    id. A call's id names its result and its effect's key (`run:call`), so
-    an id taken again gets a suffix (`call_0~2`)."""
-    taken = {
-        call.id
-        for message in history
-        if message.tool_calls
-        for call in message.tool_calls
-    }
-    fresh: list[ToolCall] = []
-    for call in calls:
-        call_id, n = call.id, 1
-        while call_id in taken:
-            n += 1
-            call_id = f"{call.id}~{n}"
-        taken.add(call_id)
-        fresh.append(
-            call if call_id == call.id else call.model_copy(update={"id": call_id})
-        )
-    return tuple(fresh)

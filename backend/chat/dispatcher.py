@@ -28,6 +28,7 @@ from backend.protocol import (
     ClientMessage,
     ResetSessionMessage,
     ToolApprovalResponseMessage,
+    ToolResultMessage,
 )
 from backend.store.base import Store, StoreError
 
@@ -80,6 +81,13 @@ class MessageDispatcher:
                 run = session.answerable(question_id)
                 await self.runs.decided(session, run, Answered(content=content))
                 session.submit_answer(content, question_id)
+            case ToolResultMessage(
+                tool_call_id=call_id, content=content, is_error=failed
+            ):
+                run = session.answerable(call_id, result=True)
+                result = Answered(content=content, error=failed)
+                await self.runs.decided(session, run, result)
+                session.submit_answer(content, call_id, error=failed)
             case ToolApprovalResponseMessage(
                 tool_call_id=call_id, approved=ok, reason=why, in_doubt=doubt
             ):

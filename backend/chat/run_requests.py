@@ -14,8 +14,10 @@ import uuid
 from collections.abc import Sequence
 from typing import Protocol
 
+from backend.agent import client_tools
 from backend.agent.loop import AgentLoop
 from backend.agent.registry import StrategyRegistry
+from backend.agent.request_input import REQUEST_INPUT
 from backend.agent.state import RunRequest, RunState
 from backend.chat.data_sources import (
     RETRIEVE,
@@ -119,6 +121,7 @@ class RunRequests:
                 "this server does not take a system_prompt from clients "
                 "(LOOPWIRE_CLIENT_SYSTEM_PROMPTS=false); send the message without it"
             )
+        self._check_client_tools(message)
         if message.model is not None and message.model not in self.models:
             raise InvalidMessage(
                 f"model {message.model!r} is not offered here; "
@@ -147,10 +150,24 @@ class RunRequests:
                 include_history=message.include_history,
                 system_prompt=message.system_prompt,
                 data_sources=sources,
+                client_tools=client_tools.specs(message.client_tools),
             ),
             max_steps=self._budget(message, strategy.name, agent),
             max_steps_cap=self.settings.agent_max_steps_cap,
         )
+
+    def _check_client_tools(self, message: ChatMessage) -> None:
+        """A client's tool may not take a name the server's tools use."""
+        taken = [
+            tool.name
+            for tool in message.client_tools or ()
+            if tool.name in self.registry or tool.name == REQUEST_INPUT
+        ]
+        if taken:
+            raise InvalidMessage(
+                f"client_tools: the name(s) {client_names(taken)} are taken by "
+                "the server's tools; give the client's tools other names"
+            )
 
     def _strategy_for(self, message: ChatMessage) -> AgentLoop:
         """`loop_strategy` if named, else by mode (see the module docstring)."""
@@ -161,7 +178,8 @@ class RunRequests:
             elif wants_retrieval(message):
                 name = RETRIEVE
             else:
-                name = TOOL_MODE if message.selected_tools else PLAIN
+                tools = message.selected_tools or message.client_tools
+                name = TOOL_MODE if tools else PLAIN
         strategy = self.strategies.get(name)
         if strategy is None or (message.loop_strategy and not strategy.loop):
             known = ", ".join(self.strategy_names())

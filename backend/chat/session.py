@@ -333,23 +333,36 @@ class Session:
             )
         self.run.control.resolve_approval(tool_call_id, approved, reason)
 
-    def submit_answer(self, content: str, question_id: str | None) -> None:
-        """Hand the user's answer to the run waiting on a question."""
-        run = self.answerable(question_id)
+    def submit_answer(
+        self, content: str, question_id: str | None, *, error: bool | None = None
+    ) -> None:
+        """Hand the user's answer to the run waiting on a question, or
+        (`error` given) a client tool's result to the run waiting on it."""
+        run = self.answerable(question_id, result=error is not None)
         pending = run.state.pending_question
         assert pending is not None
-        run.control.answer(UserAnswer(pending.question_id, content))
+        run.control.answer(UserAnswer(pending.question_id, content, bool(error)))
 
-    def answerable(self, question_id: str | None) -> ActiveRun:
+    def answerable(self, question_id: str | None, *, result: bool = False) -> ActiveRun:
         """The run whose pending question an answer (to `question_id`, or
-        to whatever is asked) would answer; `NoPendingInput` if none."""
+        to whatever is asked) would answer, or (`result`) whose client tool
+        call `question_id` a result would settle; `NoPendingInput` if none."""
         run = self.run
         pending = run.state.pending_question if run else None
         if run is None or pending is None:
-            raise NoPendingInput("no question is waiting for an answer")
-        if question_id is not None and question_id != pending.question_id:
             raise NoPendingInput(
-                f"question {question_id!r} is not the pending one "
+                "no client tool call is waiting for a result"
+                if result
+                else "no question is waiting for an answer"
+            )
+        if result != (pending.client_tool is not None):
+            raise NoPendingInput(
+                _not_that_wait(pending.client_tool, pending.question_id)
+            )
+        if question_id is not None and question_id != pending.question_id:
+            what = "tool call" if result else "question"
+            raise NoPendingInput(
+                f"{what} {question_id!r} is not the pending one "
                 f"({pending.question_id!r}); it may have timed out or been answered"
             )
         if run.control.answered or run.state.resolution is not None:
@@ -373,3 +386,15 @@ class Session:
                 "its server stopped): to run it again, approve with in_doubt: true"
             )
         return self.run
+
+
+def _not_that_wait(client_tool: str | None, call_id: str) -> str:
+    if client_tool is None:
+        return (
+            "no client tool call is waiting for a result: the run waits for "
+            "the answer to a question (agent_user_input)"
+        )
+    return (
+        f"the run waits for the result of client tool {client_tool!r} (call "
+        f"{call_id!r}): send it as tool_result, not as an answer"
+    )

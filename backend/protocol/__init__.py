@@ -41,8 +41,10 @@ from backend.protocol.client import (
     AgentUserInputMessage,
     ChatMessage,
     ClientMessage,
+    ClientTool,
     ResetSessionMessage,
     ToolApprovalResponseMessage,
+    ToolResultMessage,
     client_message_adapter,
 )
 from backend.protocol.frames import (
@@ -55,6 +57,7 @@ from backend.protocol.frames import (
 )
 from backend.protocol.payloads import (
     ChatResponse,
+    ClientToolCall,
     Error,
     ErrorType,
     FileInfo,
@@ -119,6 +122,8 @@ __all__ = [
     "ChatMessage",
     "ChatResponse",
     "ClientMessage",
+    "ClientTool",
+    "ClientToolCall",
     "CompletionReason",
     "Envelope",
     "Error",
@@ -156,6 +161,7 @@ __all__ = [
     "ToolErrorStatus",
     "ToolInfo",
     "ToolNames",
+    "ToolResultMessage",
     "ToolStart",
     "UntrustedSource",
     "UsageInfo",

@@ -3,15 +3,58 @@ and unknown fields are errors)."""
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, get_args
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
-from backend.protocol.values import Id, Name, Steps, SystemPrompt, ToolNames
+from backend.protocol.values import (
+    Id,
+    Name,
+    Steps,
+    SystemPrompt,
+    ToolName,
+    ToolNames,
+)
+
+CLIENT_TOOLS_LIMIT = 64
+"""Tools a client may declare for one run."""
+TOOL_RESULT_LIMIT = 200_000
+"""Characters of a client tool's result."""
 
 
 class _Frame(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+
+class ClientTool(_Frame):
+    """A tool the client runs itself (a frontend tool): the model may call
+    it; the run waits for the client's `tool_result` as it would for an
+    approval."""
+
+    name: ToolName
+    description: Annotated[str, Field(max_length=4000)] = ""
+    parameters: dict[str, Any] = Field(
+        default_factory=lambda: {"type": "object", "properties": {}}
+    )
+    """Its arguments' JSON Schema, given to the model as it is."""
+
+    @model_validator(mode="after")
+    def _schema_is_an_object(self) -> ClientTool:
+        kind = self.parameters.get("type", "object")
+        if kind != "object":
+            raise ValueError(
+                f"tool {self.name!r}: parameters must be a JSON Schema of an "
+                f"object (type 'object'), not {kind!r}"
+            )
+        return self
+
+
+def check_client_tools(tools: list[ClientTool] | None) -> None:
+    """`ValueError` if `tools` name one tool twice."""
+    names = [tool.name for tool in tools or ()]
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise ValueError(f"client_tools names a tool twice: {', '.join(twice)}")
 
 
 class ChatMessage(_Frame):
@@ -39,6 +82,13 @@ class ChatMessage(_Frame):
     system_prompt: SystemPrompt | None = None
     """Instructions for this run, given to the model after the server's own
     system prompt on every call of the run (the server may refuse them)."""
+    client_tools: (
+        Annotated[list[ClientTool], Field(max_length=CLIENT_TOOLS_LIMIT)] | None
+    ) = None
+    """Tools the client runs itself, offered to the model next to the
+    server's (a run with them and no agent mode is a tool-use run). A call
+    of one is sent as `client_tool_call`, and the run waits for the
+    client's `tool_result`."""
     replace_from: Id | None = None
     """Edit and resend: the `run_id` of a saved run of this conversation. That
     run and every later run of the conversation are removed (their messages
@@ -52,6 +102,7 @@ class ChatMessage(_Frame):
             raise ValueError("content must not be blank")
         if self.system_prompt is not None and not self.system_prompt.strip():
             raise ValueError("system_prompt must not be blank (leave it out for none)")
+        check_client_tools(self.client_tools)
         return self
 
 
@@ -90,6 +141,16 @@ class ToolApprovalResponseMessage(_Frame):
     a client that reconnected, is then never taken as a "run it again"."""
 
 
+class ToolResultMessage(_Frame):
+    """The result of a client tool's call the run waits for (`is_error`:
+    the call failed, and `content` says how)."""
+
+    type: Literal["tool_result"]
+    tool_call_id: Id
+    content: Annotated[str, Field(max_length=TOOL_RESULT_LIMIT)]
+    is_error: bool = False
+
+
 class ResetSessionMessage(_Frame):
     """Forget the session's history (refused while a run is active)."""
 
@@ -101,6 +162,7 @@ ClientMessage = Annotated[
     | AgentControlMessage
     | AgentUserInputMessage
     | ToolApprovalResponseMessage
+    | ToolResultMessage
     | ResetSessionMessage,
     Field(discriminator="type"),
 ]

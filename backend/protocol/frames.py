@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, create_model
 from backend.protocol.agent_updates import AgentUpdate
 from backend.protocol.payloads import (
     ChatResponse,
+    ClientToolCall,
     Error,
     FilesUpdate,
     ResponseComplete,
@@ -44,6 +45,7 @@ RunEvent = (
     | ToolComplete
     | ToolError
     | ToolApprovalRequest
+    | ClientToolCall
     | TokenStream
     | Thinking
 )
@@ -68,6 +70,7 @@ _OTHER_PAYLOADS: tuple[type[Payload], ...] = (
     ToolComplete,
     ToolError,
     ToolApprovalRequest,
+    ClientToolCall,
     TokenStream,
     Thinking,
     ChatResponse,

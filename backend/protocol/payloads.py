@@ -145,6 +145,19 @@ class ToolApprovalRequest(Payload):
     there, not from the user (prompt injection). Empty: nothing yet."""
 
 
+class ClientToolCall(Payload):
+    """The model called a tool the client declared (`ChatMessage.
+    client_tools`): run it and send its `tool_result`; the run waits up to
+    `timeout_s` (then the model is told no result came)."""
+
+    type: Literal["client_tool_call"] = "client_tool_call"
+    tool_call_id: str
+    tool_name: str
+    arguments: ToolArguments
+    step: int
+    timeout_s: float
+
+
 class TokenStream(Payload):
     type: Literal["token_stream"] = "token_stream"
     token: str

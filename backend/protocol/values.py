@@ -21,6 +21,8 @@ Steps = Annotated[int, Field(ge=1, le=STEPS_LIMIT)]
 """A step count a client asks for (a budget, or steps granted)."""
 ToolNames = Annotated[list[Name], Field(max_length=256)]
 """The tools a client selects."""
+ToolName = Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")]
+"""A tool name a model's provider accepts (OpenAI's rule, the strictest)."""
 SystemPrompt = Annotated[str, Field(min_length=1, max_length=SYSTEM_PROMPT_LIMIT)]
 """A client's own instructions."""
 

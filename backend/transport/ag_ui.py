@@ -12,6 +12,10 @@ answers the AG-UI event stream (Server-Sent Events) of a loopwire run.
 - A question or an approval ends the AG-UI run with the interrupt outcome;
   the next input on the thread answers it in `resume` (or, for a question,
   with a new user message) and follows the same loopwire run on.
+- The input's `tools` are frontend tools (loopwire's client tools): the
+  model may call them next to the server's; a call is streamed as a tool
+  call and ends the AG-UI run, and the next input, whose last messages are
+  the `tool` messages with the results, follows the same loopwire run on.
 - A client that goes away stops the run, unless `forwardedProps.detach`.
 
 The frames become events in `transport/ag_ui_events.py`; the run itself is
@@ -20,14 +24,13 @@ The frames become events in `transport/ag_ui_events.py`; the run itself is
 
 from __future__ import annotations
 
-import re
-import uuid
 from collections.abc import AsyncIterator
-from typing import Annotated, Any
+from typing import Any
 
-from ag_ui.core import ResumeEntry, RunAgentInput, TextPart, UserMessage
+from ag_ui.core import (
+    RunAgentInput,
+)
 from ag_ui.encoder import EventEncoder
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from sse_starlette import EventSourceResponse
 from starlette.requests import Request
 from starlette.responses import Response
@@ -38,17 +41,21 @@ from backend.chat.session import CLOSING, OVERFLOW, Subscription
 from backend.chat.target import Target
 from backend.errors import NoSuchConversation, ProtocolError
 from backend.protocol import (
-    AgentControlMessage,
     AgentUserInputMessage,
     ChatMessage,
     ClientMessage,
-    Name,
-    Steps,
-    ToolApprovalResponseMessage,
-    ToolNames,
 )
-from backend.transport.ag_ui_events import APPROVAL, QUESTION, AgUiRun
-from backend.transport.bodies import describe, read_model
+from backend.transport.ag_ui_events import AgUiRun
+from backend.transport.ag_ui_input import (
+    Props,
+    answer_of,
+    client_tools_of,
+    conversation_of,
+    props_of,
+    said,
+    tool_results,
+)
+from backend.transport.bodies import read_model
 from backend.transport.refusal import Refused
 from backend.transport.run_streams import (
     PING_S,
@@ -56,105 +63,6 @@ from backend.transport.run_streams import (
     open_conversation,
     read_frame,
 )
-
-HEX_ID = re.compile(r"[0-9a-f]{32}")
-
-
-class Props(BaseModel):
-    """What loopwire reads of `forwardedProps` (other keys are the app's)."""
-
-    model_config = ConfigDict(extra="ignore", strict=True)
-
-    detach: bool = False
-    max_steps: Steps | None = None
-    loop_strategy: Name | None = None
-    selected_tools: ToolNames | None = None
-    model: Name | None = None
-
-
-class Decision(BaseModel):
-    """An approval interrupt's resume payload."""
-
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-    approved: bool
-    reason: Annotated[str, Field(max_length=2000)] | None = None
-    in_doubt: bool | None = None
-
-
-def _invalid(what: str, exc: ValidationError) -> Refused:
-    fields, problems = describe(exc, most=20)
-    return Refused(400, "invalid_message", f"invalid {what}: {problems}", fields=fields)
-
-
-def conversation_of(thread_id: str) -> str | None:
-    """The conversation id `thread_id` spells (32 hex digits, or a UUID)."""
-    if HEX_ID.fullmatch(thread_id):
-        return thread_id
-    try:
-        return uuid.UUID(thread_id).hex
-    except ValueError:
-        return None
-
-
-def _props(body: RunAgentInput) -> Props:
-    raw = body.forwarded_props
-    try:
-        return Props.model_validate(raw if isinstance(raw, dict) else {})
-    except ValidationError as exc:
-        raise _invalid("forwardedProps", exc) from exc
-
-
-def _said(body: RunAgentInput) -> str:
-    """The text of the input's last message, which must be the user's."""
-    last = body.messages[-1] if body.messages else None
-    if not isinstance(last, UserMessage):
-        raise Refused(
-            400,
-            "invalid_message",
-            "the last message must be the user's (a tool result is not taken)",
-        )
-    if isinstance(last.content, str):
-        text = last.content
-    else:
-        text = "\n".join(p.text for p in last.content if isinstance(p, TextPart))
-    if not text.strip():
-        raise Refused(400, "invalid_message", "the user's message has no text")
-    return text
-
-
-def _answer(entry: ResumeEntry, body: RunAgentInput) -> ClientMessage:
-    """The loopwire message a resume entry is: an answer, a decision, or a
-    stop (a question cancelled)."""
-    kind, _, key = entry.interrupt_id.partition(":")
-    try:
-        if f"{kind}:" == QUESTION:
-            return _question_answer(entry, key, body)
-        if f"{kind}:" == APPROVAL:
-            if entry.status == "cancelled":
-                decision = Decision(approved=False, reason="cancelled")
-            else:
-                decision = Decision.model_validate(entry.payload)
-            return ToolApprovalResponseMessage(
-                type="tool_approval_response", tool_call_id=key, **decision.model_dump()
-            )
-    except ValidationError as exc:
-        raise _invalid(f"resume entry {entry.interrupt_id!r}", exc) from exc
-    raise Refused(
-        409, "no_pending_input", f"no interrupt {entry.interrupt_id!r} of this thread"
-    )
-
-
-def _question_answer(
-    entry: ResumeEntry, key: str, body: RunAgentInput
-) -> ClientMessage:
-    if entry.status == "cancelled":
-        return AgentControlMessage(type="agent_control", action="stop")
-    payload = entry.payload
-    content = payload if isinstance(payload, str) else _said(body)
-    return AgentUserInputMessage(
-        type="agent_user_input", content=content, question_id=key
-    )
 
 
 async def _thread(request: Request, thread_id: str, *, create: bool) -> Target:
@@ -193,13 +101,18 @@ class AgUiAPI:
         service: ChatService = request.app.state.chat
         limit = service.settings.max_message_bytes
         body = await read_model(request, RunAgentInput, "AG-UI run input", limit)
-        props = _props(body)
+        props = props_of(body)
         if body.resume:
-            answers = [_answer(entry, body) for entry in body.resume]
+            answers = [answer_of(entry, body) for entry in body.resume]
             return await connected(
                 request, lambda: self._follow(request, body, props, answers), run=False
             )
-        query = _said(body)
+        results = tool_results(body)
+        if results:
+            return await connected(
+                request, lambda: self._follow(request, body, props, results), run=False
+            )
+        query = said(body)
         return await connected(
             request, lambda: self._start(request, body, props, query), run=True
         )
@@ -219,6 +132,7 @@ class AgUiAPI:
             selected_tools=props.selected_tools,
             loop_strategy=props.loop_strategy,
             model=props.model,
+            client_tools=client_tools_of(body),
         )
         subscription = session.outbox.subscribe(None)
         try:
@@ -236,7 +150,7 @@ class AgUiAPI:
                 if refused.error_type != "no_pending_input":
                     raise
                 raise Refused(409, "busy", "a run is in progress") from refused
-        run = AgUiRun(body.thread_id, body.run_id, started["run_id"])
+        run = AgUiRun(body, started["run_id"])
         return _response(request, session, subscription, run, props.detach)
 
     async def _follow(
@@ -269,7 +183,7 @@ class AgUiAPI:
         except BaseException:
             session.outbox.unsubscribe(subscription)
             raise
-        run = AgUiRun(body.thread_id, body.run_id, loopwire_run)
+        run = AgUiRun(body, loopwire_run)
         return _response(request, session, subscription, run, props.detach)
 
 

@@ -25,6 +25,7 @@ from ag_ui.core import (
     ReasoningMessageEndEvent,
     ReasoningMessageStartEvent,
     ReasoningStartEvent,
+    RunAgentInput,
     RunErrorEvent,
     RunFinishedCancelledOutcome,
     RunFinishedEvent,
@@ -52,6 +53,7 @@ from backend.protocol import (
     AgentRequestInput,
     AgentTurnStart,
     ChatResponse,
+    ClientToolCall,
     Envelope,
     Error,
     ResponseComplete,
@@ -85,13 +87,16 @@ def _payload(frame: BaseModel) -> dict[str, Any]:
 
 
 class AgUiRun:
-    """The AG-UI events of one AG-UI run following loopwire run `run_id`
-    of conversation `thread_id` (the client's spelling of it)."""
+    """The AG-UI events of the AG-UI run `body` asks for, following
+    loopwire run `loopwire_run` of the conversation `body.thread_id` (the
+    client's spelling of it)."""
 
-    def __init__(self, thread_id: str, run_id: str, loopwire_run: str | None) -> None:
-        self.thread_id = thread_id
-        self.run_id = run_id
+    def __init__(self, body: RunAgentInput, loopwire_run: str | None) -> None:
+        self.thread_id = body.thread_id
+        self.run_id = body.run_id
         self.loopwire_run = loopwire_run
+        self._frontend = frozenset(tool.name for tool in body.tools or ())
+        """The client's own tools: it has their results already."""
         self.ended = False
         self._step: int | None = None
         self._spans = 0
@@ -167,10 +172,8 @@ class AgUiRun:
             return self._reasoning(frame.content, f"thinking.{frame.phase}", frame.step)
         if isinstance(frame, TokenStream):
             return self._token(frame)
-        if isinstance(frame, ToolStart):
-            return self._tool_call(frame)
-        if isinstance(frame, (ToolComplete, ToolError)):
-            return [self._tool_result(frame)]
+        if isinstance(frame, (ToolStart, ToolComplete, ToolError, ClientToolCall)):
+            return self._tool_frame(frame)
         if isinstance(frame, (AgentRequestInput, ToolApprovalRequest)):
             return self._interrupt(frame)
         if isinstance(frame, ChatResponse):
@@ -254,6 +257,17 @@ class AgUiRun:
         events.append(TextMessageContentEvent(message_id=self._text, delta=message))
         return events + self._close_text()
 
+    def _tool_frame(
+        self, frame: ToolStart | ToolComplete | ToolError | ClientToolCall
+    ) -> list[BaseEvent]:
+        if isinstance(frame, ToolStart):
+            return self._tool_call(frame)
+        if isinstance(frame, ClientToolCall):
+            return self._awaits_tool(frame)
+        if frame.tool_name in self._frontend:
+            return []  # the client sent this result
+        return [self._tool_result(frame)]
+
     def _tool_call(self, frame: ToolStart) -> list[BaseEvent]:
         events = self._close_text()
         args = frame.arguments
@@ -310,6 +324,16 @@ class AgUiRun:
         return self._close(
             RunFinishedEvent(
                 thread_id=self.thread_id, run_id=self.run_id, outcome=outcome
+            )
+        )
+
+    def _awaits_tool(self, frame: ClientToolCall) -> list[BaseEvent]:
+        """The run waits for a frontend tool's result: the AG-UI run ends
+        (its call was streamed), and the input carrying the result goes on."""
+        result = {"loopwire": {"awaiting_tool_result": _payload(frame)}}
+        return self._close(
+            RunFinishedEvent(
+                thread_id=self.thread_id, run_id=self.run_id, result=result
             )
         )
 

@@ -45,6 +45,7 @@ from backend.protocol import (
     AgentError,
     ChatMessage,
     ChatResponse,
+    ClientTool,
     Envelope,
     Error,
     Id,
@@ -55,6 +56,7 @@ from backend.protocol import (
     ToolNames,
     ToolStart,
 )
+from backend.protocol.client import CLIENT_TOOLS_LIMIT, check_client_tools
 from backend.transport.bodies import StrictBody, read_model, whole_number
 from backend.transport.refusal import Refused
 from backend.transport.run_streams import (
@@ -86,12 +88,23 @@ class AgentRequest(StrictBody):
     """Edit and resend, as `ChatMessage.replace_from` (with a conversation_id)."""
     selected_data_sources: Annotated[list[Name], Field(max_length=50)] | None = None
     """The data sources `search_documents` may search (None: all)."""
+    client_tools: (
+        Annotated[list[ClientTool], Field(max_length=CLIENT_TOOLS_LIMIT)] | None
+    ) = None
+    """Tools the caller runs itself, as `ChatMessage.client_tools`; a call
+    of one is answered by `POST …/tool-results/{tool_call_id}`."""
 
     @field_validator("query", "system_prompt")
     @classmethod
     def _not_blank(cls, value: str | None) -> str | None:
         if value is not None and not value.strip():
             raise ValueError("must not be blank")
+        return value
+
+    @field_validator("client_tools")
+    @classmethod
+    def _named_once(cls, value: list[ClientTool] | None) -> list[ClientTool] | None:
+        check_client_tools(value)
         return value
 
     def message(self) -> ChatMessage:
@@ -108,6 +121,7 @@ class AgentRequest(StrictBody):
             system_prompt=self.system_prompt,
             replace_from=self.replace_from,
             selected_data_sources=self.selected_data_sources,
+            client_tools=self.client_tools,
         )
 
 

@@ -6,6 +6,9 @@
   caller's conversation as the frame would be (`ChatService.control`), on
   whichever instance holds it. 200 JSON; 400 for a bad body, 404 for a
   conversation that is not the caller's, 409 when nothing is waiting.
+- `POST /api/conversations/{id}/tool-results/{tool_call_id}`
+  `{content, is_error?}`: the result of a client tool's call the run waits
+  for (`chat.client_tools`, `POST /api/agent`'s `client_tools`).
 - `POST /api/sessions/{session_id}/approvals/{tool_call_id}`: the first
   approvals URL, served by the same handler and answering as it always
   has: 404 "no such session", 409 for any refusal.
@@ -29,7 +32,9 @@ from backend.protocol import (
     Id,
     Steps,
     ToolApprovalResponseMessage,
+    ToolResultMessage,
 )
+from backend.protocol.client import TOOL_RESULT_LIMIT
 from backend.transport.auth import user_of
 from backend.transport.bodies import StrictBody, read_model
 from backend.transport.refusal import Refused
@@ -51,6 +56,11 @@ class StepsBody(StrictBody):
 class ApprovalBody(StrictBody):
     approved: bool
     reason: Annotated[str, Field(max_length=2000)] | None = None
+
+
+class ToolResultBody(StrictBody):
+    content: Annotated[str, Field(max_length=TOOL_RESULT_LIMIT)]
+    is_error: bool = False
 
 
 async def answer(request: Request) -> Response:
@@ -98,6 +108,19 @@ async def approve(request: Request) -> Response:
     return JSONResponse({"tool_call_id": call_id, "status": status})
 
 
+async def tool_result(request: Request) -> Response:
+    body = await read_model(request, ToolResultBody, "tool result")
+    call_id = request.path_params["tool_call_id"]
+    message = ToolResultMessage(
+        type="tool_result",
+        tool_call_id=call_id,
+        content=body.content,
+        is_error=body.is_error,
+    )
+    await _control(request, message)
+    return JSONResponse({"tool_call_id": call_id, "status": "returned"})
+
+
 async def _control(request: Request, message: ClientMessage) -> dict[str, Any]:
     """`message` dispatched to the caller's conversation, as if it came
     over its WebSocket, on whichever instance holds it: what it did."""
@@ -126,5 +149,6 @@ def routes() -> list[Route]:
         Route(f"{base}/stop", stop, methods=["POST"]),
         Route(f"{base}/steps", grant, methods=["POST"]),
         Route(base + approval, approve, methods=["POST"]),
+        Route(f"{base}/tool-results/{{tool_call_id}}", tool_result, methods=["POST"]),
         Route("/api/sessions/{session_id}" + approval, approve, methods=["POST"]),
     ]

@@ -21,7 +21,13 @@ from backend.protocol import FileInfo
 from backend.transport.admin import Revoked, SignInList, Usage
 from backend.transport.ag_ui import ag_ui_paths
 from backend.transport.agent_api import AgentRequest
-from backend.transport.api import ApprovalBody, InputBody, StepsBody, StopBody
+from backend.transport.api import (
+    ApprovalBody,
+    InputBody,
+    StepsBody,
+    StopBody,
+    ToolResultBody,
+)
 from backend.transport.conversations import Rename
 from backend.transport.openai_requests import ChatCompletionRequest, openapi_paths
 from backend.transport.ui_stream import ui_stream_paths
@@ -29,12 +35,19 @@ from backend.transport.ui_stream_body import UIStreamRequest
 
 OPENAPI_PATH = Path("docs/openapi.json")
 ERROR = {"$ref": "#/components/schemas/Error"}
+TOOL_CALL = {
+    "name": "tool_call_id",
+    "in": "path",
+    "required": True,
+    "schema": {"type": "string"},
+}
 MODELS: tuple[type[BaseModel], ...] = (
     AgentRequest,
     InputBody,
     StopBody,
     StepsBody,
     ApprovalBody,
+    ToolResultBody,
     Rename,
     FileInfo,
     SignInList,
@@ -262,18 +275,21 @@ def _agent_paths(base: str) -> dict[str, Any]:
         f"{base}/approvals/{{tool_call_id}}": {
             "post": {
                 "summary": "Approve or reject a tool call",
-                "parameters": [
-                    CONVERSATION,
-                    {
-                        "name": "tool_call_id",
-                        "in": "path",
-                        "required": True,
-                        "schema": {"type": "string"},
-                    },
-                ],
+                "parameters": [CONVERSATION, TOOL_CALL],
                 "requestBody": _body(ApprovalBody),
                 "responses": {
                     "200": _json("approved or rejected"),
+                    **_errors(400, 404, 409, 415),
+                },
+            }
+        },
+        f"{base}/tool-results/{{tool_call_id}}": {
+            "post": {
+                "summary": "Return the result of a client tool's call",
+                "parameters": [CONVERSATION, TOOL_CALL],
+                "requestBody": _body(ToolResultBody),
+                "responses": {
+                    "200": _json("returned"),
                     **_errors(400, 404, 409, 415),
                 },
             }

@@ -6,6 +6,7 @@
 export const FRAME = Object.freeze({
   AGENT_UPDATE: 'agent_update',
   CHAT_RESPONSE: 'chat_response',
+  CLIENT_TOOL_CALL: 'client_tool_call',
   ERROR: 'error',
   FILES_UPDATE: 'files_update',
   RESPONSE_COMPLETE: 'response_complete',
@@ -44,6 +45,7 @@ export const CLIENT = Object.freeze({
   CHAT: 'chat',
   RESET_SESSION: 'reset_session',
   TOOL_APPROVAL_RESPONSE: 'tool_approval_response',
+  TOOL_RESULT: 'tool_result',
 });
 
 /** `error_type` of an `error` frame. */
