@@ -52,6 +52,7 @@ from backend.transport import admin, api, conversations, files, http, openai_api
 from backend.transport.ag_ui import routes as ag_ui_routes
 from backend.transport.agent_api import AgentAPI
 from backend.transport.auth import Authenticate
+from backend.transport.cors import cors_middleware
 from backend.transport.guard import Guard
 from backend.transport.guesses import Guesses
 from backend.transport.incidents import Incidents
@@ -412,6 +413,7 @@ def _middleware(
         Middleware(InstanceHeader, instance_id=service.bus.instance_id),
         Middleware(Incidents),
         Middleware(Guard, settings=settings),
+        *cors_middleware(settings),
         Middleware(Authenticate, identities=identities, guesses=guesses),
     ]
 

@@ -45,6 +45,28 @@ def check_networks(setting: str, entries: tuple[str, ...]) -> None:
             ) from None
 
 
+def check_origins(setting: str, entries: tuple[str, ...]) -> None:
+    """Each entry is `*` or a browser origin (`scheme://host[:port]`, no
+    path), else a `ValueError` naming it."""
+    for entry in entries:
+        if entry != "*" and not _is_origin(entry):
+            raise ValueError(
+                f"{setting}: {entry!r} is not an origin: http(s)://host[:port] "
+                "with no path, query or trailing slash "
+                "(e.g. https://app.example.com), or *"
+            )
+
+
+def _is_origin(text: str) -> bool:
+    try:
+        parts = urlsplit(text)
+        parts.port  # noqa: B018  (raises for a bad port)
+    except ValueError:
+        return False
+    bare = not (parts.path or parts.query or parts.fragment or parts.username)
+    return parts.scheme in ("http", "https") and bool(parts.hostname) and bare
+
+
 def parse_data_sources(text: str) -> dict[str, Path]:
     """`name=path,name=path` → {name: path}; a `ConfigError` names a bad entry."""
     folders: dict[str, Path] = {}

@@ -13,6 +13,7 @@ from backend.errors import ConfigError
 from backend.llm.openai_compat.profiles import ProfileName
 from backend.setting_values import (
     check_networks,
+    check_origins,
     comma_list,
     parse_data_sources,
     secure_url,
@@ -162,6 +163,11 @@ class Settings(BaseSettings):
     and `POST /api/agent` alike."""
     allowed_origins: str = ""
     """Browser origins (comma-separated) besides loopback ones and the public URL's."""
+    cors_origins: str = ""
+    """Origins (comma-separated, `*` = any) whose pages may call the HTTP API
+    (`/api/`, `/v1/`) across origins: answered with CORS headers, and let
+    through the `Guard` there (only there: not the WebSocket, not the UI;
+    from `*`, only without a cookie). Empty: no CORS headers at all."""
     allowed_hosts: str = ""
     """Host names (comma-separated) besides loopback ones and the public URL's."""
     public_url: str | None = None
@@ -328,6 +334,7 @@ class Settings(BaseSettings):
     @model_validator(mode="after")
     def _proxies(self) -> Settings:
         check_networks("LOOPWIRE_TRUSTED_PROXIES", self.proxies)
+        check_origins("LOOPWIRE_CORS_ORIGINS", self.cors)
         return self
 
     @model_validator(mode="after")
@@ -353,6 +360,11 @@ class Settings(BaseSettings):
     @property
     def origins(self) -> tuple[str, ...]:
         return comma_list(self.allowed_origins)
+
+    @property
+    def cors(self) -> tuple[str, ...]:
+        """`LOOPWIRE_CORS_ORIGINS`, as browsers send an origin (lowercase)."""
+        return tuple(o.lower() for o in comma_list(self.cors_origins))
 
     @property
     def models(self) -> tuple[str, ...]:

@@ -23,6 +23,7 @@ from backend.app import create_app
 from tests.cluster_harness import HEADER as INSTANCE
 from tests.cluster_harness import ClusterHarness
 from tests.conftest import Harness, StartServer, make_settings
+from tests.fake_openai import FakeOpenAIServer
 from tests.fakes import (
     Hang,
     Saver,
@@ -37,7 +38,7 @@ from tests.fakes import (
 )
 from tests.js_clients import needs_node, run_node
 from tests.live_server import serving
-from tests.test_cluster import QUESTION
+from tests.test_cluster import QUESTION, dropped_elsewhere
 
 TOKEN = "ag-ui-token-0123456789abcdef"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -314,7 +315,8 @@ async def test_another_users_thread_is_a_404(
     assert [f["field"] for f in bad.json()["fields"]] == ["threadId", "messages"]
     assert (nothing.status_code, nothing.json()["message"]) == (
         400,
-        "the last message must be the user's (a tool result is not taken)",
+        "the last message must be the user's, or the results of the frontend "
+        "tool calls the run waits for",
     )
     assert anonymous.status_code == 401
     assert (unknown.status_code, unknown.json()["error_type"]) == (404, "not_found")
@@ -586,3 +588,19 @@ async def test_a_question_is_resumed_through_another_instance(
     assert isinstance(finished, RunFinishedEvent) and finished.outcome is None
     said = "".join(e.delta for e in second if isinstance(e, TextMessageContentEvent))
     assert "16.09" in said
+
+
+async def test_an_abort_through_another_instance_stops_the_run(
+    pg_database_url: str, redis_url: str, fake_openai: FakeOpenAIServer
+) -> None:
+    """Behind nginx, an AG-UI stream aborted on an instance that does not own
+    the thread stops the run its owner runs."""
+    dropped = await dropped_elsewhere(
+        pg_database_url,
+        redis_url,
+        fake_openai,
+        "/api/ag-ui",
+        lambda thread: {"json": run_input(thread, "think hard")},
+    )
+    (started,) = parsed([dropped.first])
+    assert conversation([started]) == dropped.conversation

@@ -11,12 +11,17 @@ a model call.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from contextlib import AsyncExitStack
+from dataclasses import dataclass
+from typing import Any
 
+import httpx
 import pytest
 
 from backend.store.sql import SqlStore
 from tests.cluster_harness import (
+    HEADER,
     LEASE_S,
     ClusterHarness,
     running_cluster,
@@ -101,6 +106,54 @@ def hanging(fake_openai: FakeOpenAIServer) -> dict[str, object]:
         "llm_api_key": "test",
         "lease_ttl_s": LEASE_S,
     }
+
+
+@dataclass
+class Dropped:
+    """A stream dropped on an instance that does not own its conversation."""
+
+    conversation: str
+    first: str
+    """The stream's first line."""
+    headers: httpx.Headers
+
+
+async def dropped_elsewhere(
+    pg_database_url: str,
+    redis_url: str,
+    fake_openai: FakeOpenAIServer,
+    path: str,
+    request: Callable[[str], dict[str, Any]],
+) -> Dropped:
+    """Behind nginx, `POST path` with `request(conversation)`'s arguments,
+    sent through an instance that does not own the conversation, read to
+    its first line while the model call hangs, then dropped; asserts that
+    the owner stopped the run (its model call abandoned)."""
+    settings = hanging(fake_openai)
+    async with (
+        running_cluster(pg_database_url, redis_url, **settings) as cluster,
+        AsyncExitStack() as stack,
+    ):
+        a, owner = await cluster.connect(stack)
+        conversation = (await a.recv())["session_id"]
+        await cluster.after(owner)
+        assert cluster.http is not None
+        async with cluster.http.stream(
+            "POST", path, **request(conversation)
+        ) as response:
+            assert response.headers[HEADER] != owner
+            stream = response.aiter_lines()  # held: a dropped one closes the response
+            first = await anext(stream)
+            await fake_openai.wait_for_requests(1)
+        frames = await a.run()
+        await fake_openai.cancelled.wait()  # the model call was abandoned
+    assert labels(frames)[-3:] == [
+        "agent_stopped",
+        "agent_completion",
+        "response_complete",
+    ]
+    assert frames[-2]["reason"] == "stopped"
+    return Dropped(conversation, first, response.headers)
 
 
 async def test_a_stop_sent_through_another_instance_stops_the_run(

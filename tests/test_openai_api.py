@@ -4,14 +4,19 @@ Python SDK against a live server with a scripted model."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
+import httpx
 import openai
 import pytest
 
+from backend.app import create_app
+from backend.transport.auth import SIGN_IN
 from tests.cluster_harness import HEADER as INSTANCE
 from tests.cluster_harness import ClusterHarness
-from tests.conftest import Harness, StartServer
+from tests.conftest import Harness, StartServer, make_settings
+from tests.fake_openai import FakeOpenAIServer
 from tests.fakes import (
     Hang,
     Saver,
@@ -23,7 +28,8 @@ from tests.fakes import (
     reason,
     test_registry,
 )
-from tests.test_cluster import QUESTION
+from tests.live_server import serving
+from tests.test_cluster import QUESTION, dropped_elsewhere
 from tests.ws_client import labels
 
 TOKEN = "openai-api-token-0123456789"
@@ -74,9 +80,11 @@ async def serve(
 
 
 def sdk(harness: Harness, api_key: str = TOKEN) -> openai.AsyncOpenAI:
-    return openai.AsyncOpenAI(
-        base_url=harness.server.url("/v1"), api_key=api_key, max_retries=0
-    )
+    return sdk_at(harness.server.url("/v1"), api_key)
+
+
+def sdk_at(base_url: str, api_key: str = TOKEN) -> openai.AsyncOpenAI:
+    return openai.AsyncOpenAI(base_url=base_url, api_key=api_key, max_retries=0)
 
 
 def user(text: str) -> list[Any]:
@@ -394,20 +402,113 @@ async def test_closing_the_stream_stops_the_run(start_server: StartServer) -> No
     assert ends == [("agent_stopped", None), ("agent_completion", "stopped")]
 
 
+async def test_a_question_survives_a_restart_and_resumes(tmp_path: Path) -> None:
+    """A question asked over `/v1` outlives its server; the next message by
+    the same conversation id answers it and the same run finishes."""
+    settings = make_settings(
+        database_url=f"sqlite:///{tmp_path / 'loopwire.db'}", auth_token=TOKEN
+    )
+    asking = ScriptedLLM(*asks_which_unit()[:2])
+    app = create_app(settings, llm=asking, registry=test_registry())
+    async with (
+        serving(app, settings=settings) as server,
+        sdk_at(server.url("/v1")) as client,
+    ):
+        raw = await client.chat.completions.with_raw_response.create(
+            model="loopwire-react",
+            messages=user("convert 10 miles"),
+            extra_headers={HEADER: "new"},
+        )
+    asked, conversation = raw.parse(), raw.headers[HEADER]
+
+    again = ScriptedLLM(*asks_which_unit()[2:])
+    app = create_app(settings, llm=again, registry=test_registry())
+    async with serving(app, settings=settings) as server:
+        async with sdk_at(server.url("/v1")) as client:
+            answered = await client.chat.completions.create(
+                model="loopwire-react",
+                messages=user("km"),
+                extra_headers={HEADER: conversation},
+            )
+        session = app.state.chat.sessions[conversation]
+        frames = [json.loads(text) for _seq, text in session.outbox.after(0)]
+    assert (asked.choices[0].message.content, asked.choices[0].finish_reason) == (
+        "Which unit?",
+        "stop",
+    )
+    assert (answered.choices[0].message.content, answered.id) == ("16.09 km", asked.id)
+    assert answered.system_fingerprint == conversation
+    run = asked.id.removeprefix("chatcmpl-")
+    ends = [
+        (f["update_type"], f.get("reason"))
+        for f in frames
+        if f.get("run_id") == run and f.get("update_type") == "agent_completion"
+    ]
+    assert ends == [("agent_completion", "finished")]
+    answered_messages = [(m.role, m.content) for m in again.requests[0].messages[1:4]]
+    assert answered_messages == [
+        ("user", "convert 10 miles"),
+        ("assistant", None),
+        ("tool", "km"),
+    ]
+
+
 # ------------------------------------------------------------ refusals
 
 
 async def test_a_token_is_required(start_server: StartServer) -> None:
-    """Without the server's token the SDK gets a 401, and no model is called."""
+    """Without the server's token the SDK gets a 401 in OpenAI's shape with
+    loopwire's message, and no model is called."""
     harness = await serve(start_server)
     async with sdk(harness, api_key="wrong") as client:
-        with pytest.raises(openai.AuthenticationError):
+        with pytest.raises(openai.AuthenticationError) as completion:
             await client.chat.completions.create(
                 model="loopwire-react", messages=user("hi")
             )
+        with pytest.raises(openai.AuthenticationError) as listing:
+            await client.models.list()
+    expected = {
+        "message": SIGN_IN,
+        "type": "invalid_request_error",
+        "param": None,
+        "code": "unauthorized",
+    }
+    for refused in (completion.value, listing.value):
+        assert refused.status_code == 401 and refused.body == expected
+        assert (refused.code, refused.type, refused.param) == (
+            "unauthorized",
+            "invalid_request_error",
+            None,
+        )
+    async with httpx.AsyncClient(base_url=harness.server.url("")) as http:
+        bare = await http.get("/v1/models")
+    assert bare.status_code == 401
+    assert bare.json() == {"error": expected}
+    assert bare.headers["www-authenticate"] == 'Bearer realm="loopwire"'
+    assert harness.service.llm.requests == []
+
+
+async def test_too_many_wrong_tokens_is_a_rate_limit_error(
+    start_server: StartServer,
+) -> None:
+    """Past the wrong-credential budget the SDK gets OpenAI's 429 with
+    `Retry-After`, before any token is compared."""
+    harness = await serve(start_server, auth_failures_per_minute=1)
+    async with sdk(harness, api_key="wrong") as client:
         with pytest.raises(openai.AuthenticationError):
             await client.models.list()
-    assert harness.service.llm.requests == []
+        with pytest.raises(openai.RateLimitError) as limited:
+            await client.models.list()
+    error = limited.value
+    assert (error.status_code, error.code, error.type, error.param) == (
+        429,
+        "rate_limited",
+        "rate_limit_error",
+        None,
+    )
+    assert isinstance(error.body, dict)
+    assert error.body["message"].startswith("too many wrong credentials")
+    assert int(error.response.headers["Retry-After"]) > 0
 
 
 @pytest.mark.parametrize(
@@ -544,3 +645,21 @@ async def test_a_question_is_answered_through_another_instance(
     reply = second.json()["choices"][0]
     assert reply["finish_reason"] == "stop"
     assert "16.09" in reply["message"]["content"]
+
+
+async def test_an_abort_through_another_instance_stops_the_run(
+    pg_database_url: str, redis_url: str, fake_openai: FakeOpenAIServer
+) -> None:
+    """Behind nginx, a chunk stream closed on an instance that does not own
+    the conversation stops the run its owner runs."""
+    ask = {"model": "loopwire-react", "messages": user("think hard"), "stream": True}
+    dropped = await dropped_elsewhere(
+        pg_database_url,
+        redis_url,
+        fake_openai,
+        "/v1/chat/completions",
+        lambda conversation: {"json": ask, "headers": {HEADER: conversation}},
+    )
+    assert dropped.headers[HEADER] == dropped.conversation
+    first = json.loads(dropped.first.removeprefix("data: "))
+    assert first["choices"][0]["delta"] == {"role": "assistant", "content": ""}

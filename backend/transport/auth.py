@@ -16,7 +16,7 @@ Only `/healthz` (bare liveness), the login routes and the static files (the
 repository's own, the same for everyone) are open. Anything else without a
 user is refused before a route runs: the page redirects to the login form,
 a WebSocket handshake gets HTTP 401 (no socket is accepted) and any other
-route a JSON 401.
+route a JSON 401 (in OpenAI's shape under `/v1/`: `refusal.body_for`).
 """
 
 from __future__ import annotations
@@ -141,7 +141,7 @@ async def _refuse(
         await _redirect(send, "/login", headers)
         return
     headers.append((b"www-authenticate", b'Bearer realm="loopwire"'))
-    await http_refusal(send, 401, "unauthorized", SIGN_IN, headers)
+    await http_refusal(send, 401, "unauthorized", SIGN_IN, headers, path=scope["path"])
 
 
 async def _too_many(scope: Scope, receive: Receive, send: Send, wait_s: int) -> None:
@@ -152,7 +152,9 @@ async def _too_many(scope: Scope, receive: Receive, send: Send, wait_s: int) -> 
             scope, receive, send, 429, "rate_limited", message, retry
         )
     else:
-        await http_refusal(send, 429, "rate_limited", message, retry)
+        await http_refusal(
+            send, 429, "rate_limited", message, retry, path=scope["path"]
+        )
 
 
 def clear_cookie(scope: Scope) -> Header:

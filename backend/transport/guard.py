@@ -7,7 +7,10 @@
 - **Origin**: a WebSocket handshake or a state-changing HTTP request from a
   browser must come from an allowed origin: a loopback origin, the public
   URL's, or one in `LOOPWIRE_ALLOWED_ORIGINS`. It is never compared with the
-  Host header, which the attacker controls.
+  Host header, which the attacker controls. An origin of
+  `LOOPWIRE_CORS_ORIGINS` may also call the HTTP API (`/api/`, `/v1/`, not
+  the WebSocket or the UI); with `*`, only a request without a cookie
+  (a bearer token it must know), so no page rides on a signed-in browser.
 - Refusals happen before anything else: an HTTP error, or for a WebSocket
   a refused handshake (HTTP 403 with a JSON reason where the server allows
   one), so no socket is accepted and no model is called.
@@ -26,6 +29,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from backend.settings import Settings
 from backend.text import shorten
+from backend.transport.cors import API_PATHS
 from backend.transport.refusal import (
     SECURITY_HEADERS,
     handshake_refusal,
@@ -57,6 +61,7 @@ class Policy:
         public = urlsplit(settings.public_url) if settings.public_url else None
         self.hosts = {hostname(h) for h in settings.hosts}
         self.origins = {o.rstrip("/").lower() for o in settings.origins}
+        self.cors = set(settings.cors)
         if public is not None and public.hostname:
             self.hosts.add(public.hostname.lower())
             self.origins.add(f"{public.scheme}://{public.netloc}".lower())
@@ -70,6 +75,14 @@ class Policy:
         if "*" in self.origins or origin in self.origins:
             return True
         return LOOPBACK_ORIGIN.fullmatch(origin) is not None
+
+    def cors_allowed(self, origin: str, scope: Scope, headers: Headers) -> bool:
+        """A cross-origin call of the HTTP API that `LOOPWIRE_CORS_ORIGINS`
+        allows."""
+        if scope["type"] != "http" or not scope["path"].startswith(API_PATHS):
+            return False
+        origin = origin.rstrip("/").lower()
+        return origin in self.cors or ("*" in self.cors and "cookie" not in headers)
 
 
 class Guard:
@@ -87,7 +100,9 @@ class Guard:
         if problem is not None:
             status, error_type, message = problem
             if kind == "http":
-                await http_refusal(send, status, error_type, message)
+                await http_refusal(
+                    send, status, error_type, message, path=scope["path"]
+                )
             else:
                 await handshake_refusal(
                     scope, receive, send, status, error_type, message
@@ -119,11 +134,22 @@ class Guard:
             )
         origin = headers.get("origin")
         changes = scope["type"] == "websocket" or scope["method"] not in SAFE_METHODS
-        if origin and changes and not self.policy.origin_allowed(origin):
+        if (
+            origin
+            and changes
+            and not self.policy.origin_allowed(origin)
+            and not self.policy.cors_allowed(origin, scope, headers)
+        ):
             return (
                 403,
                 "forbidden_origin",
                 f"origin {shorten(origin, SHOWN)} is not allowed "
-                "(LOOPWIRE_ALLOWED_ORIGINS lists the ones that are)",
+                f"(LOOPWIRE_ALLOWED_ORIGINS lists the ones that are{_cors(scope)})",
             )
         return None
+
+
+def _cors(scope: Scope) -> str:
+    """Where a call of the HTTP API may look besides."""
+    api = scope["type"] == "http" and scope["path"].startswith(API_PATHS)
+    return "; LOOPWIRE_CORS_ORIGINS, the ones that may call the API" if api else ""

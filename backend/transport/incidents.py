@@ -50,4 +50,5 @@ class Incidents:
                 f"something went wrong on the server (incident {request_id}; "
                 "the server log has the details)",
                 [(b"x-request-id", request_id.encode())],
+                path=scope["path"],
             )

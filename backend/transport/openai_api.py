@@ -68,7 +68,7 @@ from backend.transport.openai_requests import (
     parse_model,
     system_prompt_problem,
 )
-from backend.transport.refusal import Refused
+from backend.transport.refusal import Refused, openai_body
 from backend.transport.run_streams import PING_S, connected, gone, open_conversation
 
 CONVERSATION_HEADER = "X-Loopwire-Conversation"
@@ -106,21 +106,9 @@ async def models(request: Request) -> Response:
 
 
 def error_body(exc: Refused) -> dict[str, Any]:
-    """A refusal in OpenAI's shape: `code` is loopwire's `error_type`."""
-    kind = "invalid_request_error"
-    if exc.status == 429:
-        kind = "rate_limit_error"
-    elif exc.status >= 500:
-        kind = "server_error"
+    """A route's refusal in OpenAI's shape (as the middleware's are)."""
     param = exc.fields[0]["field"] if exc.fields else None
-    return {
-        "error": {
-            "message": exc.message,
-            "type": kind,
-            "code": exc.error_type,
-            "param": param,
-        }
-    }
+    return openai_body(exc.status, exc.error_type, exc.message, param)
 
 
 async def completions(request: Request) -> Response:

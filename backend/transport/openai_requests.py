@@ -251,7 +251,7 @@ def openapi_paths() -> dict[str, Any]:
                             "text/event-stream": {"schema": {"type": "string"}},
                         },
                     },
-                    **_openai_errors(400, 404, 409, 413, 415, 429, 503),
+                    **_openai_errors(400, 401, 404, 409, 413, 415, 429, 503),
                 },
             }
         },
@@ -262,7 +262,8 @@ def openapi_paths() -> dict[str, Any]:
                     "200": {
                         "description": "a list of models",
                         "content": {"application/json": json_object},
-                    }
+                    },
+                    **_openai_errors(401, 429),
                 },
             }
         },

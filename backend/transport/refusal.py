@@ -5,7 +5,10 @@
 - A middleware, before any route runs, sends `http_refusal`, or for a
   WebSocket `handshake_refusal` (no socket is ever accepted).
 
-Bodies are `{"error_type": ..., "message": ...}`, like every HTTP error."""
+Bodies are `{"error_type": ..., "message": ...}`, like every HTTP error,
+except under `/v1/` (the OpenAI-compatible API), where they are OpenAI's
+`{"error": {"message", "type", "param", "code"}}` (`openai_body`), so an
+OpenAI client reads a middleware's refusal as it reads the routes'."""
 
 from __future__ import annotations
 
@@ -89,8 +92,33 @@ async def answer_refused(request: Request, exc: Exception) -> Response:
     return response
 
 
+OPENAI_PATHS = "/v1/"
+"""The OpenAI-compatible API's paths: refusals there are in OpenAI's shape."""
+
+
+def openai_body(
+    status: int, error_type: str, message: str, param: str | None = None
+) -> dict[str, Any]:
+    """A refusal in OpenAI's shape: `code` is loopwire's `error_type`,
+    `type` OpenAI's class of error for `status`."""
+    kind = "invalid_request_error"
+    if status == 429:
+        kind = "rate_limit_error"
+    elif status >= 500:
+        kind = "server_error"
+    error = {"message": message, "type": kind, "param": param, "code": error_type}
+    return {"error": error}
+
+
 def body(error_type: str, message: str) -> bytes:
     return json.dumps({"error_type": error_type, "message": message}).encode()
+
+
+def body_for(path: str | None, status: int, error_type: str, message: str) -> bytes:
+    """A refusal's body as the API at `path` speaks (loopwire's if unknown)."""
+    if path is not None and path.startswith(OPENAI_PATHS):
+        return json.dumps(openai_body(status, error_type, message)).encode()
+    return body(error_type, message)
 
 
 async def _refusal(
@@ -114,9 +142,13 @@ async def http_refusal(
     error_type: str,
     message: str,
     headers: Sequence[Header] = (),
+    *,
+    path: str | None = None,
 ) -> None:
+    """A JSON refusal in the shape of the API at `path` (`body_for`)."""
     extra = [(b"cache-control", b"no-store"), *headers, *SECURITY_HEADERS]
-    await _refusal(send, "http", status, body(error_type, message), extra)
+    content = body_for(path, status, error_type, message)
+    await _refusal(send, "http", status, content, extra)
 
 
 async def handshake_refusal(
