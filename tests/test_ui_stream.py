@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack
 from typing import Any
 
 import httpx
@@ -14,7 +13,7 @@ import pytest
 
 from backend.protocol import server_message_adapter
 from backend.transport.ui_stream_parts import Parts
-from tests.cluster_harness import HEADER, ClusterHarness, running_cluster
+from tests.cluster_harness import HEADER, ClusterHarness
 from tests.conftest import Harness, StartServer
 from tests.fake_openai import FakeOpenAIServer
 from tests.fakes import (
@@ -28,8 +27,7 @@ from tests.fakes import (
     reason,
 )
 from tests.js_clients import needs_node, run_node
-from tests.test_cluster import APPROVAL, QUESTION, hanging
-from tests.ws_client import labels
+from tests.test_cluster import APPROVAL, QUESTION, dropped_elsewhere
 
 TOKEN = "ui-stream-token-0123456789"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -417,6 +415,193 @@ async def test_regenerate_edits_and_resends_the_run(start_server: StartServer) -
     ]
 
 
+def answer_of(parts: list[Any]) -> dict[str, Any]:
+    """The assistant message `useChat` keeps of a response, as it sends it back."""
+    texts = [p["delta"] for p in parts if p != DONE and p["type"] == "text-delta"]
+    return {
+        "id": parts[0]["messageId"],
+        "role": "assistant",
+        "metadata": parts[0]["messageMetadata"],
+        "parts": [{"type": "step-start"}, {"type": "text", "text": "".join(texts)}],
+    }
+
+
+def answers(*finals: str) -> list[str]:
+    """One single-step run per final answer."""
+    return [reason(f"run {i}", finish=True, final=f) for i, f in enumerate(finals)]
+
+
+def one_step(final: str, seq: int) -> list[Any]:
+    """The parts of a run `R` that answers `final` in its first reason (its
+    reason frame's `seq` in the conversation)."""
+    return [
+        START,
+        AGENT_START,
+        {"type": "start-step"},
+        *reasoning(f"R-reasoning-{seq}", "I will work it out."),
+        *text(f"R-text-{seq + 1}", final),
+        {"type": "finish-step"},
+        finish(steps=1, reason="finished", usage=usage(10, 16, 1)),
+        DONE,
+    ]
+
+
+def seen(request: Any) -> list[tuple[str, str]]:
+    """The conversation a model call was given (its system prompt left out)."""
+    return [(m.role, m.content) for m in request.messages if m.role != "system"]
+
+
+async def saved_runs(harness: Harness, conversation: str) -> list[str]:
+    await harness.service.flush_session(conversation)
+    runs = await harness.service.store.runs(conversation)
+    return [run.id for run in sorted(runs, key=lambda run: run.started_at)]
+
+
+async def test_regenerate_without_a_message_id_replaces_the_last_answer(
+    start_server: StartServer,
+) -> None:
+    """`regenerate()` sends no `messageId` and drops the last answer: the run the last user message started is replaced."""
+    harness = await serve(start_server, *answers("first", "second", "third"))
+    async with client(harness) as http:
+        first = await post(http, body(user("hi")))
+        conversation, run_1 = started(first)
+        sent = [user("hi"), answer_of(first), user("and then?", "u2")]
+        second = await post(http, body(*sent))
+        again = await post(http, body(*sent, trigger="regenerate-message"))
+    _, run_3 = started(again)
+    assert named(again, C=conversation, R=run_3) == one_step("third", 16)
+    assert seen(harness.service.llm.requests[2]) == [
+        ("user", "hi"),
+        ("assistant", "first"),
+        ("user", "and then?"),  # not the answer "second" it replaces
+    ]
+    history = harness.service.sessions[conversation].history
+    assert [(m.role, m.content) for m in history] == [
+        ("user", "hi"),
+        ("assistant", "first"),
+        ("user", "and then?"),
+        ("assistant", "third"),
+    ]
+    assert await saved_runs(harness, conversation) == [run_1, run_3]
+    assert started(second)[1] not in (run_1, run_3)
+
+
+async def test_editing_an_earlier_message_replaces_its_run_and_every_later_one(
+    start_server: StartServer,
+) -> None:
+    """`sendMessage({ text, messageId })` edits a user message: the run it started and the later ones go, the new text runs."""
+    harness = await serve(start_server, *answers("first", "second", "third", "fourth"))
+    async with client(harness) as http:
+        first = await post(http, body(user("hi")))
+        conversation, _ = started(first)
+        await post(http, body(user("hi"), answer_of(first), user("and then?", "u2")))
+        edited = [user("hi"), answer_of(first), user("what else?", "u2")]
+        third = await post(http, body(*edited, messageId="u2"))
+        _, run_3 = started(third)
+        history = harness.service.sessions[conversation].history
+        after_one = [(m.role, m.content) for m in history]
+        fourth = await post(
+            http, body(user("hello", "u1"), messageId="u1", id=conversation)
+        )
+    _, run_4 = started(fourth)
+    assert after_one == [
+        ("user", "hi"),
+        ("assistant", "first"),
+        ("user", "what else?"),
+        ("assistant", "third"),
+    ]
+    assert named(third, C=conversation, R=run_3) == one_step("third", 16)
+    assert named(fourth, C=conversation, R=run_4) == one_step("fourth", 23)
+    assert seen(harness.service.llm.requests[2]) == [
+        ("user", "hi"),
+        ("assistant", "first"),
+        ("user", "what else?"),  # the old "and then?" and its answer are gone
+    ]
+    assert seen(harness.service.llm.requests[3]) == [("user", "hello")]
+    assert [(m.role, m.content) for m in history] == [
+        ("user", "hello"),
+        ("assistant", "fourth"),
+    ]
+    assert await saved_runs(harness, conversation) == [run_4]
+
+
+def asking(run: str, conversation: str) -> dict[str, Any]:
+    """An assistant message of run `run` that asked a question."""
+    return {
+        "id": run,
+        "role": "assistant",
+        "metadata": {"conversationId": conversation, "runId": run},
+        "parts": [
+            {
+                "type": "data-loopwire-question",
+                "id": "q1",
+                "data": {"questionId": "q1", "question": "Which?"},
+            }
+        ],
+    }
+
+
+UNMAPPED = [
+    (
+        lambda a: body(
+            user("hi"), {**a, "id": "run-x"}, user("b", "u2"), messageId="u2"
+        ),
+        404,
+        "invalid ui-stream request: the assistant message 'run-x' before message 'u2' is not a saved run of conversation '<C>'",
+    ),
+    (
+        lambda a: body(user("hi"), a, user("b", "u2"), messageId="u2"),
+        404,
+        "invalid ui-stream request: message 'u2' started no saved run of conversation '<C>', so there is nothing to replace: send it as a new message",
+    ),
+    (
+        lambda a: body(user("hi"), a, user("b", "u2"), trigger="regenerate-message"),
+        404,
+        "invalid ui-stream request: message 'u2' started no saved run of conversation '<C>', so there is nothing to replace: send it as a new message",
+    ),
+    (
+        lambda a: body(user("hi"), a, user("b", "u2"), user("c", "u3"), messageId="u3"),
+        400,
+        "invalid ui-stream request: cannot tell which run message 'u3' started: the message before it, 'u2', is not an answer",
+    ),
+    (
+        lambda a: body(
+            user("hi"),
+            asking(a["id"], a["metadata"]["conversationId"]),
+            user("b", "u2"),
+            messageId="u2",
+        ),
+        400,
+        "invalid ui-stream request: message 'u2' answered a question of run '<R>', and an answer cannot be edited: regenerate({ messageId: '<R>' }) runs that run again",
+    ),
+    (
+        lambda a: body(user("hi"), a, trigger="regenerate-message"),
+        400,
+        "invalid ui-stream request: regenerate-message without messageId needs the user's message last (the answer to regenerate left out, as regenerate() sends it)",
+    ),
+]
+
+
+@pytest.mark.parametrize(("payload", "status", "message"), UNMAPPED)
+async def test_an_edit_loopwire_cannot_map_to_a_run_is_refused(
+    start_server: StartServer, payload: Any, status: int, message: str
+) -> None:
+    """An edit or regenerate whose message maps to no saved run is refused naming it; nothing runs, nothing is removed."""
+    harness = await serve(start_server, *answers("first"))
+    async with client(harness) as http:
+        first = await post(http, body(user("hi")))
+        conversation, run = started(first)
+        response = await http.post(URL, json=payload(answer_of(first)))
+    expected = message.replace("<C>", conversation).replace("<R>", run)
+    assert (response.status_code, response.json()["message"]) == (status, expected)
+    assert len(harness.service.llm.requests) == 1
+    history = harness.service.sessions[conversation].history
+    assert [(m.role, m.content) for m in history] == [
+        ("user", "hi"),
+        ("assistant", "first"),
+    ]
+
+
 async def test_resume_replays_the_waiting_run_and_204_without_one(
     start_server: StartServer,
 ) -> None:
@@ -492,12 +677,12 @@ async def test_no_token_no_run(start_server: StartServer) -> None:
         (
             body(user("hi"), trigger="regenerate-message"),
             400,
-            "invalid ui-stream request: regenerate-message needs the messageId of the answer to regenerate (regenerate({ messageId }))",
+            "cannot tell the conversation of message 'u1': the chat's id is not one of the caller's conversations and no assistant message names one (open the chat with its conversation's id: useChat({ id: conversationId }))",
         ),
         (
             body(user("hi"), messageId="u1"),
             400,
-            "invalid ui-stream request: editing a sent message is not supported: regenerate the answer (edit and resend) or send a new message",
+            "cannot tell the conversation of message 'u1': the chat's id is not one of the caller's conversations and no assistant message names one (open the chat with its conversation's id: useChat({ id: conversationId }))",
         ),
         (
             body(
@@ -803,6 +988,109 @@ async def test_the_ai_package_chat_drives_an_approval_and_a_question(
     ]
 
 
+EDIT_SCRIPT = """
+import { AbstractChat, DefaultChatTransport } from 'ai';
+
+class State {  // what useChat keeps in React state, as plain fields
+  status = 'ready'; error = undefined;
+  constructor(messages) { this.messages = messages; }
+  pushMessage = m => { this.messages = [...this.messages, m]; };
+  popMessage = () => { this.messages = this.messages.slice(0, -1); };
+  replaceMessage = (i, m) => { this.messages = this.messages.map((x, j) => (j === i ? m : x)); };
+  snapshot = thing => structuredClone(thing);
+}
+
+const sent = [];  // what the SDK's transport posted, in short
+const transport = new DefaultChatTransport({
+  api: process.env.UI_STREAM_URL,
+  headers: { authorization: `Bearer ${process.env.TOKEN}` },
+  fetch: (url, init) => {
+    const body = JSON.parse(init.body);
+    sent.push({
+      trigger: body.trigger,
+      messageId: 'messageId' in body ? body.messageId : '(absent)',
+      messages: body.messages.map(m => `${m.role}:${m.id}`),
+    });
+    return fetch(url, init);
+  },
+});
+const open = (id, messages) => new (class extends AbstractChat {})({
+  ...(id ? { id } : {}),
+  state: new State(messages),
+  transport,
+  onError: error => { console.error(error); process.exit(1); },
+});
+
+const chat = open(undefined, []);
+await chat.sendMessage({ text: 'hi' });
+await chat.sendMessage({ text: 'and then?' });
+const dropped = chat.messages.at(-1).id;
+await chat.regenerate();
+const regenerated = structuredClone(chat.messages);
+
+// the page opens the chat again by its conversation's id, as a route
+// /chat/[id] does with useChat({ id, messages }), and edits the first message
+const conversation = chat.messages.at(-1).metadata.conversationId;
+const again = open(conversation, chat.messages);
+const first = again.messages[0].id;
+await again.sendMessage({ text: 'hello', messageId: first });
+console.log(JSON.stringify({
+  sent, dropped, first, conversation, regenerated, edited: again.messages,
+}));
+"""
+
+
+@needs_node
+async def test_the_ai_package_chat_regenerates_and_edits_the_first_message(
+    start_server: StartServer,
+) -> None:
+    """The SDK's own `Chat`: `regenerate()` with no argument, then `sendMessage({ text, messageId })` editing the first message."""
+    harness = await serve(start_server, *answers("first", "second", "third", "fourth"))
+    out = await run_node(
+        EDIT_SCRIPT, {"UI_STREAM_URL": harness.server.url(URL), "TOKEN": TOKEN}
+    )
+    result = json.loads(out)
+    first, conversation = result["first"], result["conversation"]
+    regenerated, edited = result["regenerated"], result["edited"]
+    u2 = regenerated[2]["id"]
+    runs = [regenerated[1]["id"], result["dropped"], regenerated[3]["id"]]
+    assert named(result["sent"], U1=first, U2=u2, R1=runs[0]) == [
+        {"trigger": "submit-message", "messageId": "(absent)", "messages": ["user:U1"]},
+        {
+            "trigger": "submit-message",
+            "messageId": "(absent)",
+            "messages": ["user:U1", "assistant:R1", "user:U2"],
+        },
+        {
+            "trigger": "regenerate-message",
+            "messageId": "(absent)",
+            "messages": ["user:U1", "assistant:R1", "user:U2"],
+        },
+        {"trigger": "submit-message", "messageId": "U1", "messages": ["user:U1"]},
+    ]
+    assert [outline(m) for m in regenerated] == [
+        ("user", ["text:hi"]),
+        ("assistant", ["step-start", "reasoning", "text:first"]),
+        ("user", ["text:and then?"]),
+        ("assistant", ["step-start", "reasoning", "text:third"]),
+    ]
+    assert [outline(m) for m in edited] == [
+        ("user", ["text:hello"]),
+        ("assistant", ["step-start", "reasoning", "text:fourth"]),
+    ]
+    assert len(set(runs)) == 3 and edited[0]["id"] == first
+    assert [seen(r) for r in harness.service.llm.requests[2:]] == [
+        [("user", "hi"), ("assistant", "first"), ("user", "and then?")],
+        [("user", "hello")],
+    ]
+    history = harness.service.sessions[conversation].history
+    assert [(m.role, m.content) for m in history] == [
+        ("user", "hello"),
+        ("assistant", "fourth"),
+    ]
+    assert await saved_runs(harness, conversation) == [edited[1]["id"]]
+
+
 async def test_a_stop_ends_the_stream_with_the_stopped_run(
     start_server: StartServer,
 ) -> None:
@@ -1050,27 +1338,47 @@ async def test_an_abort_through_another_instance_stops_the_run(
     pg_database_url: str, redis_url: str, fake_openai: FakeOpenAIServer
 ) -> None:
     """Behind nginx, a stream aborted on one instance stops the run its owner runs."""
-    settings = hanging(fake_openai)
-    async with (
-        running_cluster(pg_database_url, redis_url, **settings) as cluster,
-        AsyncExitStack() as stack,
-    ):
-        a, owner = await cluster.connect(stack)
-        conversation = (await a.recv())["session_id"]
-        await cluster.after(owner)
-        assert cluster.http is not None
-        payload = body(user("think hard"), id=conversation)
-        async with cluster.http.stream("POST", URL, json=payload) as response:
-            assert response.headers[HEADER] != owner
-            stream = lines(response)  # held: a dropped one closes the response
-            first = await anext(stream)
-            await fake_openai.wait_for_requests(1)
-        frames = await a.run()
-        await fake_openai.cancelled.wait()  # the model call was abandoned
-    assert started([first])[0] == conversation
-    assert labels(frames)[-3:] == [
-        "agent_stopped",
-        "agent_completion",
-        "response_complete",
+    dropped = await dropped_elsewhere(
+        pg_database_url,
+        redis_url,
+        fake_openai,
+        URL,
+        lambda conversation: {"json": body(user("think hard"), id=conversation)},
+    )
+    first = json.loads(dropped.first.removeprefix("data: "))
+    assert started([first])[0] == dropped.conversation
+
+
+async def test_an_edit_through_another_instance_replaces_the_owners_runs(
+    offline_cluster: ClusterHarness,
+) -> None:
+    """Behind nginx, an edit and a `regenerate()` sent through another instance replace the runs the owner saved."""
+    cluster = offline_cluster
+    first = await cluster.request("POST", URL, json=body(user("hi")))
+    owner = first.headers[HEADER]
+    said = sse_parts(first)
+    conversation, run_1 = started(said)
+    await cluster.after(owner)
+    sent = [user("hi"), answer_of(said), user("and then?", "u2")]
+    second = await cluster.request("POST", URL, json=body(*sent))
+    assert second.headers[HEADER] != owner
+    await cluster.after(owner)
+    again = await cluster.request(
+        "POST", URL, json=body(*sent, trigger="regenerate-message")
+    )
+    assert again.headers[HEADER] != owner
+    _, run_3 = started(sse_parts(again))
+    await cluster.after(owner)
+    edited = await cluster.request(
+        "POST", URL, json=body(user("hello", "u1"), messageId="u1", id=conversation)
+    )
+    assert edited.headers[HEADER] != owner
+    parts = sse_parts(edited)
+    _, run_4 = started(parts)
+    assert kinds(parts)[-3:] == ["finish-step", "finish", DONE]
+    stored = (await cluster.request("GET", f"/api/conversations/{conversation}")).json()
+    assert [run["id"] for run in stored["runs"]] == [run_4]
+    assert [m["content"] for m in stored["messages"] if m["role"] == "user"] == [
+        "hello"
     ]
-    assert frames[-2]["reason"] == "stopped"
+    assert len({run_1, started(sse_parts(second))[1], run_3, run_4}) == 4

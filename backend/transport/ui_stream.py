@@ -16,11 +16,14 @@
 
 The chat's `id` is the conversation when it names one of the caller's;
 else the conversation is the one the client's latest assistant message
-says (its `metadata.conversationId`, from the `start` part), else a new one.
+says (its `metadata.conversationId`, from the `start` part), else a new one
+— but never for an edit or a regenerate, which must find the conversation
+whose runs they replace (400 naming the message otherwise).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import uuid
@@ -37,6 +40,7 @@ from backend.chat.session import CLOSING, OVERFLOW, Subscription
 from backend.chat.target import Target
 from backend.errors import NoSuchConversation, ProtocolError
 from backend.protocol import AgentUserInputMessage, ToolApprovalResponseMessage
+from backend.store.base import StoreError
 from backend.transport.auth import user_of
 from backend.transport.limits import ClientLimits
 from backend.transport.refusal import Refused
@@ -52,6 +56,7 @@ from backend.transport.ui_stream_body import (
     Answer,
     Ask,
     Decide,
+    Edit,
     Turn,
     UIStreamRequest,
     read_body,
@@ -88,7 +93,7 @@ async def resume(request: Request) -> Response:
 
 
 async def _respond(request: Request, body: UIStreamRequest, turn: Turn) -> Response:
-    session = await _conversation(request, body)
+    session = await _conversation(request, body, _edited(body, turn))
     subscription = session.outbox.subscribe(None)
     try:
         parts = await _begin(request, body, session, turn)
@@ -116,8 +121,20 @@ async def _resumed(request: Request, chat_id: str) -> Response:
     return _response(request, session, subscription, parts, detach=True)
 
 
-async def _conversation(request: Request, body: UIStreamRequest) -> Target:
-    """The chat's conversation: its id's, the one its messages say, or new."""
+def _edited(body: UIStreamRequest, turn: Turn) -> str | None:
+    """The message an edit or a regenerate names (None for other turns)."""
+    if isinstance(turn, Edit):
+        return turn.message_id
+    if isinstance(turn, Ask) and turn.replace_from is not None:
+        return body.messageId or turn.replace_from
+    return None
+
+
+async def _conversation(
+    request: Request, body: UIStreamRequest, edited: str | None
+) -> Target:
+    """The chat's conversation: its id's, the one its messages say, or new
+    (not for an edit of the message `edited`: 400)."""
     if re.fullmatch(CONVERSATION_ID, body.id):
         try:
             return await open_conversation(request, body.id)
@@ -125,6 +142,15 @@ async def _conversation(request: Request, body: UIStreamRequest) -> Target:
             if exc.status != 404:
                 raise
     hint = body.conversation_hint()
+    if hint is None and edited is not None:
+        raise Refused(
+            400,
+            "invalid_message",
+            f"cannot tell the conversation of message {edited!r}: the chat's id "
+            "is not one of the caller's conversations and no assistant message "
+            "names one (open the chat with its conversation's id: "
+            "useChat({ id: conversationId }))",
+        )
     if hint is None:
         return await open_conversation(request, None)
     if not re.fullmatch(CONVERSATION_ID, hint):
@@ -158,7 +184,7 @@ async def _begin(
             # a message of its own, after the user's answer
             segment = turn.question_id or uuid.uuid4().hex
             return Parts(session.id, run_id, f"{run_id}{SEGMENT}{segment}")
-    replace_from = turn.replace_from if isinstance(turn, Ask) else None
+    replace_from = await _replaced(service, session, turn)
     limits: ClientLimits = request.app.state.limits
     limits.start_run(limits.key(request.scope, user_of(request)))
     try:
@@ -170,6 +196,34 @@ async def _begin(
     except NoSuchConversation as exc:
         raise Refused(404, "not_found", f"no conversation {session.id!r}") from exc
     return Parts(session.id, started["run_id"])
+
+
+async def _replaced(service: ChatService, session: Target, turn: Turn) -> str | None:
+    """The run a chat replaces (`replace_from`): the one a regenerate names,
+    or the one the edited message started."""
+    if isinstance(turn, Ask):
+        return turn.replace_from
+    if not isinstance(turn, Edit):
+        return None
+    return turn.run_in(await _saved_runs(service, session), session.id)
+
+
+async def _saved_runs(service: ChatService, session: Target) -> list[str]:
+    """The ids of the conversation's saved runs, oldest first (what it has
+    pending saved first, wherever it is in memory)."""
+    if service.store is None:
+        raise Refused(
+            400, "invalid_message", "this server keeps no runs, so none can be edited"
+        )
+    with contextlib.suppress(ProtocolError, NoSuchConversation):
+        await service.flush_session(session.id, session.owner)
+    try:
+        runs = await service.store.runs(session.id)
+    except StoreError as exc:
+        raise Refused(
+            503, "store_error", "the conversation store is unavailable; try later"
+        ) from exc
+    return [run.id for run in sorted(runs, key=lambda run: (run.started_at, run.id))]
 
 
 async def _decide(
@@ -252,10 +306,12 @@ def routes() -> list[Route]:
 
 
 REFUSALS = {
-    "400": "a bad body (`fields` names each problem), or a last message "
-    "that asks for nothing loopwire does (an edit, a file part, …)",
+    "400": "a bad body (`fields` names each problem), a last message that "
+    "asks for nothing loopwire does (a file part, an edited answer to a "
+    "question, …), or an edit or regenerate whose conversation cannot be told",
     "401": "not signed in",
-    "404": "the conversation the messages name is not the caller's",
+    "404": "the conversation the messages name is not the caller's, or the "
+    "message an edit or a regenerate names started no saved run of it",
     "409": "busy, or no question or approval waiting for this",
     "413": "the body or the message is over the limit",
     "415": "the body is not application/json",

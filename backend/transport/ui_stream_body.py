@@ -11,7 +11,16 @@ own, so only the end of it counts —
 - an assistant message last: its tool parts in state `approval-responded`
   are the user's decisions on the run's approval requests;
 - `trigger: "regenerate-message"`: edit and resend (`replace_from`) of the
-  run whose assistant message `messageId` names.
+  run whose assistant message `messageId` names; without `messageId`
+  (`regenerate()`), of the run that answered the last user message;
+- a `messageId` that names the last user message (`sendMessage({ text,
+  messageId })`): edit and resend of the run that message started, with
+  its new text.
+
+A user message is mapped to the run it started by position: the saved run
+after the run of the assistant message just before it (the conversation's
+first run when it is the first message), so `Edit` says which, and the
+adapter looks the run up among the conversation's saved runs.
 """
 
 from __future__ import annotations
@@ -137,7 +146,38 @@ class Decide:
         self.decisions = decisions
 
 
-Turn = Ask | Answer | Decide
+class Edit:
+    """A chat replacing the run the user's message `message_id` started: the
+    saved run after `after` (the run of the answer before the message;
+    None: the message is the first, so is its run)."""
+
+    def __init__(self, content: str, message_id: str, after: str | None) -> None:
+        self.content = content
+        self.message_id = message_id
+        self.after = after
+
+    def run_in(self, run_ids: list[str], conversation_id: str) -> str:
+        """The run among the conversation's saved runs (oldest first) that
+        the message started; 404 naming what is not there."""
+        index = 0
+        if self.after is not None:
+            if self.after not in run_ids:
+                raise _unknown(
+                    f"the assistant message {self.after!r} before message "
+                    f"{self.message_id!r} is not a saved run of conversation "
+                    f"{conversation_id!r}"
+                )
+            index = run_ids.index(self.after) + 1
+        if index >= len(run_ids):
+            raise _unknown(
+                f"message {self.message_id!r} started no saved run of "
+                f"conversation {conversation_id!r}, so there is nothing to "
+                "replace: send it as a new message"
+            )
+        return run_ids[index]
+
+
+Turn = Ask | Answer | Decide | Edit
 
 
 async def read_body(request: Request, limit: int) -> UIStreamRequest:
@@ -166,23 +206,52 @@ def turn_of(body: UIStreamRequest) -> Turn:
     if last.role != "user":
         raise _refused("the last message must be the user's (or approvals)")
     if body.messageId is not None and body.messageId == last.id:
-        raise _refused(
-            "editing a sent message is not supported: regenerate the answer "
-            "(edit and resend) or send a new message"
-        )
+        return _edit(body)
     earlier = body.messages[-2] if len(body.messages) > 1 else None
     return Answer(text_of(last), _question_in(earlier))
 
 
-def _regenerate(body: UIStreamRequest) -> Ask:
-    """Edit and resend: the run of the assistant message `messageId`, again
-    with the user's message that started it."""
-    if body.messageId is None:
+def _edit(body: UIStreamRequest) -> Edit:
+    """`sendMessage({ text, messageId })`: the last user message, edited,
+    replaces the run it started. An answer to a question started none."""
+    last = body.messages[-1]
+    asked = _answered(body.messages)
+    if asked is not None:
         raise _refused(
-            "regenerate-message needs the messageId of the answer to "
-            "regenerate (regenerate({ messageId }))"
+            f"message {last.id!r} answered a question of run {asked!r}, and an "
+            f"answer cannot be edited: regenerate({{ messageId: '{asked}' }}) "
+            "runs that run again"
         )
-    run_id = body.messageId.split(SEGMENT)[0]
+    return Edit(text_of(last), last.id, _run_before(body.messages))
+
+
+def _regenerate(body: UIStreamRequest) -> Ask | Edit:
+    """Edit and resend: the run of the assistant message `messageId` (or,
+    without one, of the answer the SDK left out after the last user
+    message), again with the user's message that started it."""
+    if body.messageId is None:
+        return _regenerate_last(body)
+    return _again(body, body.messageId.split(SEGMENT)[0])
+
+
+def _regenerate_last(body: UIStreamRequest) -> Ask | Edit:
+    """`regenerate()`: the SDK sends the messages up to the user message the
+    last answer followed. After an answer to a question, that answer was
+    the question's run going on: that run again."""
+    last = body.messages[-1]
+    if last.role != "user":
+        raise _refused(
+            "regenerate-message without messageId needs the user's message "
+            "last (the answer to regenerate left out, as regenerate() sends it)"
+        )
+    asked = _answered(body.messages)
+    if asked is not None:
+        return _again(body, asked)
+    return Edit(text_of(last), last.id, _run_before(body.messages))
+
+
+def _again(body: UIStreamRequest, run_id: str) -> Ask:
+    """The run `run_id` replaced by the user's message that started it."""
     users = [m for m in body.messages if m.role == "user"]
     starts = [i for i, m in enumerate(body.messages) if m.id == run_id]
     if starts:  # a continued run: the user's message before its first part
@@ -190,6 +259,28 @@ def _regenerate(body: UIStreamRequest) -> Ask:
     if not users:
         raise _refused("no user message to send again")
     return Ask(text_of(users[-1]), replace_from=run_id)
+
+
+def _answered(messages: list[UIMessage]) -> str | None:
+    """The run whose question the last message answered, if it did."""
+    earlier = messages[-2] if len(messages) > 1 else None
+    if earlier is None or _question_in(earlier) is None:
+        return None
+    return earlier.id.split(SEGMENT)[0]
+
+
+def _run_before(messages: list[UIMessage]) -> str | None:
+    """The run of the assistant message just before the last message (None
+    when the last is the first); 400 when another user message is between."""
+    prior = [m for m in messages[:-1] if m.role != "system"]
+    if not prior:
+        return None
+    if prior[-1].role != "assistant":
+        raise _refused(
+            f"cannot tell which run message {messages[-1].id!r} started: the "
+            f"message before it, {prior[-1].id!r}, is not an answer"
+        )
+    return prior[-1].id.split(SEGMENT)[0]
 
 
 def text_of(message: UIMessage) -> str:
@@ -270,6 +361,10 @@ def _in_doubt(message: UIMessage) -> set[str]:
         ):
             found.add(data["toolCallId"])
     return found
+
+
+def _unknown(message: str) -> Refused:
+    return Refused(404, "not_found", f"invalid ui-stream request: {message}")
 
 
 def _refused(message: str) -> Refused:
