@@ -5,6 +5,7 @@ with the `ag-ui-protocol` package's own models, and driven by the real
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from pathlib import Path
 from typing import Any
@@ -322,6 +323,39 @@ async def test_another_users_thread_is_a_404(
     assert (unknown.status_code, unknown.json()["error_type"]) == (404, "not_found")
 
 
+async def test_a_new_thread_id_names_its_conversation(
+    start_server: StartServer, tmp_path: Path
+) -> None:
+    """A thread id that spells a conversation id (a UUID) becomes the new
+    conversation's; its next input continues it; another user's thread is a
+    404; a thread id of another form gets a conversation of its own id."""
+    tokens = tmp_path / "tokens"
+    tokens.write_text(f"alice: {TOKEN}\nbob: bob-token-0123456789abc\n")
+    tokens.chmod(0o600)
+    harness = await start_server(
+        ScriptedLLM(*one_step(), *one_step(), *one_step()),
+        test_registry(),
+        auth_tokens_file=tokens,
+    )
+    thread = str(uuid.uuid4())
+    bob = {"Authorization": "Bearer bob-token-0123456789abc"}
+    async with client(harness) as http:
+        first = await ag_ui(http, run_input(thread))
+        again = await ag_ui(http, run_input(thread, "And 2+3 again?"))
+        taken = await http.post("/api/ag-ui", json=run_input(thread), headers=bob)
+        other = await ag_ui(http, run_input("thread-from-my-app"))
+    same = uuid.UUID(thread).hex
+    assert conversation(first) == conversation(again) == same
+    history = harness.service.sessions[same].history
+    assert [m.content for m in history if m.role == "user"] == [
+        "What is 2+3?",
+        "And 2+3 again?",
+    ]
+    assert (taken.status_code, taken.json()["error_type"]) == (404, "not_found")
+    assert re.fullmatch(r"[0-9a-f]{32}", conversation(other))
+    assert conversation(other) != same
+
+
 async def test_a_question_survives_a_restart_and_resumes(tmp_path: Path) -> None:
     """An AG-UI interrupt outlives its server; the next input resumes the same run."""
     url = f"sqlite:///{tmp_path / 'loopwire.db'}"
@@ -560,20 +594,22 @@ async def test_a_message_while_a_run_works_is_busy(start_server: StartServer) ->
 async def test_a_question_is_resumed_through_another_instance(
     offline_cluster: ClusterHarness,
 ) -> None:
-    """Behind nginx, the resume that answers a question, sent through an
-    instance that does not own the thread, reaches the waiting run, which
-    goes on where its owner keeps it and finishes."""
+    """Behind nginx, a new thread's id names its conversation, and the
+    resume that answers its question, sent in the thread's UUID form through
+    an instance that does not own it, reaches the waiting run, which goes
+    on where its owner keeps it and finishes."""
     cluster = offline_cluster
     assert cluster.http is not None
     http = cluster.http
+    thread = str(uuid.uuid4())
     async with http.stream(
-        "POST", "/api/ag-ui", json=run_input(str(uuid.uuid4()), QUESTION[0])
+        "POST", "/api/ag-ui", json=run_input(thread, QUESTION[0])
     ) as response:
         owner = response.headers[INSTANCE]
         first = parsed([line async for line in response.aiter_lines()])
     interrupt = interrupt_of(first)
     assert interrupt["reason"] == "input_required"
-    thread = conversation(first)
+    assert conversation(first) == uuid.UUID(thread).hex
 
     await cluster.after(owner)
     answer = {"interruptId": interrupt["id"], "status": "resolved", "payload": "km"}
@@ -582,7 +618,7 @@ async def test_a_question_is_resumed_through_another_instance(
     ) as response:
         assert response.headers[INSTANCE] != owner
         second = parsed([line async for line in response.aiter_lines()])
-    assert conversation(second) == thread
+    assert conversation(second) == uuid.UUID(thread).hex
     assert kinds(second)[-1] == "RUN_FINISHED"
     finished = second[-1]
     assert isinstance(finished, RunFinishedEvent) and finished.outcome is None

@@ -67,6 +67,13 @@ ATTEMPTS = 3
 """Tries to find a conversation's owner (it may move while we ask)."""
 
 
+class Others:
+    """What `Cluster._find` finds of another user's conversation."""
+
+
+OTHERS = Others()
+
+
 class Cluster:
     def __init__(
         self,
@@ -107,18 +114,24 @@ class Cluster:
     # ------------------------------------------------------------ opening
 
     async def open(
-        self, session_id: str | None, user: str, *, create: bool = True
+        self,
+        session_id: str | None,
+        user: str,
+        *,
+        create: bool = True,
+        named: bool = False,
     ) -> tuple[Target, bool]:
         """The conversation to attach a client to: the local session (owned
         here, or taken now), a mirror of another instance's, or a new one
-        (`create`; else `NoSuchConversation`)."""
+        (`create`; else `NoSuchConversation`), with the id `session_id` if
+        `named` (another user's is then `NoSuchConversation`)."""
+        new_for = user if named and create else None
         try:
-            if session_id:
-                found = await self._find(session_id, user)
-                if found is not None:
-                    found.touch()
-                    return found, True
-            if not create:
+            found = await self._find(session_id, user, new_for) if session_id else None
+            if found is not None and not isinstance(found, Others):
+                found.touch()
+                return found, True  # one `named` made counts as found
+            if not create or named:
                 raise NoSuchConversation(f"no conversation {session_id!r}")
             return await self._new(user), False
         except BusError as exc:
@@ -127,27 +140,32 @@ class Cluster:
                 "the servers cannot coordinate right now; try again in a few seconds"
             ) from exc
 
-    async def _find(self, session_id: str, user: str) -> Target | None:
+    async def _find(
+        self, session_id: str, user: str, new_for: str | None = None
+    ) -> Target | Others | None:
+        """The user's conversation `session_id`; `OTHERS` if it is another
+        user's; None if no one has it (`new_for`: a new one of that user
+        by this id, made where it is looked for)."""
         for _ in range(ATTEMPTS):
             local = self.table.by_id.get(session_id)
             if local is not None:
-                return local if local.owner == user else None
+                return local if local.owner == user else OTHERS
             mirror = self.mirrors.get(session_id)
             if mirror is not None and mirror.synced:
-                return mirror if mirror.owner == user else None
+                return mirror if mirror.owner == user else OTHERS
             holder = await self.bus.owner_of(session_id)
             if holder is None or holder == self.me:
-                taken = await self.ownership.take(session_id)
+                taken = await self.ownership.take(session_id, new_for=new_for)
                 if taken is MISSING:
                     return None
                 if isinstance(taken, Session):
-                    return taken if taken.owner == user else None
+                    return taken if taken.owner == user else OTHERS
                 continue  # another instance took it meanwhile
             reply = await self._attach(session_id, user, holder)
             if isinstance(reply, Mirror):
                 return reply
-            if reply.status == "forbidden":  # another user's: a new one
-                return None
+            if reply.status == "forbidden":
+                return OTHERS
         raise Unavailable(UNREACHABLE)
 
     async def _new(self, user: str) -> Session:

@@ -86,10 +86,15 @@ class Ownership:
             async with self.lock(session_id):
                 pass
 
-    async def take(self, session_id: str) -> Session | Absent:
+    async def take(
+        self, session_id: str, *, new_for: str | None = None
+    ) -> Session | Absent:
         """Own `session_id` here if nobody does: its lease, the session from
         the store, and its live runs continued. `ELSEWHERE` if another
-        instance holds it, `MISSING` if there is no such conversation."""
+        instance holds it, `MISSING` if there is no such conversation —
+        unless `new_for`: then a new conversation of that user by this id,
+        its lease kept (a lease let go is freed a moment later, so claiming
+        it again at once could fail)."""
         async with self.lock(session_id):
             table = self.table
             if session_id in table.by_id:
@@ -106,6 +111,9 @@ class Ownership:
                     table.let_go(loaded)
                 self.bus.release(session_id)
                 raise
+            if session is None and new_for is not None:
+                await table.room.make(new_for)
+                return table.new(session_id, new_for)
             if session is None:
                 self.bus.release(session_id)
                 return MISSING

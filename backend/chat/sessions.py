@@ -23,7 +23,7 @@ from collections.abc import Callable, Collection
 from backend.chat.journal import Journal
 from backend.chat.room import Room
 from backend.chat.session import Dispatcher, Session
-from backend.errors import Busy
+from backend.errors import Busy, NoSuchConversation
 from backend.files.shelf import info
 from backend.history import History
 from backend.settings import Settings
@@ -81,10 +81,19 @@ class SessionTable:
         self._wake = asyncio.Event()
         self._swept = asyncio.Condition()
 
-    async def create(self, owner: str) -> Session:
-        """A new conversation of `owner`, once there is room for it."""
+    async def create(self, owner: str, session_id: str | None = None) -> Session:
+        """A new conversation of `owner` (with the id `session_id`, which
+        no one has: then the same one if it came meanwhile), once there is
+        room for it."""
         await self.room.make(owner)
-        return self.new(uuid.uuid4().hex, owner)
+        if session_id is None:
+            return self.new(uuid.uuid4().hex, owner)
+        made = self.by_id.get(session_id)
+        if made is None:
+            return self.new(session_id, owner)
+        if made.owner != owner:
+            raise NoSuchConversation(f"no conversation {session_id!r}")
+        return made
 
     def new(self, session_id: str, owner: str) -> Session:
         """A new conversation of `owner` in memory (stored with its first

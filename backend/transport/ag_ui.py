@@ -3,9 +3,9 @@ answers the AG-UI event stream (Server-Sent Events) of a loopwire run.
 
 - `threadId` is the conversation: a conversation id of the caller's (as
   32 hex digits or in UUID form) continues it; a thread loopwire does not
-  know starts a new conversation, whose id `RUN_STARTED.metadata.loopwire.
-  conversation_id` gives (send it as `threadId` from then on). Another
-  user's conversation is a 404.
+  know starts a new conversation, with that id if it spells one, else with
+  one of its own (`RUN_STARTED.metadata.loopwire.conversation_id` gives it:
+  send it as `threadId` from then on). Another user's conversation is a 404.
 - A new run asks the last message, which must be the user's, in agent
   mode; `forwardedProps` may set `detach`, `max_steps`, `loop_strategy`,
   `selected_tools` and `model`, as on `/api/agent`.
@@ -67,29 +67,13 @@ from backend.transport.run_streams import (
 
 async def _thread(request: Request, thread_id: str, *, create: bool) -> Target:
     """The thread's conversation: the caller's own, or (`create`) a new one
-    for a thread loopwire does not know; 404 for another user's."""
-    service: ChatService = request.app.state.chat
+    for a thread loopwire does not know, with the thread's id if it spells
+    one; 404 for another user's."""
     conversation = conversation_of(thread_id)
     if conversation is None and not create:
         raise Refused(404, "not_found", f"no conversation {thread_id[:64]!r}")
-    if conversation is None:
-        return await open_conversation(request, None)
-    try:
-        return await open_conversation(request, conversation)
-    except Refused as refused:
-        if not create or refused.status != 404:
-            raise
-        if await _exists(service, conversation):
-            raise
-    return await open_conversation(request, None)
-
-
-async def _exists(service: ChatService, conversation: str) -> bool:
-    """Whether anyone has this conversation (in memory or stored)."""
-    if conversation in service.sessions:
-        return True
-    return service.store is not None and (
-        await service.store.conversation(conversation) is not None
+    return await open_conversation(
+        request, conversation, create=create, named=conversation is not None
     )
 
 

@@ -34,15 +34,25 @@ def read_frame(text: str) -> Any:
     return server_message_adapter.validate_json(text)
 
 
-async def open_conversation(request: Request, conversation_id: str | None) -> Target:
-    """The caller's conversation (a new one for None); 404 for one that is
-    not the caller's, 503 while the server restarts or the store is down."""
+async def open_conversation(
+    request: Request,
+    conversation_id: str | None,
+    *,
+    create: bool = False,
+    named: bool = False,
+) -> Target:
+    """The caller's conversation (a new one for None, or if `create`: with
+    the id `conversation_id` if `named`); 404 for one that is not the
+    caller's, 503 while the server restarts or the store is down."""
     service: ChatService = request.app.state.chat
     if service.draining:
         raise restarting()
     try:
         session, _ = await service.open_session(
-            conversation_id, owner=user_of(request), create=conversation_id is None
+            conversation_id,
+            owner=user_of(request),
+            create=create or conversation_id is None,
+            named=named,
         )
     except NoSuchConversation as exc:
         raise Refused(404, "not_found", f"no conversation {conversation_id!r}") from exc
