@@ -48,7 +48,15 @@ from backend.tools.executor import Runner, ToolExecutor
 from backend.tools.mcp import MCPManager, load_mcp_config
 from backend.tools.notes import MemoryNotebook, Notebook, note_tools
 from backend.tools.processes import ProcessPool
-from backend.transport import admin, api, conversations, files, http, openai_api
+from backend.transport import (
+    admin,
+    api,
+    conversations,
+    files,
+    http,
+    openai_api,
+    tool_grants,
+)
 from backend.transport.ag_ui import routes as ag_ui_routes
 from backend.transport.agent_api import AgentAPI
 from backend.transport.auth import Authenticate
@@ -395,6 +403,7 @@ def _routes(
         *oidc_routes(identities, login, settings),
         *admin.routes(),
         *api.routes(),
+        *tool_grants.routes(),
         *AgentAPI().routes(),
         *ag_ui_routes(),
         *openai_api.routes(),

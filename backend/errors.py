@@ -4,6 +4,9 @@
     ├── ConfigError            bad settings, prompt templates or tool config
     ├── ProtocolError          a client frame that cannot be accepted
     │   ├── InvalidMessage     unparseable / invalid / oversize  -> "invalid_message"
+    │   ├── InvalidAnswer      a person's input that does not fit what was
+    │   │                      asked (edited arguments, a form's answer):
+    │   │                      the wait goes on          -> "invalid_answer"
     │   ├── Busy               a chat while a run is active      -> "busy"
     │   ├── NoPendingInput     an answer with no question open   -> "no_pending_input"
     │   ├── NoPendingApproval  an approval nobody asked for  -> "no_pending_approval"
@@ -75,6 +78,14 @@ class ProtocolError(LoopwireError):
 
 class InvalidMessage(ProtocolError):
     error_type = "invalid_message"
+
+
+class InvalidAnswer(ProtocolError):
+    """A person's input that does not fit what they were asked (a form
+    question's answer, an approval's edited arguments): refused, and the
+    wait goes on."""
+
+    error_type = "invalid_answer"
 
 
 def client_names(names: Sequence[str], *, most: int = 5, chars: int = 40) -> str:

@@ -303,7 +303,7 @@ def approval_registry(saver: Saver | None = None) -> ToolRegistry:
                 "Save a note (asks the user first).",
                 NoteArgs,
                 saver or Saver(),
-                ToolEffect(requires_approval=True),
+                ToolEffect(requires_approval=True, untrusted_result=False),
             ),
             Tool(
                 "finish",

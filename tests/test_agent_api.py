@@ -592,6 +592,8 @@ async def test_the_openapi_document_is_served_and_matches_the_routes(
         "/api/conversations/{conversation_id}/stop",
         "/api/conversations/{conversation_id}/tool-results/{tool_call_id}",
         "/api/info",
+        "/api/tool-grants",
+        "/api/tool-grants/{grant_id}",
         "/api/ui-stream",
         "/api/ui-stream/{chat_id}/stream",
         "/healthz",

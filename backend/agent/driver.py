@@ -219,6 +219,7 @@ class RunDriver:
                 question=question.question,
                 question_id=question.question_id,
                 timeout_s=question.timeout_s,
+                answer_schema=question.answer_schema,
             )
         )
 

@@ -10,7 +10,9 @@ when none came in time, the run ends with a final answer that says so.
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
+from backend.agent.answer_forms import MAX_CHOICES, accept_schema
 from backend.agent.loop import AgentContext, AwaitInput, Continue, Decision, Final
 from backend.agent.state import Answered, PendingQuestion
 from backend.llm.base import Message, ToolCall, ToolSpec
@@ -24,12 +26,23 @@ REQUEST_INPUT_SPEC = ToolSpec(
     description=(
         "Pause and ask the user a clarifying question. Use it only when the "
         "request lacks information you need; the user's answer comes back as "
-        "this tool's result."
+        "this tool's result. Optionally give `answer_schema`, a JSON Schema "
+        "for the answer, so the user answers with a click: a choice "
+        '{"type": "string", "enum": ["km", "mi"]} (shown as buttons, at most '
+        f"{MAX_CHOICES}), yes/no "
+        '{"type": "boolean"}, a number {"type": "number", "minimum": 0, '
+        '"maximum": 10} (or "integer"), or an object of such properties. '
+        "Without it the user answers in free text. A string answer comes back "
+        "as its text, any other as JSON (42, true)."
     ),
     parameters={
         "type": "object",
         "properties": {
-            "question": {"type": "string", "description": "The question to ask."}
+            "question": {"type": "string", "description": "The question to ask."},
+            "answer_schema": {
+                "type": "object",
+                "description": "Optional JSON Schema the answer must fit.",
+            },
         },
         "required": ["question"],
     },
@@ -52,6 +65,7 @@ def ask(ctx: AgentContext, call: ToolCall, timeout_s: float, now: float) -> Deci
             timeout_s=timeout_s,
             deadline=now + timeout_s,
             tool_call_id=call.id,
+            answer_schema=schema_of(call),
         )
     )
 
@@ -84,6 +98,14 @@ def settle(ctx: AgentContext, call: ToolCall, pending: PendingQuestion) -> Decis
         f"{limit} seconds. Say so, and answer as far as possible without it."
     )
     return Final(None, "timeout", why)
+
+
+def schema_of(call: ToolCall) -> dict[str, Any] | None:
+    """The call's `answer_schema`, if supported (else None: free text)."""
+    arguments = parse_arguments(call.arguments)
+    if not isinstance(arguments, dict):
+        return None
+    return accept_schema(arguments.get("answer_schema"))
 
 
 def question_of(call: ToolCall) -> str:

@@ -125,11 +125,18 @@ class RunControl:
             self.approvals.pop(tool_call_id, None)
 
     def resolve_approval(
-        self, tool_call_id: str, approved: bool, reason: str | None
+        self,
+        tool_call_id: str,
+        approved: bool,
+        reason: str | None,
+        *,
+        approval: Approved | None = None,
     ) -> None:
-        """Deliver the user's decision; refuse anything not pending right now."""
+        """Deliver the user's decision (`approval`: a "yes" with edited
+        arguments or remembered); refuse anything not pending right now."""
         decision = self.check_approval(tool_call_id)
-        outcome = Approved() if approved else Declined(reason=reason)
+        yes = approval or Approved()
+        outcome = yes if approved else Declined(reason=reason)
         decision.set_result(outcome)
         if self._waiting_for == tool_call_id:
             self._wake(outcome)

@@ -24,6 +24,7 @@ from backend.llm.base import ToolCall, ToolSpec, Usage
 from backend.prompts import ResultLine
 from backend.protocol import (
     CompletionReason,
+    Remember,
     SourceRef,
     StopMode,
     ToolArguments,
@@ -81,6 +82,9 @@ class PendingQuestion(_Value):
     `tool_call_id` of this client tool (`agent/client_tools.py`)."""
     arguments: ToolArguments | None = None
     """The client tool call's arguments."""
+    answer_schema: dict[str, Any] | None = None
+    """The JSON Schema the answer must fit (`agent/answer_forms.py`); None:
+    free text."""
 
 
 class PendingApproval(_Value):
@@ -108,6 +112,10 @@ class Answered(_Value):
 
 class Approved(_Value):
     kind: Literal["approved"] = "approved"
+    arguments: dict[str, Any] | None = None
+    """The arguments the person approved instead of the model's."""
+    remember: Remember | None = None
+    """The tool is allowed from now on (`chat/tool_grants.py`)."""
 
 
 class Declined(_Value):
@@ -217,6 +225,13 @@ class RunState(BaseModel):
     failures: int = 0
     """Consecutive failed tool calls."""
     duplicates: int = 0
+
+    # what people allowed
+    granted: list[str] = Field(default_factory=list)
+    """Tools that run without asking in this run (`chat/tool_grants.py`),
+    unless it read what the user did not write (`untrusted`)."""
+    edited: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    """Tool call id → the arguments a person approved instead of the model's."""
 
     # waits
     pending_question: PendingQuestion | None = None

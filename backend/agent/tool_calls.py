@@ -23,6 +23,7 @@ cuts off is closed by `cutoffs.close_queue`.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Callable
@@ -45,16 +46,16 @@ from backend.agent.state import (
     TimedOut,
     WaitOutcome,
 )
+from backend.agent.tool_reports import note_untrusted, report
 from backend.llm.base import Completion, Message, ToolCall, ToolSpec
 from backend.prompts import ResultLine
 from backend.protocol import (
     AgentDuplicateCall,
-    ToolComplete,
-    ToolError,
+    Remember,
+    ToolApprovalDecided,
     ToolStart,
-    UntrustedSource,
 )
-from backend.tools.base import AnyTool, ToolContext, ToolRegistry
+from backend.tools.base import ToolContext, ToolRegistry
 from backend.tools.executor import (
     CallScope,
     NeedsApproval,
@@ -176,6 +177,8 @@ class ToolCalls:
         match self.executor.check(call, self._scope(ctx)):
             case Refused() as refused:
                 return self._settle(ctx, self._refused_outcome(ctx, call, refused))
+            case NeedsApproval(tool=tool) if self._granted(state, tool.name):
+                return Continue(stoppable=False)  # allowed: it runs next phase
             case NeedsApproval(tool=tool):
                 return AwaitApproval(
                     PendingApproval(
@@ -253,12 +256,25 @@ class ToolCalls:
         )
         state.in_flight = InFlight(tool_call_id=call.id, started_at=self._clock())
 
+    @staticmethod
+    def _granted(state: RunState, tool: str) -> bool:
+        """The user allowed `tool` to run without asking, and nothing the
+        run read could have asked for this call instead of them."""
+        return tool in state.granted and not state.untrusted
+
     def _approval_decided(
         self, ctx: AgentContext, call: ToolCall, resolution: WaitOutcome
     ) -> Decision:
         pending, ctx.state.pending_approval = ctx.state.pending_approval, None
         match resolution:
-            case Approved():
+            case Approved(arguments=edited, remember=remember):
+                if edited is not None or remember is not None:  # worth a frame
+                    ctx.emit(_decided(call, ctx.state.step, edited, remember))
+                if edited is not None:
+                    ctx.state.edited[call.id] = edited
+                    ctx.state.queue[0] = call.model_copy(
+                        update={"arguments": to_json_text(edited)}
+                    )
                 return Continue(stoppable=False)  # it runs in the next phase
             case Declined() | TimedOut() if pending is not None and pending.in_doubt:
                 return self._settle(ctx, self._interrupted(ctx, call))
@@ -312,15 +328,19 @@ class ToolCalls:
     def _settle(self, ctx: AgentContext, outcome: ToolOutcome) -> Decision:
         """Report and record a finished call, and take it off the queue."""
         state, call = ctx.state, outcome.call
-        ctx.emit(_report(outcome))
+        ctx.emit(report(outcome))
         if outcome.ok:
             tool = self.registry.get(call.name)
             citations.collect(state, tool, outcome.result)
-            _note_untrusted(state, tool, outcome)
+            note_untrusted(state, tool, outcome)
         self.rules.record(state, outcome)
         extra = ""
         if outcome.status == "rejected" and self.config.on_reject == "continue":
             extra = "\nDo not call it again; continue without it."
+        edited = state.edited.get(call.id)
+        if edited is not None:
+            changed = json.dumps(edited, ensure_ascii=False)
+            extra += f"\n(The user changed the arguments before approving: {changed})"
         message = outcome.message(self.config.tool_result_max_chars, extra=extra)
         ctx.history.append(message)
         for note in outcome.notes:
@@ -385,39 +405,6 @@ class ToolCalls:
         return request_input.settle(ctx, call, pending)
 
 
-def _note_untrusted(
-    state: RunState, tool: AnyTool | None, outcome: ToolOutcome
-) -> None:
-    """Remember the result's text if someone other than the user wrote it."""
-    if tool is None or not tool.effect.untrusted_result:
-        return
-    origin = tool.origin(outcome.result) if tool.origin is not None else ""
-    if origin is not None:
-        source = UntrustedSource(tool_name=tool.name, step=outcome.step, origin=origin)
-        state.read_untrusted(source)
-
-
-def _report(outcome: ToolOutcome) -> ToolComplete | ToolError:
-    call = outcome.call
-    if outcome.ok:
-        return ToolComplete(
-            tool_call_id=call.id,
-            tool_name=call.name,
-            result=outcome.result,
-            duration_ms=outcome.duration_ms,
-            step=outcome.step,
-        )
-    status = "cancelled" if outcome.status in ("ok", "not_run") else outcome.status
-    return ToolError(
-        tool_call_id=call.id,
-        tool_name=call.name,
-        error=outcome.error or "",
-        status=status,
-        duration_ms=outcome.duration_ms,
-        step=outcome.step,
-    )
-
-
 def _tool_context(ctx: AgentContext) -> ToolContext:
     """What a call of this run may know about it (the head of the queue)."""
     state = ctx.state
@@ -430,4 +417,21 @@ def _tool_context(ctx: AgentContext) -> ToolContext:
         data_sources=state.request.data_sources,
         idempotency_key=f"{state.run_id}:{call_id}" if call_id else None,
         epoch=ctx.epoch,
+    )
+
+
+def _decided(
+    call: ToolCall,
+    step: int,
+    edited: dict[str, Any] | None,
+    remember: Remember | None,
+) -> ToolApprovalDecided:
+    """The frame of a "yes" that changed something: the call's arguments
+    (`edited`), or what runs without asking from now on (`remember`)."""
+    return ToolApprovalDecided(
+        tool_call_id=call.id,
+        tool_name=call.name,
+        step=step,
+        arguments=edited,
+        remember=remember,
     )

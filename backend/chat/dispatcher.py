@@ -14,11 +14,14 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from backend.agent.state import Answered, Approved, Declined
+from backend.agent.answer_forms import check_answer
+from backend.agent.state import Answered
+from backend.chat.approval_decisions import ApprovalDecisions
 from backend.chat.replacement import conversation_runs, plan_replacement
 from backend.chat.run_requests import RunRequests
 from backend.chat.runs import MOVED_DECISION, RunSupervisor
 from backend.chat.session import ActiveRun, Session
+from backend.chat.tool_grants import ToolGrants
 from backend.errors import Busy, InvalidMessage, Moved, StoreUnavailable
 from backend.protocol import (
     AgentControlMessage,
@@ -43,11 +46,20 @@ class MessageDispatcher:
     starts after it."""
 
     def __init__(
-        self, *, requests: RunRequests, runs: RunSupervisor, store: Store | None
+        self,
+        *,
+        requests: RunRequests,
+        runs: RunSupervisor,
+        store: Store | None,
+        grants: ToolGrants,
     ) -> None:
         self.requests = requests
         self.runs = runs
         self.store = store
+        self.grants = grants
+        self.decisions = ApprovalDecisions(
+            registry=requests.registry, grants=grants, runs=runs
+        )
         self.draining = False
 
     async def dispatch(
@@ -72,13 +84,15 @@ class MessageDispatcher:
             raise Moved(MOVED_DECISION)
         match message:
             case ChatMessage(replace_from=None):
-                self._start_run(session, message)
+                await self._start_run(session, message)
             case ChatMessage():
                 await self._replace_and_start(session, message)
             case AgentControlMessage():
                 self._control(session, message)
             case AgentUserInputMessage(content=content, question_id=question_id):
                 run = session.answerable(question_id)
+                pending = run.state.pending_question
+                check_answer(pending.answer_schema if pending else None, content)
                 await self.runs.decided(session, run, Answered(content=content))
                 session.submit_answer(content, question_id)
             case ToolResultMessage(
@@ -88,13 +102,8 @@ class MessageDispatcher:
                 result = Answered(content=content, error=failed)
                 await self.runs.decided(session, run, result)
                 session.submit_answer(content, call_id, error=failed)
-            case ToolApprovalResponseMessage(
-                tool_call_id=call_id, approved=ok, reason=why, in_doubt=doubt
-            ):
-                run = session.approvable(call_id, blind=ok and not doubt)
-                decided = Approved() if ok else Declined(reason=why)
-                await self.runs.decided(session, run, decided)
-                session.resolve_approval(call_id, ok, why)
+            case ToolApprovalResponseMessage():
+                await self.decisions.decide(session, message)
             case ResetSessionMessage():
                 self._reset(session)
 
@@ -128,9 +137,14 @@ class MessageDispatcher:
 
     # ------------------------------------------------------------ starting runs
 
-    def _start_run(self, session: Session, message: ChatMessage) -> None:
+    async def _start_run(self, session: Session, message: ChatMessage) -> None:
+        """A new run, with the tools its user allowed (read before the
+        checks, so nothing runs between them and the start)."""
+        granted = await self.grants.allowed(session.owner, session.id)
         self._check_free(session)
-        self.runs.start(session, message, self.requests.state_for(session, message))
+        state = self.requests.state_for(session, message)
+        state.granted = granted
+        self.runs.start(session, message, state)
 
     def _check_free(self, session: Session) -> None:
         """A new run may start: refuse while draining or while one is active."""
@@ -155,6 +169,7 @@ class MessageDispatcher:
                 "the saved conversation)"
             )
         state = self.requests.state_for(session, message)
+        state.granted = await self.grants.allowed(session.owner, session.id)
         journal = session.journal
         if self.store is None or journal is None:
             raise InvalidMessage("this server keeps no runs, so none can be replaced")

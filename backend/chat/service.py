@@ -43,6 +43,7 @@ from backend.chat.runs import RunSupervisor
 from backend.chat.session import Session
 from backend.chat.sessions import SessionTable
 from backend.chat.target import Target
+from backend.chat.tool_grants import ToolGrants
 from backend.errors import (
     ConfigError,
     NoSuchConversation,
@@ -117,8 +118,9 @@ class ChatService:
             table=self.table,
             clock=self._clock,
         )
+        self.grants = ToolGrants(store)
         self.dispatcher = MessageDispatcher(
-            requests=self.requests, runs=self.runs, store=store
+            requests=self.requests, runs=self.runs, store=store, grants=self.grants
         )
         self.recovery = Recovery(
             store=store,
@@ -255,6 +257,14 @@ class ChatService:
             taken = await self.ownership.take(session_id)
             session = taken if isinstance(taken, Session) else None
         return session
+
+    async def regrant(self, user: str) -> None:
+        """The user's runs in progress here take their grants again (one
+        was revoked): their next call of a tool no longer allowed asks."""
+        for session in self.table.sessions_of(user):
+            if session.run is not None:
+                allowed = await self.grants.allowed(user, session.id)
+                session.run.state.granted = allowed
 
     async def flush(self, session: Session) -> None:
         await self.table.flush(session)

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from backend.agent.run_control import RunControl, UserAnswer
-from backend.agent.state import RunState
+from backend.agent.state import Approved, RunState
 from backend.chat.journal import Journal
 from backend.chat.outcome import run_outcome
 from backend.errors import (
@@ -323,7 +323,12 @@ class Session:
         return self.run
 
     def resolve_approval(
-        self, tool_call_id: str, approved: bool, reason: str | None
+        self,
+        tool_call_id: str,
+        approved: bool,
+        reason: str | None,
+        *,
+        approval: Approved | None = None,
     ) -> None:
         """Hand the user's approval decision to the run waiting on it."""
         if self.run is None:
@@ -331,7 +336,9 @@ class Session:
                 f"no approval is pending for tool call {tool_call_id!r}: "
                 "no run is active"
             )
-        self.run.control.resolve_approval(tool_call_id, approved, reason)
+        self.run.control.resolve_approval(
+            tool_call_id, approved, reason, approval=approval
+        )
 
     def submit_answer(
         self, content: str, question_id: str | None, *, error: bool | None = None

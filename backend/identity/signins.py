@@ -23,7 +23,8 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 
-from backend.store.base import SignInMethod, SignInRecord, Store, StoreError
+from backend.store.base import Store, StoreError
+from backend.store.user_records import SignInMethod, SignInRecord
 from backend.users import COOKIE_MAX_CHARS, Identity, Users
 
 log = logging.getLogger(__name__)

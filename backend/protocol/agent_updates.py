@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -92,6 +92,9 @@ class AgentRequestInput(BaseAgentUpdate):
     question: str
     question_id: str
     timeout_s: float
+    answer_schema: dict[str, Any] | None = None
+    """The JSON Schema the answer must fit (a choice, yes/no, a bounded
+    number, a small object); None: free text."""
 
 
 class AgentRequestInputTimeout(BaseAgentUpdate):

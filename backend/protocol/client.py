@@ -130,15 +130,34 @@ class AgentUserInputMessage(_Frame):
     question_id: Id | None = None
 
 
+Remember = Literal["conversation", "user"]
+"""How long a "yes" lasts past its call: this tool runs without asking for
+the rest of the conversation, or in all of the user's conversations."""
+
+
 class ToolApprovalResponseMessage(_Frame):
     type: Literal["tool_approval_response"]
     tool_call_id: Id
     approved: bool
     reason: Annotated[str, Field(max_length=2000)] | None = None
+    """Why not (with a "no"): the model is told it as the call's result."""
     in_doubt: bool | None = None
     """`true` to approve a request `in_doubt` (run the call again), which
     must say so: an approval given before the server stopped, sent again by
     a client that reconnected, is then never taken as a "run it again"."""
+    arguments: dict[str, Any] | None = None
+    """Approve with these arguments instead of the model's (checked against
+    the tool's schema: `invalid_answer`, the approval still waiting, if
+    they do not fit)."""
+    remember: Remember | None = None
+    """Always allow this tool (with a "yes"): in this conversation, or for
+    this user; revocable (`GET/DELETE /api/tool-grants`)."""
+
+    @model_validator(mode="after")
+    def _only_with_yes(self) -> ToolApprovalResponseMessage:
+        if not self.approved and (self.arguments is not None or self.remember):
+            raise ValueError("arguments and remember go with approved: true only")
+        return self
 
 
 class ToolResultMessage(_Frame):

@@ -20,6 +20,7 @@ from backend.protocol.payloads import (
     SessionReset,
     Thinking,
     TokenStream,
+    ToolApprovalDecided,
     ToolApprovalRequest,
     ToolComplete,
     ToolError,
@@ -45,6 +46,7 @@ RunEvent = (
     | ToolComplete
     | ToolError
     | ToolApprovalRequest
+    | ToolApprovalDecided
     | ClientToolCall
     | TokenStream
     | Thinking
@@ -70,6 +72,7 @@ _OTHER_PAYLOADS: tuple[type[Payload], ...] = (
     ToolComplete,
     ToolError,
     ToolApprovalRequest,
+    ToolApprovalDecided,
     ClientToolCall,
     TokenStream,
     Thinking,

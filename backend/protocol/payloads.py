@@ -145,6 +145,20 @@ class ToolApprovalRequest(Payload):
     there, not from the user (prompt injection). Empty: nothing yet."""
 
 
+class ToolApprovalDecided(Payload):
+    """A "yes" to an approval request that changed something, before the
+    call runs: `arguments` are what the person approved instead of the
+    model's (the call runs with them); `remember` says the tool runs
+    without asking from now on, in this conversation or for the user."""
+
+    type: Literal["tool_approval_decided"] = "tool_approval_decided"
+    tool_call_id: str
+    tool_name: str
+    step: int
+    arguments: dict[str, Any] | None = None
+    remember: Literal["conversation", "user"] | None = None
+
+
 class ClientToolCall(Payload):
     """The model called a tool the client declared (`ChatMessage.
     client_tools`): run it and send its `tool_result`; the run waits up to
@@ -252,6 +266,7 @@ class RunsRemoved(Payload):
 
 ErrorType = Literal[
     "invalid_message",
+    "invalid_answer",
     "busy",
     "no_pending_input",
     "no_pending_approval",
@@ -266,7 +281,9 @@ ErrorType = Literal[
     "unavailable",
     "moved",
 ]
-"""`moved`: the instance a decision (an answer, an approval) reached no longer
+"""`invalid_answer`: an answer or an approval's edited arguments that do not
+fit the question's or the tool's schema (the wait goes on: send another).
+`moved`: the instance a decision (an answer, an approval) reached no longer
 owns the conversation, so it was not taken; reconnect and send it again (it
 lands on the owner)."""
 

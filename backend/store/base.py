@@ -29,6 +29,11 @@ from typing import Any, Literal, Protocol
 from pydantic import BaseModel, ConfigDict, Field
 
 from backend.errors import LoopwireError, OwnershipLost
+from backend.store.user_records import (
+    SignInRecord,
+    ToolGrantRecord,
+    UsageRecord,
+)
 from backend.transcript import Frame, Message, Usage
 
 RunStatus = Literal[
@@ -114,38 +119,6 @@ class NoteRecord(_Record):
     """Numbered from 1 per owner."""
     text: str
     saved_at: float
-
-
-SignInMethod = Literal["token", "oidc"]
-
-
-class SignInRecord(_Record):
-    """A browser's sign-in, as stored (`identity/signins.py`)."""
-
-    id: str
-    """Random, public (admins name it to revoke it); not the cookie's secret."""
-    user: str
-    role: Literal["admin", "user"]
-    """The role it was made with (a token user's role is read from the
-    tokens file again at each check)."""
-    method: SignInMethod
-    secret_hash: str
-    """A keyed SHA-256 of the cookie's secret: the database holds nothing a
-    browser could present."""
-    created_at: float
-    expires_at: float
-    last_seen_at: float
-    revoked_at: float | None = None
-    user_agent: str = ""
-
-
-class UsageRecord(_Record):
-    """What one user keeps: conversations, stored runs, bytes of files."""
-
-    user: str
-    conversations: int = 0
-    runs: int = 0
-    file_bytes: int = 0
 
 
 class Page(_Record):
@@ -432,4 +405,17 @@ class Store(Protocol):
 
     async def usage(self) -> list[UsageRecord]:
         """Per owner of anything: conversations, runs and file bytes, by user."""
+        ...
+
+    # tools a user allowed to run without asking (`chat/tool_grants.py`)
+    async def tool_grants(self, user: str) -> list[ToolGrantRecord]:
+        """The user's grants, oldest first."""
+        ...
+
+    async def add_tool_grant(self, record: ToolGrantRecord) -> None: ...
+
+    async def revoke_tool_grant(
+        self, user: str, grant_id: str
+    ) -> ToolGrantRecord | None:
+        """Delete the user's grant `grant_id`; None if they have none so named."""
         ...

@@ -163,3 +163,16 @@ signins = Table(
 and a secret whose keyed hash only is kept here (`identity/signins.py`).
 Revoked (`revoked_at`) by signing out or by an admin; past `expires_at` it
 is refused, and old rows are deleted when new sign-ins are made."""
+
+tool_grants = Table(
+    "tool_grants",
+    metadata,
+    Column("id", ID, primary_key=True),
+    Column("user_name", String(128), nullable=False, index=True),
+    Column("tool", String(128), nullable=False),
+    Column("conversation_id", ID, nullable=True),
+    Column("created_at", Float, nullable=False),
+)
+"""A tool a user allowed to run without asking ("always allow"), in one
+conversation or (`conversation_id` NULL) in all of theirs; deleted with its
+conversation, or when the user revokes it (`chat/tool_grants.py`)."""

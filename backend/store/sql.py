@@ -14,7 +14,14 @@ from typing import Any
 
 from sqlalchemy.exc import IntegrityError
 
-from backend.store import sql_conversations, sql_files, sql_identity, sql_notes, writes
+from backend.store import (
+    sql_conversations,
+    sql_files,
+    sql_grants,
+    sql_identity,
+    sql_notes,
+    writes,
+)
 from backend.store.base import (
     Batch,
     ConversationRecord,
@@ -24,12 +31,11 @@ from backend.store.base import (
     NoteRecord,
     Page,
     RunRecord,
-    SignInRecord,
     StoreError,
-    UsageRecord,
 )
 from backend.store.engine import Database, failing
 from backend.store.rows import decode_cursor
+from backend.store.user_records import SignInRecord, ToolGrantRecord, UsageRecord
 from backend.transcript import Frame, Message
 
 
@@ -88,6 +94,7 @@ class SqlStore:
 
     async def delete_conversation(self, conversation_id: str) -> bool:
         async with self._db.begin() as conn:
+            await sql_grants.forget_conversation(conn, conversation_id)
             return await sql_conversations.remove(conn, conversation_id)
 
     # ------------------------------------------------------------ contents
@@ -268,6 +275,22 @@ class SqlStore:
     async def usage(self) -> list[UsageRecord]:
         async with failing("cannot count usage"), self._db.connect() as conn:
             return await sql_identity.usage(conn)
+
+    # ------------------------------------------------------------ tool grants
+
+    async def tool_grants(self, user: str) -> list[ToolGrantRecord]:
+        async with failing("cannot read tool grants"), self._db.connect() as conn:
+            return await sql_grants.grants(conn, user)
+
+    async def add_tool_grant(self, record: ToolGrantRecord) -> None:
+        async with failing("cannot keep the tool grant"), self._db.begin() as conn:
+            await sql_grants.add(conn, record)
+
+    async def revoke_tool_grant(
+        self, user: str, grant_id: str
+    ) -> ToolGrantRecord | None:
+        async with failing("cannot revoke the tool grant"), self._db.begin() as conn:
+            return await sql_grants.revoke(conn, user, grant_id)
 
     # ------------------------------------------------------------ for tests
 

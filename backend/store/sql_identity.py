@@ -8,8 +8,8 @@ from typing import Any
 from sqlalchemy import Row, and_, delete, func, insert, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from backend.store.base import SignInRecord, UsageRecord
 from backend.store.schema import conversations, files, runs, signins
+from backend.store.user_records import SignInRecord, UsageRecord
 
 s = signins.c
 

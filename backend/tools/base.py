@@ -46,11 +46,13 @@ from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar, cast
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from backend.errors import ConfigError
 from backend.llm.base import ToolSpec
 from backend.llm.offline_skill import OfflineSkill, Skill
+from backend.protocol import ToolArguments
+from backend.schema_check import schema_problem
 
 A = TypeVar("A", bound=BaseModel)
 
@@ -181,6 +183,27 @@ class Tool(Generic[A]):
     def spec(self) -> ToolSpec:
         """What the model sees: name, description, the arguments' JSON Schema."""
         return self._spec
+
+    def validate(self, arguments: ToolArguments) -> Any:
+        """`arguments` as `args_model`, or what is wrong with them (a `str`
+        naming each field): checked against `parameters` too, when the
+        tool has its own schema (an MCP server's)."""
+        if isinstance(arguments, str):
+            return (
+                f"arguments for {self.name} are not a JSON object: {arguments[:200]!r}"
+            )
+        if self.parameters is not None:
+            problem = schema_problem(self.parameters, arguments)
+            if problem is not None:
+                return f"invalid arguments for {self.name}: {problem}"
+        try:
+            return self.args_model.model_validate(arguments)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in err['loc']) or 'arguments'}: {err['msg']}"
+                for err in exc.errors()
+            )
+            return f"invalid arguments for {self.name}: {problems}"
 
     async def __call__(self, args: A, ctx: ToolContext) -> Any:
         """Call `fn` directly (a plain one in a thread, never a process): the

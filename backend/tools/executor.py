@@ -34,11 +34,10 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from backend.errors import OwnershipLost, ToolError
 from backend.llm.base import ToolCall, ToolStatus
-from backend.protocol import ToolArguments
 from backend.tools.base import AnyTool, ToolContext, ToolRegistry
 from backend.tools.config import ExecutorConfig
 from backend.tools.outcome import ToolOutcome, jsonable, parse_arguments
@@ -166,7 +165,7 @@ class ToolExecutor:
         if refusal is not None:
             return Refused(*refusal)
         assert tool is not None
-        parsed = _validate(tool, parse_arguments(call.arguments))
+        parsed = tool.validate(parse_arguments(call.arguments))
         if isinstance(parsed, str):
             return Refused("failed", parsed)
         if approved:
@@ -385,17 +384,3 @@ def _refuse(
 
 def _with_attempts(error: Any, attempts: int) -> str:
     return str(error) if attempts == 1 else f"{error} (after {attempts} attempts)"
-
-
-def _validate(tool: AnyTool, arguments: ToolArguments) -> BaseModel | str:
-    if isinstance(arguments, str):
-        return f"arguments for {tool.name} are not a JSON object: {arguments[:200]!r}"
-    try:
-        parsed: BaseModel = tool.args_model.model_validate(arguments)
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or 'arguments'}: {err['msg']}"
-            for err in exc.errors()
-        )
-        return f"invalid arguments for {tool.name}: {problems}"
-    return parsed

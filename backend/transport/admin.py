@@ -26,7 +26,8 @@ from starlette.routing import Route
 
 from backend.identity.claims import MAX_USER_CHARS
 from backend.identity.signins import SignIns
-from backend.store.base import SignInMethod, SignInRecord, Store, UsageRecord
+from backend.store.base import Store
+from backend.store.user_records import SignInMethod, SignInRecord, UsageRecord
 from backend.transport.auth import role_of
 from backend.transport.refusal import Refused
 from backend.users import ADMIN, Role

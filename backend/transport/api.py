@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import Field, ValidationError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -30,13 +30,14 @@ from backend.protocol import (
     AgentUserInputMessage,
     ClientMessage,
     Id,
+    Remember,
     Steps,
     ToolApprovalResponseMessage,
     ToolResultMessage,
 )
 from backend.protocol.client import TOOL_RESULT_LIMIT
 from backend.transport.auth import user_of
-from backend.transport.bodies import StrictBody, read_model
+from backend.transport.bodies import StrictBody, describe, read_model
 from backend.transport.refusal import Refused
 
 
@@ -56,6 +57,8 @@ class StepsBody(StrictBody):
 class ApprovalBody(StrictBody):
     approved: bool
     reason: Annotated[str, Field(max_length=2000)] | None = None
+    arguments: dict[str, Any] | None = None
+    remember: Remember | None = None
 
 
 class ToolResultBody(StrictBody):
@@ -97,12 +100,17 @@ async def approve(request: Request) -> Response:
     """Both approvals URLs."""
     body = await read_model(request, ApprovalBody, "approval")
     call_id = request.path_params["tool_call_id"]
-    message = ToolApprovalResponseMessage(
-        type="tool_approval_response",
-        tool_call_id=call_id,
-        approved=body.approved,
-        reason=body.reason,
-    )
+    try:
+        message = ToolApprovalResponseMessage(
+            type="tool_approval_response",
+            tool_call_id=call_id,
+            approved=body.approved,
+            reason=body.reason,
+            arguments=body.arguments,
+            remember=body.remember,
+        )
+    except ValidationError as exc:
+        raise Refused(400, "invalid_message", describe(exc, most=5)[1]) from exc
     await _control(request, message)
     status = "approved" if body.approved else "rejected"
     return JSONResponse({"tool_call_id": call_id, "status": status})

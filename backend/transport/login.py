@@ -23,7 +23,7 @@ from starlette.routing import Route
 
 from backend.identity.identities import Identities
 from backend.settings import Settings
-from backend.store.base import SignInMethod
+from backend.store.user_records import SignInMethod
 from backend.transport.auth import clear_cookie
 from backend.transport.bodies import media_type
 from backend.transport.guesses import Guesses

@@ -30,6 +30,7 @@ from backend.transport.api import (
 )
 from backend.transport.conversations import Rename
 from backend.transport.openai_requests import ChatCompletionRequest, openapi_paths
+from backend.transport.tool_grants import tool_grant_paths
 from backend.transport.ui_stream import ui_stream_paths
 from backend.transport.ui_stream_body import UIStreamRequest
 
@@ -409,6 +410,7 @@ def openapi() -> dict[str, Any]:
             **_agent_paths(base),
             **ag_ui_paths(),
             **ui_stream_paths(),
+            **tool_grant_paths(),
             **_conversation_paths(base),
             **_file_paths(base),
             **_admin_paths(),

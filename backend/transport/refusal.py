@@ -32,6 +32,7 @@ SECURITY_HEADERS = [
 Header = tuple[bytes, bytes]
 STATUS = {
     "invalid_message": 400,
+    "invalid_answer": 422,
     "busy": 409,
     "no_pending_input": 409,
     "no_pending_approval": 409,

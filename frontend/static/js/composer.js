@@ -38,6 +38,7 @@ export class Composer {
       this.onChange();
     });
     this.stopButton.addEventListener('click', () => controller.stop());
+    banner.onAnswer = (content) => this.sendAnswer(content);
   }
 
   focus() {
@@ -100,21 +101,27 @@ export class Composer {
     this.autosize();
   }
 
+  /** Send `content` (typed, or picked in the question's form) as the answer. */
+  sendAnswer(content) {
+    const { input, controller, banner } = this;
+    const typed = input.value;
+    input.value = ''; // before the banner goes: it puts back a set-aside draft
+    if (controller.answer(content, banner.questionId)) {
+      this.setHint(null);
+    } else {
+      input.value = typed.trim() ? typed : content;
+      this.setHint('Not connected — your answer stays here until the connection is back.');
+    }
+    this.autosize();
+    this.onChange();
+  }
+
   /** Enter or Send: the answer to the waiting question, else a new message. */
   submit() {
     const { input, controller, banner } = this;
     if (banner.answering) {
       const content = input.value.trim();
-      if (!content) return;
-      input.value = ''; // before the banner goes: it puts back a set-aside draft
-      if (controller.answer(content, banner.questionId)) {
-        this.setHint(null);
-      } else {
-        input.value = content;
-        this.setHint('Not connected — your answer stays here until the connection is back.');
-      }
-      this.autosize();
-      this.onChange();
+      if (content) this.sendAnswer(content);
       return;
     }
     if (controller.running) {

@@ -358,6 +358,8 @@ export class Controller extends EventTarget {
       this.abandonRun('The server has no active run for this message (it may have been lost in a disconnect).');
     } else if (frame.error_type === ERROR.NO_PENDING_INPUT) {
       this.clearQuestion(null);
+    } else if (frame.error_type === ERROR.INVALID_ANSWER) {
+      this.answerRefused();
     } else if (frame.error_type === ERROR.SERVER_RESTARTING) {
       // nothing is lost: the connection comes back and the run goes on
       this.messages.notice({ kind: 'info', title: 'Server restarting', text: 'The server is restarting: the page reconnects and carries on.' });
@@ -456,12 +458,28 @@ export class Controller extends EventTarget {
       this.awaitEffect(question, frame);
     }
     const run = this.state.questionRun;
+    this.refusable = question ? { question, run } : null;
     this.state.questionRun = null;
     run?.questionAnswered(questionId, content);
     run?.setPhase('Observing…');
     this.banner.clear();
     this.changed();
     return true;
+  }
+
+  /** The answer just sent did not fit its question's form (`invalid_answer`):
+   * the question still waits, so it is asked again. */
+  answerRefused() {
+    const { question, run } = this.refusable ?? {};
+    this.refusable = null;
+    const key = question && `${question.run_id} ${question.seq}`;
+    if (!question || !this.state.unacked.delete(key) || this.banner.answering) return;
+    this.transcript.rememberAnswer(question.run_id, question.question_id, null);
+    run?.questions.get(question.question_id)?.setState('waiting');
+    run?.setPhase(phaseAfter(question, true));
+    this.state.questionRun = run ?? null;
+    this.banner.show(question, { live: true });
+    this.changed();
   }
 
   /** The user's decision on `request`; sent now, or (offline) after the reconnect's replay. */

@@ -15,6 +15,7 @@ export const FRAME = Object.freeze({
   SESSION_RESET: 'session_reset',
   THINKING: 'thinking',
   TOKEN_STREAM: 'token_stream',
+  TOOL_APPROVAL_DECIDED: 'tool_approval_decided',
   TOOL_APPROVAL_REQUEST: 'tool_approval_request',
   TOOL_COMPLETE: 'tool_complete',
   TOOL_ERROR: 'tool_error',
@@ -52,6 +53,7 @@ export const CLIENT = Object.freeze({
 export const ERROR = Object.freeze({
   BUSY: 'busy',
   INTERNAL_ERROR: 'internal_error',
+  INVALID_ANSWER: 'invalid_answer',
   INVALID_MESSAGE: 'invalid_message',
   LLM_ERROR: 'llm_error',
   MOVED: 'moved',

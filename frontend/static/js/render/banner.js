@@ -1,8 +1,9 @@
 // The pause-and-answer strip for `agent_request_input`: it says the agent
 // waits (the question itself is in the run), makes the message box the answer
 // box, pulses gently, and blinks the tab title while the tab is hidden.
-import { byId } from '../dom.js';
+import { byId, h } from '../dom.js';
 import { formatSeconds } from '../format.js';
+import { answerForm } from './answer_form.js';
 
 const BLINK_MS = 1000;
 
@@ -55,6 +56,10 @@ export class QuestionBanner {
     this.title = new TitleBlinker();
     this.pending = null;
     this.draft = '';
+    /** Sends an answer picked in the question's form (set by the composer). */
+    this.onAnswer = null;
+    this.formSlot = h('div', { class: 'answer-form-slot' });
+    this.element.append(this.formSlot);
     byId('question-show').addEventListener('click', () => this.reveal());
   }
 
@@ -76,16 +81,20 @@ export class QuestionBanner {
     this.pending = frame;
     this.stepEl.textContent = frame.step ? `Step ${frame.step}` : '';
     const stop = TOUCH.matches ? 'tap Stop' : 'press Esc';
+    const { form, hint } = answerForm(frame.answer_schema, frame.question, (content) => this.onAnswer?.(content));
+    const how = hint ?? 'Type it in the message box.';
     this.hint.textContent = frame.timeout_s
-      ? `Type it in the message box. The run waits up to ${formatSeconds(frame.timeout_s)}; ${stop} to end it instead.`
-      : `Type it in the message box, or ${stop} to end the run.`;
+      ? `${how} The run waits up to ${formatSeconds(frame.timeout_s)}; ${stop} to end it instead.`
+      : `${how.slice(0, -1)}, or ${stop} to end the run.`;
+    this.formSlot.replaceChildren(...(form ? [form] : []));
     this.message.hidden = true;
     this.element.hidden = false;
     this.element.classList.remove('pulse');
     void this.element.offsetWidth; // restart the animation
     this.element.classList.add('pulse');
     this.title.set('❓ Your answer is needed — loopwire');
-    if (live || document.activeElement === document.body) this.input.focus();
+    const first = form?.querySelector('button, input') ?? this.input;
+    if (live || document.activeElement === document.body) first.focus();
   }
 
   /** The question card in the run, scrolled into view and briefly marked. */
@@ -104,6 +113,7 @@ export class QuestionBanner {
   clear(message = null) {
     if (!this.pending) return;
     this.pending = null;
+    this.formSlot.replaceChildren();
     this.element.hidden = true;
     this.element.classList.remove('pulse');
     this.title.set(null);
