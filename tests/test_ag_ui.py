@@ -226,6 +226,29 @@ async def test_a_question_ends_the_run_and_its_answer_resumes_it(
     assert [m.content for m in history if m.role == "user"] == ["convert 10 miles"]
 
 
+async def test_a_form_question_asks_for_its_schema_and_takes_a_value(
+    start_server: StartServer,
+) -> None:
+    """A question with an answer schema is the interrupt's `responseSchema`;
+    a resume whose payload is a value (not text) answers it."""
+    ok = {"type": "boolean"}
+    harness = await serve(
+        start_server,
+        reason("ask"),
+        calls(("request_input", {"question": "Metric?", "answer_schema": ok})),
+        observe("yes", should_continue=False, final="16.09 km"),
+    )
+    async with client(harness) as http:
+        first = await ag_ui(http, run_input(str(uuid.uuid4()), "convert 10 miles"))
+        interrupt = interrupt_of(first)
+        resume = {"interruptId": interrupt["id"], "status": "resolved", "payload": True}
+        second = await ag_ui(http, run_input(conversation(first), resume=[resume]))
+    assert interrupt["responseSchema"] == ok
+    assert kinds(second)[-1] == "RUN_FINISHED"
+    history = harness.service.sessions[conversation(first)].history
+    assert [m.content for m in history if m.role == "tool"] == ["true"]
+
+
 async def test_an_approval_ends_the_run_and_the_decision_resumes_it(
     start_server: StartServer,
 ) -> None:

@@ -663,3 +663,38 @@ async def test_an_abort_through_another_instance_stops_the_run(
     assert dropped.headers[HEADER] == dropped.conversation
     first = json.loads(dropped.first.removeprefix("data: "))
     assert first["choices"][0]["delta"] == {"role": "assistant", "content": ""}
+
+
+async def test_a_form_question_names_its_choices_and_checks_the_answer(
+    start_server: StartServer,
+) -> None:
+    """A question with choices says them in the reply; an answer outside
+    them is a 422 in OpenAI's shape, and a fitting one goes on."""
+    unit = {"type": "string", "enum": ["km", "mi"]}
+    harness = await serve(
+        start_server,
+        reason("ask"),
+        calls(("request_input", {"question": "Which unit?", "answer_schema": unit})),
+        observe("km", should_continue=False, final="16.09 km"),
+    )
+    async with sdk(harness) as client:
+        raw = await client.chat.completions.with_raw_response.create(
+            model="loopwire-react",
+            messages=user("convert 10 miles"),
+            extra_headers={HEADER: "new"},
+        )
+        conversation = raw.headers[HEADER]
+        with pytest.raises(openai.UnprocessableEntityError) as refused:
+            await client.chat.completions.create(
+                model="loopwire-react",
+                messages=user("leagues"),
+                extra_headers={HEADER: conversation},
+            )
+        answered = await client.chat.completions.create(
+            model="loopwire-react",
+            messages=user("km"),
+            extra_headers={HEADER: conversation},
+        )
+    assert raw.parse().choices[0].message.content == "Which unit? (one of: km, mi)"
+    assert refused.value.code == "invalid_answer"
+    assert answered.choices[0].message.content == "16.09 km"

@@ -331,6 +331,7 @@ async def test_a_question_is_answered_by_the_next_user_message(
                 "question": "Which unit?",
                 "step": 1,
                 "timeoutS": 300.0,
+                "answerSchema": None,
             },
         },
         {"type": "finish-step"},

@@ -71,7 +71,12 @@ APPROVAL = "approval:"
 question's `question_id`, the approval's `tool_call_id`)."""
 APPROVAL_SCHEMA = {
     "type": "object",
-    "properties": {"approved": {"type": "boolean"}, "reason": {"type": "string"}},
+    "properties": {
+        "approved": {"type": "boolean"},
+        "reason": {"type": "string"},
+        "arguments": {"type": "object"},
+        "remember": {"enum": ["conversation", "user"]},
+    },
     "required": ["approved"],
 }
 ENVELOPE = frozenset(Envelope.model_fields)
@@ -307,7 +312,7 @@ class AgUiRun:
                 id=QUESTION + frame.question_id,
                 reason="input_required",
                 message=frame.question,
-                response_schema={"type": "string"},
+                response_schema=frame.answer_schema or {"type": "string"},
                 expires_at=expires.isoformat().replace("+00:00", "Z"),
                 metadata={"loopwire": _payload(frame)},
             )

@@ -5,10 +5,11 @@ messages its `resume` entries and trailing `tool` messages are."""
 
 from __future__ import annotations
 
+import json
 import re
 import uuid
 from collections.abc import Sequence
-from typing import Annotated
+from typing import Annotated, Any
 
 from ag_ui.core import (
     InputContent,
@@ -26,6 +27,7 @@ from backend.protocol import (
     ClientMessage,
     ClientTool,
     Name,
+    Remember,
     Steps,
     ToolApprovalResponseMessage,
     ToolNames,
@@ -58,6 +60,8 @@ class Decision(BaseModel):
     approved: bool
     reason: Annotated[str, Field(max_length=2000)] | None = None
     in_doubt: bool | None = None
+    arguments: dict[str, Any] | None = None
+    remember: Remember | None = None
 
 
 def _invalid(what: str, exc: ValidationError) -> Refused:
@@ -174,7 +178,12 @@ def _question_answer(
     if entry.status == "cancelled":
         return AgentControlMessage(type="agent_control", action="stop")
     payload = entry.payload
-    content = payload if isinstance(payload, str) else said(body)
+    if payload is None:
+        content = said(body)
+    elif isinstance(payload, str):
+        content = payload
+    else:  # a form's value (its `responseSchema`): JSON, as loopwire takes it
+        content = json.dumps(payload, ensure_ascii=False)
     return AgentUserInputMessage(
         type="agent_user_input", content=content, question_id=key
     )

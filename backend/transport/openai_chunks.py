@@ -60,6 +60,18 @@ def _compact(value: Any, limit: int) -> str:
     return shorten(text, limit)
 
 
+def question_text(frame: AgentRequestInput) -> str:
+    """The question, and what its answer must be when it has a form: a
+    chat client shows text only (the answer is checked all the same)."""
+    schema = frame.answer_schema or {}
+    if isinstance(schema.get("enum"), list):
+        choices = ", ".join(str(choice) for choice in schema["enum"])
+        return f"{frame.question} (one of: {choices})"
+    if schema.get("type") == "boolean":
+        return f"{frame.question} (true or false)"
+    return frame.question
+
+
 def approval_text(frame: ToolApprovalRequest) -> str:
     """The reply that ends at an approval: what waits, and how to answer."""
     arguments = _compact(frame.arguments, ARGUMENTS_CHARS)
@@ -145,7 +157,7 @@ class Reply:
                     self.streamed = frame.message
                     return rest
             case AgentRequestInput():
-                return self._paused(frame.question, question=True)
+                return self._paused(question_text(frame), question=True)
             case ToolApprovalRequest():
                 if self.stateless:
                     self.decline = frame.tool_call_id

@@ -282,6 +282,7 @@ def _question(frame: AgentRequestInput) -> Chunk:
             "question": frame.question,
             "step": frame.step,
             "timeoutS": frame.timeout_s,
+            "answerSchema": frame.answer_schema,
         },
     }
 
