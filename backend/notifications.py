@@ -32,6 +32,7 @@ from backend.protocol import (
     ErrorType,
     FileInfo,
     FilesUpdate,
+    PendingInput,
     ResponseComplete,
     RunEvent,
     RunsRemoved,
@@ -185,6 +186,11 @@ class Notifications:
     def runs_removed(self, run_ids: list[str]) -> None:
         """An edit removed these runs (oldest first); outside any run."""
         self.send(RunsRemoved(run_ids=run_ids), in_run=False)
+
+    def pending_input(self, update: PendingInput) -> None:
+        """A message held while a run works changed (`chat/inbox.py`);
+        outside any run."""
+        self.send(update, in_run=False)
 
     def files_update(self, files: list[FileInfo], added: list[str]) -> None:
         """The conversation's files changed; outside any run."""

@@ -208,6 +208,10 @@ class Settings(BaseSettings):
     agent_max_tool_calls_per_step: int = Field(
         default=_LOOP.max_tool_calls_per_step, ge=1, le=100
     )
+    agent_parallel_tool_calls: int = Field(
+        default=_LOOP.parallel_tool_calls, ge=1, le=100
+    )
+    """Read-only tool calls of one reply that run at once (1: one at a time)."""
     tool_mode_max_rounds: int = Field(default=4, ge=1)
     tool_result_max_chars: int = Field(default=_LOOP.tool_result_max_chars, ge=200)
     history_window_tokens: int = Field(default=_LOOP.history_window_tokens, ge=256)
@@ -409,6 +413,7 @@ class Settings(BaseSettings):
             on_reject=self.approval_on_reject,
             max_replans=self.agent_max_replans,
             max_tool_calls_per_step=self.agent_max_tool_calls_per_step,
+            parallel_tool_calls=self.agent_parallel_tool_calls,
             token_batch_s=self.token_batch_ms / 1000,
             context_tokens=self.llm_context_tokens,
             reply_tokens=self.llm_reply_tokens,

@@ -46,6 +46,11 @@ of the executor's failures (`failed`, `blocked`, `rate_limited`, `timeout`,
 before it started, or not run again as a duplicate)."""
 
 
+EDITED_NOTE = "\n(The user changed the arguments before approving: "
+"""How a tool result says that a person approved the call with other
+arguments than the model's (the arguments, as JSON, and `)` follow)."""
+
+
 class ToolResultMeta(_Frozen):
     """The structured side of a tool message; providers never send it."""
 

@@ -21,6 +21,7 @@ from backend.llm.base import (
 from backend.tools.base import ToolContext
 from backend.tools.builtin import builtin_tools
 from backend.tools.notes import MemoryNotebook, note_tools
+from backend.transcript import EDITED_NOTE
 from tests.conftest import StartServer
 from tests.offline_driver import (
     REQUEST_INPUT,
@@ -114,6 +115,19 @@ async def test_save_in_agent_mode() -> None:
         "final_answer": "Saved note #1: “my locker code is 4512”.",
     }
     assert await final(history) == "Saved note #1: “my locker code is 4512”."
+
+
+async def test_a_save_approved_with_other_arguments_reads_its_result() -> None:
+    """The note an approval with edited arguments adds to the result does not
+    hide the result from the offline model; it answers with the saved text."""
+    history = [Message.user("Remember that my locker code is 4512.")]
+    save = call("call_1", "save_note", text="my locker code is 4513")
+    saved = await Notebook().result_of(save)
+    note = f'{EDITED_NOTE}{{"text": "my locker code is 4513"}})'
+    edited = Message.tool(save.id, save.name, (saved.content or "") + note)
+    history += [Message.assistant(None, [save]), edited]
+    _prose, control = await observe(history)
+    assert control["final_answer"] == "Saved note #1: “my locker code is 4513”."
 
 
 async def test_save_declined_stops_with_an_honest_answer() -> None:

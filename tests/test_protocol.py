@@ -120,6 +120,7 @@ def test_client_message_types_come_from_the_union() -> None:
         "agent_user_input",
         "tool_approval_response",
         "tool_result",
+        "cancel_input",
         "reset_session",
     )
 

@@ -388,11 +388,12 @@ async def test_a_parse_failure_then_success_resets_the_count() -> None:
 
 
 async def test_stop_after_step_stops_at_the_next_boundary_after_the_tool() -> None:
-    """An `after_step` stop lets the running tool finish and cancels the later calls."""
+    """An `after_step` stop lets the running tool finish and cancels the later
+    calls (one call at a time: read-only calls in a batch all run at once)."""
     llm = ScriptedLLM(
         reason(), calls(("add", {"expression": "1+1"}), ("add", {"expression": "2+2"}))
     )
-    run = Run(make_loop(llm))
+    run = Run(make_loop(llm, parallel_tool_calls=1))
     run.on_event = lambda e: (
         run.control.stop("after_step") if isinstance(e, ToolComplete) else None
     )

@@ -77,7 +77,7 @@ async def test_open_migrates_to_the_newest_revision_and_again_changes_nothing(
     for _ in range(2):
         store = SqlStore(database_url)
         await store.open()
-        assert await store.revision() == migrate.head() == "0006"
+        assert await store.revision() == migrate.head() == "0007"
         await store.close()
 
 
@@ -119,7 +119,7 @@ async def test_a_database_at_the_first_schema_is_upgraded_in_place(
     upgraded = SqlStore(database_url)
     await upgraded.open()
     try:
-        assert await upgraded.revision() == "0006"
+        assert await upgraded.revision() == "0007"
         assert await upgraded.messages("c1") == [Message.user("hello from 0001")]
         record = await upgraded.conversation("c1")
         assert record is not None and record.title == "old"

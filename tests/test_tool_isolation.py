@@ -519,7 +519,7 @@ async def test_a_cpu_bound_tool_through_the_app_leaves_the_neighbours_served(
             ),
             observe(should_continue=False, final="It took too long."),
         )
-        server = await start_server(llm, registry)
+        server = await start_server(llm, registry, agent_parallel_tool_calls=1)
         busy, _ = await server.ready_client()
         neighbour, _ = await server.ready_client()
         loop = asyncio.get_running_loop()

@@ -481,7 +481,8 @@ BAD_FRAMES = [
     (
         '{"type": "shout"}',
         "unknown message type 'shout'; expected one of: chat, agent_control, "
-        "agent_user_input, tool_approval_response, tool_result, reset_session",
+        "agent_user_input, tool_approval_response, tool_result, cancel_input, "
+        "reset_session",
     ),
     ('{"type": "chat"}', "invalid chat message: content: Field required"),
     (

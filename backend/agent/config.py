@@ -25,6 +25,9 @@ class LoopConfig:
     on_reject: OnReject = "stop"
     max_replans: int = 2
     max_tool_calls_per_step: int = 10
+    parallel_tool_calls: int = 4
+    """Read-only calls of one reply run at once, at most this many
+    (`agent/tool_batch.py`); 1, one call at a time."""
     token_batch_s: float = 0.0
     """Streamed text: at most one `token_stream` frame per this many seconds
     (`TokenBatcher`); 0, a frame per piece the model sends."""

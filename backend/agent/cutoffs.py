@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 from backend.agent.loop import AgentContext
 from backend.agent.request_input import is_request_input
+from backend.agent.state import RunState
 from backend.llm.base import Message, ToolCall, ToolStatus
 from backend.protocol import ToolError
 
@@ -62,19 +63,27 @@ def close_queue(
             _close_call(ctx, call, stopped=stopped, timed_out=timed_out, clock=clock)
     state.queue.clear()
     state.in_flight = None
+    state.batch = []
     state.pending_question = None
     state.pending_approval = None
     state.resolution = None
 
 
 def _close_interrupted(ctx: AgentContext, call: ToolCall) -> None:
-    flight = ctx.state.in_flight
-    if flight is not None and flight.tool_call_id == call.id:
+    if _running(ctx.state, call):
         note = INTERRUPTED_NOTE.format(name=call.name)
         status: ToolStatus = "cancelled"
     else:
         note, status = RESTARTED_NOTE, "not_run"
     _report(ctx, call, note, status, 0.0)
+
+
+def _running(state: RunState, call: ToolCall) -> bool:
+    """`call` was announced and may be running: the head, or one of its batch."""
+    flight = state.in_flight
+    return flight is not None and (
+        flight.tool_call_id == call.id or call.id in state.batch
+    )
 
 
 def _report(
@@ -105,7 +114,7 @@ def _close_call(
     flight = state.in_flight
     duration = 0.0
     status: ToolStatus
-    if flight is not None and flight.tool_call_id == call.id:
+    if flight is not None and _running(state, call):
         duration = round(max(clock() - flight.started_at, 0.0) * 1000, 3)
         approval = state.pending_approval
         if approval is not None and approval.tool_call_id == call.id:

@@ -49,7 +49,9 @@ from backend.agent.summary import summarize_outcomes
 from backend.agent.time_limit import DEFAULT_TIME_LIMIT, ActiveTime, TimeLimit
 from backend.aio import race
 from backend.errors import LLMError, LoopwireError
+from backend.llm.base import Message
 from backend.protocol import (
+    AgentInterjection,
     AgentRequestInput,
     AgentStart,
     ClientToolCall,
@@ -124,6 +126,8 @@ class RunDriver:
 
     async def _next_decision(self) -> Decision:
         state, control = self.ctx.state, self.control
+        if control.interjections and not state.queue and not state.waiting:
+            self._interject()
         if state.waiting and self._time.spent:
             return self._out_of_time()  # asked as the time ran out: not shown
         if state.waiting:
@@ -197,6 +201,23 @@ class RunDriver:
                 state.ending = Ending(answer=None, reason="stopped", stop_mode=mode)
                 state.phase = ENDING
                 await self._save()
+
+    def _interject(self) -> None:
+        """The user's messages sent meanwhile, told to the model as theirs
+        (at a boundary where no tool call of the step is open: a tool's
+        result must follow its call)."""
+        ctx, state = self.ctx, self.ctx.state
+        taken, self.control.interjections = self.control.interjections, []
+        for said in taken:
+            if said.input_id in state.interjected:
+                continue  # told before a restart
+            ctx.history.append(Message.user(said.content))
+            state.interjected.append(said.input_id)
+            ctx.emit(
+                AgentInterjection(
+                    step=state.step, content=said.content, input_id=said.input_id
+                )
+            )
 
     def _announce_question(self) -> None:
         question = self.ctx.state.pending_question

@@ -51,6 +51,12 @@ class UserAnswer:
         return Answered(content=self.content, error=self.error)
 
 
+@dataclass(frozen=True, slots=True)
+class Interjection:
+    input_id: str
+    content: str
+
+
 @dataclass
 class RunControl:
     stop_now: asyncio.Event = field(default_factory=asyncio.Event)
@@ -61,6 +67,9 @@ class RunControl:
     approvals: dict[str, asyncio.Future[Approved | Declined]] = field(
         default_factory=dict
     )
+    interjections: list[Interjection] = field(default_factory=list)
+    """The user's messages for the run (`when_busy: steer`), told to the
+    model at its next phase boundary (`driver.py`)."""
     _answers: deque[UserAnswer] = field(default_factory=deque)
     """Answers given while the run was not waiting for one (taken in order)."""
     _waiter: asyncio.Future[WaitOutcome | Suspended] | None = None

@@ -219,6 +219,10 @@ class RunState(BaseModel):
     queue: list[ToolCall] = Field(default_factory=list)
     """This step's calls that have not finished, in order; the head is next."""
     in_flight: InFlight | None = None
+    batch: list[str] = Field(default_factory=list)
+    """The ids of read-only calls announced together, the head (`in_flight`)
+    first, that run at once in the next phase (`agent/tool_batch.py`): all
+    in flight until settled. Empty: one call at a time."""
     outcomes: list[ToolOutcome] = Field(default_factory=list)
     seen: dict[str, int] = Field(default_factory=dict)
     """Canonical call key → index in `outcomes`: no call runs twice in a run."""
@@ -232,6 +236,8 @@ class RunState(BaseModel):
     unless it read what the user did not write (`untrusted`)."""
     edited: dict[str, dict[str, Any]] = Field(default_factory=dict)
     """Tool call id → the arguments a person approved instead of the model's."""
+    interjected: list[str] = Field(default_factory=list)
+    """The held inputs told to the run (`chat/inbox.py`), in order."""
 
     # waits
     pending_question: PendingQuestion | None = None

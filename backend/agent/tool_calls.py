@@ -15,6 +15,8 @@ stop and checkpoints between calls:
   approval with `in_doubt`), and a "no" reports it as one that may have run.
 - otherwise: `tool_start`, the executor's checks, `AwaitApproval` when the
   tool asks first, the call itself, then `tool_complete` / `tool_error`.
+  A read-only head that runs without asking takes the read-only calls after
+  it along, all run at once in one phase (`agent/tool_batch.py`).
 
 A call leaves the queue in the same phase that records its outcome, so a run
 continued from a checkpoint never runs a finished call again. What an ending
@@ -29,7 +31,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from backend.agent import citations, client_tools, request_input
+from backend.agent import citations, client_tools, request_input, tool_batch
 from backend.agent.call_ids import fresh_ids
 from backend.agent.config import LoopConfig
 from backend.agent.context_fit import fitted_tools
@@ -46,16 +48,12 @@ from backend.agent.state import (
     TimedOut,
     WaitOutcome,
 )
+from backend.agent.tool_batch import tool_context
 from backend.agent.tool_reports import note_untrusted, report
 from backend.llm.base import Completion, Message, ToolCall, ToolSpec
 from backend.prompts import ResultLine
-from backend.protocol import (
-    AgentDuplicateCall,
-    Remember,
-    ToolApprovalDecided,
-    ToolStart,
-)
-from backend.tools.base import ToolContext, ToolRegistry
+from backend.protocol import AgentDuplicateCall, Remember, ToolApprovalDecided
+from backend.tools.base import ToolRegistry
 from backend.tools.executor import (
     CallScope,
     NeedsApproval,
@@ -66,6 +64,7 @@ from backend.tools.executor import (
 from backend.tools.outcome import ToolOutcome, parse_arguments
 from backend.tools.policy import ApprovalDecision
 from backend.tools.results import to_json_text
+from backend.transcript import EDITED_NOTE
 
 log = logging.getLogger(__name__)
 
@@ -167,6 +166,8 @@ class ToolCalls:
             return self._approval_decided(ctx, call, resolution)
         flight = state.in_flight
         if flight is not None and flight.tool_call_id == call.id:
+            if state.batch:
+                return await self._run_batch(ctx)
             if ctx.resumed:
                 return await self._in_doubt(ctx, call)
             return await self._run(ctx, call)
@@ -174,7 +175,8 @@ class ToolCalls:
         if earlier is not None:
             return self._duplicate(ctx, call, earlier)
         self._announce(ctx, call)
-        match self.executor.check(call, self._scope(ctx)):
+        scope = self._scope(ctx)
+        match self.executor.check(call, scope):
             case Refused() as refused:
                 return self._settle(ctx, self._refused_outcome(ctx, call, refused))
             case NeedsApproval(tool=tool) if self._granted(state, tool.name):
@@ -191,7 +193,9 @@ class ToolCalls:
                         untrusted_sources=tuple(state.untrusted),
                     )
                 )
-            case Ready():
+            case Ready(tool=tool):
+                if tool.effect.read_only:
+                    self._gather(ctx, scope)  # the read-only calls after it
                 return Continue(stoppable=False)
 
     async def _in_doubt(self, ctx: AgentContext, call: ToolCall) -> Decision:
@@ -202,7 +206,7 @@ class ToolCalls:
         if tool.effect.read_only or tool.effect.idempotent:
             return await self._run(ctx, call)  # safe to run again
         if tool.reconcile is not None:
-            found = await tool.reconcile(_tool_context(ctx))
+            found = await tool.reconcile(tool_context(ctx))
             if found is not None and found.took_effect:
                 return self._settle(ctx, self._reconciled(ctx, call, found.result))
             if found is not None:
@@ -237,24 +241,49 @@ class ToolCalls:
     def _scope(self, ctx: AgentContext) -> CallScope:
         state = ctx.state
         return CallScope(
-            ctx=_tool_context(ctx),
+            ctx=tool_context(ctx),
             allowed=[spec.name for spec in self.offered(ctx)],
             read_only=state.request.read_only,
             untrusted_read=bool(state.untrusted),
         )
 
     def _announce(self, ctx: AgentContext, call: ToolCall) -> None:
-        state = ctx.state
-        arguments = parse_arguments(call.arguments)
-        ctx.emit(
-            ToolStart(
-                tool_call_id=call.id,
-                tool_name=call.name,
-                arguments=arguments,
-                step=state.step,
-            )
+        tool_batch.announce(ctx, call)
+        ctx.state.in_flight = InFlight(tool_call_id=call.id, started_at=self._clock())
+
+    def _gather(self, ctx: AgentContext, scope: CallScope) -> None:
+        """Announce the calls that run with the (announced, read-only) head."""
+        joining = tool_batch.followers(
+            ctx,
+            registry=self.registry,
+            executor=self.executor,
+            rules=self.rules,
+            scope=scope,
+            limit=self.config.parallel_tool_calls,
         )
-        state.in_flight = InFlight(tool_call_id=call.id, started_at=self._clock())
+        for call in joining:
+            tool_batch.announce(ctx, call)
+        if joining:
+            ctx.state.batch = [ctx.state.queue[0].id, *(c.id for c in joining)]
+
+    async def _run_batch(self, ctx: AgentContext) -> Decision:
+        """Run the announced batch at once (again, after a restart: they are
+        read-only), then settle each in the model's order."""
+        state = ctx.state
+        calls = state.queue[: len(state.batch)]
+        assert [call.id for call in calls] == state.batch, "the batch heads the queue"
+        outcomes = await tool_batch.run_at_once(
+            ctx,
+            calls,
+            registry=self.registry,
+            executor=self.executor,
+            scope=self._scope(ctx),
+            clock=self._clock,
+        )
+        decisions = [self._settle(ctx, outcome) for outcome in outcomes]
+        state.batch = []
+        ending = [d for d in decisions if not isinstance(d, Continue)]
+        return ending[0] if ending else Continue()
 
     @staticmethod
     def _granted(state: RunState, tool: str) -> bool:
@@ -295,8 +324,7 @@ class ToolCalls:
         if not isinstance(check, Ready):
             assert isinstance(check, Refused)
             return self._settle(ctx, self._refused_outcome(ctx, call, check))
-        tool_ctx = _tool_context(ctx)
-        outcome = await self.executor.execute(check, call, tool_ctx)
+        outcome = await self.executor.execute(check, call, tool_context(ctx))
         duration = {"duration_ms": self._since(ctx)}
         return self._settle(ctx, outcome.model_copy(update=duration))
 
@@ -340,7 +368,7 @@ class ToolCalls:
         edited = state.edited.get(call.id)
         if edited is not None:
             changed = json.dumps(edited, ensure_ascii=False)
-            extra += f"\n(The user changed the arguments before approving: {changed})"
+            extra += f"{EDITED_NOTE}{changed})"
         message = outcome.message(self.config.tool_result_max_chars, extra=extra)
         ctx.history.append(message)
         for note in outcome.notes:
@@ -403,21 +431,6 @@ class ToolCalls:
             timeout = self.config.request_input_timeout_s
             return request_input.ask(ctx, call, timeout, self._clock())
         return request_input.settle(ctx, call, pending)
-
-
-def _tool_context(ctx: AgentContext) -> ToolContext:
-    """What a call of this run may know about it (the head of the queue)."""
-    state = ctx.state
-    call_id = state.queue[0].id if state.queue else None
-    return ToolContext(
-        state.session_id,
-        state.run_id,
-        state.step,
-        state.owner,
-        data_sources=state.request.data_sources,
-        idempotency_key=f"{state.run_id}:{call_id}" if call_id else None,
-        epoch=ctx.epoch,
-    )
 
 
 def _decided(

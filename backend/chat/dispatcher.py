@@ -17,6 +17,8 @@ from typing import Any
 from backend.agent.answer_forms import check_answer
 from backend.agent.state import Answered
 from backend.chat.approval_decisions import ApprovalDecisions
+from backend.chat.held_inputs import HeldInputs
+from backend.chat.inbox import Held
 from backend.chat.replacement import conversation_runs, plan_replacement
 from backend.chat.run_requests import RunRequests
 from backend.chat.runs import MOVED_DECISION, RunSupervisor
@@ -27,6 +29,7 @@ from backend.protocol import (
     AgentControlMessage,
     AgentStepsGranted,
     AgentUserInputMessage,
+    CancelInputMessage,
     ChatMessage,
     ClientMessage,
     ResetSessionMessage,
@@ -60,6 +63,8 @@ class MessageDispatcher:
         self.decisions = ApprovalDecisions(
             registry=requests.registry, grants=grants, runs=runs
         )
+        self.held = HeldInputs(requests=requests, runs=runs, grants=grants)
+        runs.after_run = self.held.next_run
         self.draining = False
 
     async def dispatch(
@@ -69,22 +74,25 @@ class MessageDispatcher:
         (`Session.handle` turns it into an `error` frame; HTTP routes into a
         status). What an HTTP client is told: a new run's id and where its
         request sits in the history; the budget after a grant."""
-        await self._act(session, message)
+        held = await self._act(session, message)
         run = session.run
+        if held is not None:
+            return {"input_id": held.id, "mode": held.mode, "state": "queued"}
         if isinstance(message, ChatMessage) and run is not None:
             return {"run_id": run.run_id, "request_at": run.state.request_at}
         if isinstance(message, AgentControlMessage) and run is not None:
             return {"max_steps": run.state.max_steps}
         return {}
 
-    async def _act(self, session: Session, message: ClientMessage) -> None:
+    async def _act(self, session: Session, message: ClientMessage) -> Held | None:
         """Only an edit (`replace_from`) and a decision (stored before it is
-        handed to the run) wait."""
+        handed to the run) wait. What a message sent while a run works
+        became, if it was held."""
         if session.lost:  # its clients were told and closed
             raise Moved(MOVED_DECISION)
         match message:
             case ChatMessage(replace_from=None):
-                await self._start_run(session, message)
+                return await self._start_run(session, message)
             case ChatMessage():
                 await self._replace_and_start(session, message)
             case AgentControlMessage():
@@ -104,8 +112,11 @@ class MessageDispatcher:
                 session.submit_answer(content, call_id, error=failed)
             case ToolApprovalResponseMessage():
                 await self.decisions.decide(session, message)
+            case CancelInputMessage(input_id=input_id):
+                self.held.cancel(session, input_id)
             case ResetSessionMessage():
                 self._reset(session)
+        return None
 
     def _control(self, session: Session, message: AgentControlMessage) -> None:
         run = session.active_run()
@@ -133,18 +144,25 @@ class MessageDispatcher:
         session.history.clear()
         if session.journal is not None:
             session.journal.history_truncated(0)
+        self.held.drop_all(session, "the conversation was reset")
         session.notify.session_reset()
 
     # ------------------------------------------------------------ starting runs
 
-    async def _start_run(self, session: Session, message: ChatMessage) -> None:
+    async def _start_run(self, session: Session, message: ChatMessage) -> Held | None:
         """A new run, with the tools its user allowed (read before the
-        checks, so nothing runs between them and the start)."""
+        checks, so nothing runs between them and the start); or, while a
+        run works, the message held as it asks (`when_busy`)."""
         granted = await self.grants.allowed(session.owner, session.id)
+        if session.run is not None and message.when_busy != "refuse":
+            if self.draining:
+                raise Busy(RESTARTING)
+            return await self.held.hold(session, message)
         self._check_free(session)
         state = self.requests.state_for(session, message)
         state.granted = granted
         self.runs.start(session, message, state)
+        return None
 
     def _check_free(self, session: Session) -> None:
         """A new run may start: refuse while draining or while one is active."""

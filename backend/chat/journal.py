@@ -25,7 +25,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 
 from backend.history import History
-from backend.store.base import Batch, ConversationRecord, RunRecord
+from backend.store.base import Batch, ConversationRecord, PendingInputRecord, RunRecord
 from backend.transcript import Frame
 
 TITLE_CHARS = 80
@@ -71,6 +71,10 @@ class Journal:
         self.kept_from = 0
         """The oldest `seq` the store keeps (older frames left the window)."""
         self.create_wanted = False
+        self.inputs: list[PendingInputRecord] = []
+        """Held inputs (`chat/inbox.py`) the next batch stores."""
+        self.used_inputs: list[str] = []
+        """Held inputs used: the next batch deletes them."""
         self.on_change = on_change
         """Called whenever something new is pending."""
 
@@ -113,6 +117,18 @@ class Journal:
     def history_grew(self) -> None:
         self.on_change()
 
+    def input_held(self, record: PendingInputRecord) -> None:
+        self.inputs.append(record)
+        self.on_change()
+
+    def input_used(self, input_id: str) -> None:
+        """Delete a held input (one never stored is simply not stored)."""
+        kept = [record for record in self.inputs if record.id != input_id]
+        if len(kept) == len(self.inputs):
+            self.used_inputs.append(input_id)
+        self.inputs = kept
+        self.on_change()
+
     def want_stored(self) -> None:
         """Create the conversation in the store at the next flush, even with
         nothing else to write (a file comes before the first message)."""
@@ -132,6 +148,7 @@ class Journal:
             or self.truncate_at is not None
             or len(history) > self.saved_messages
             or (self.create_wanted and not self.stored)
+            or ((self.inputs or self.used_inputs) and self.stored)
         )
 
     def take(self, history: History, *, now: float, keep_frames_from: int) -> Batch:
@@ -149,12 +166,15 @@ class Journal:
             frames=self.frames,
             runs=list(self.runs.values()),
             delete_runs=self.deleted_runs,
+            inputs=self.inputs,
+            delete_inputs=self.used_inputs,
         )
         if not self.stored:
             batch.create = self._first_record(history, now)
         if keep_frames_from > self.kept_from:
             batch.keep_frames_from = keep_frames_from
         self.frames, self.runs, self.deleted_runs = [], {}, []
+        self.inputs, self.used_inputs = [], []
         self.truncate_at = None
         self.saved_messages = len(history)
         return batch
@@ -179,6 +199,9 @@ class Journal:
                 self.runs.setdefault(record.id, record)
         pending = set(self.deleted_runs)
         self.deleted_runs[:0] = [r for r in batch.delete_runs if r not in pending]
+        used = set(self.used_inputs) | set(batch.delete_inputs)
+        self.inputs[:0] = [i for i in batch.inputs if i.id not in used]
+        self.used_inputs[:0] = batch.delete_inputs
         cut = batch.truncate_history_at
         self.truncate_at = _earliest(self.truncate_at, cut)
         for position in (cut, batch.messages[0][0] if batch.messages else None):

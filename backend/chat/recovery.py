@@ -18,7 +18,7 @@ conversation an instance of a cluster takes over.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from pydantic import ValidationError
 
@@ -56,6 +56,9 @@ class Recovery:
         self.strategies = strategies
         self.runs = runs
         self._clock = clock
+        self.after: Callable[[Session], Awaitable[None]] | None = None
+        """What a conversation whose runs were continued does next (its
+        held inputs: `HeldInputs.after_recovery`)."""
 
     async def recover(self) -> None:
         """Continue what a previous process left: waiting runs and runs a
@@ -75,6 +78,7 @@ class Recovery:
                 continue
             if session is not None:
                 await self._continue(session, record)
+                await self._after(session)
 
     async def recover_session(self, session: Session) -> None:
         """`recover` for one conversation just taken over by this instance
@@ -83,6 +87,11 @@ class Recovery:
             return
         for record in await self.store.live_runs(session.id):
             await self._continue(session, record)
+        await self._after(session)
+
+    async def _after(self, session: Session) -> None:
+        if self.after is not None:
+            await self.after(session)
 
     async def _continue(self, session: Session, record: RunRecord) -> None:
         if session.run is not None:

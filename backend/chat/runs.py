@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from backend.agent.cutoffs import CANCELLED_NOTE
 from backend.agent.driver import RunDriver, RunSuspended
@@ -76,6 +76,8 @@ class RunSupervisor:
         self._clock = clock
         self.tasks: asyncio.TaskGroup | None = None
         """Where runs are started: the service's TaskGroup, while it runs."""
+        self.after_run: Callable[[Session], Awaitable[None]] | None = None
+        """What follows a run that ended here (the next held input runs)."""
 
     # ------------------------------------------------------------ starting
 
@@ -175,6 +177,8 @@ class RunSupervisor:
             )
             result = None
         await self._end(session, run, result)
+        if self.after_run is not None:
+            await self.after_run(session)
 
     async def _end(
         self, session: Session, run: ActiveRun, result: AgentResult | None
@@ -273,6 +277,13 @@ class RunSupervisor:
             return
         decided = state.model_copy(update={"resolution": outcome})
         session.journal.run(self._record(decided, "waiting"))
+        await self.stored_now(session)
+
+    async def stored_now(self, session: Session) -> None:
+        """What the session journaled, stored before a person is answered
+        (a decision, a held input): `Moved` if this instance no longer owns
+        the conversation (let go here), `StoreUnavailable` if the store
+        keeps failing."""
         try:
             await self._flush_patiently(session, let_go=False)
         except Fenced as exc:
@@ -281,7 +292,7 @@ class RunSupervisor:
             raise Moved(MOVED_DECISION) from exc
         except StoreError as exc:
             raise StoreUnavailable(
-                "your decision could not be saved, so it was not taken; try again"
+                "what you sent could not be saved, so it was not taken; try again"
             ) from exc
 
     async def _flush_patiently(self, session: Session, *, let_go: bool = True) -> None:
@@ -314,7 +325,11 @@ class RunSupervisor:
             log.error("could not save session %s: %s", session.id, exc)
 
     def _keep(self, session: Session, state: RunState, status: RunStatus) -> bool:
-        """Journal the run's record; False when the run is not saved."""
+        """Journal the run's record, and forget the held inputs it was told
+        (deleted in the same batch); False when the run is not saved."""
+        for input_id in state.interjected:
+            if session.inbox.remove(input_id) is not None and session.journal:
+                session.journal.input_used(input_id)
         if session.journal is None or not state.request.save_chat:
             return False
         session.journal.run(self._record(state, status))

@@ -45,6 +45,7 @@ from backend.chat.sessions import SessionTable
 from backend.chat.target import Target
 from backend.chat.tool_grants import ToolGrants
 from backend.errors import (
+    Busy,
     ConfigError,
     NoSuchConversation,
 )
@@ -129,6 +130,7 @@ class ChatService:
             runs=self.runs,
             clock=self._clock,
         )
+        self.recovery.after = self.dispatcher.held.after_recovery
         self.ownership = Ownership(
             bus=bus, table=self.table, store=store, recovery=self.recovery
         )
@@ -167,7 +169,24 @@ class ChatService:
             await self.ownership.adopt_orphans()
         elif self.store is not None:
             await self.recovery.recover()
+            await self._held_inputs_back()
         return self
+
+    async def _held_inputs_back(self) -> None:
+        """Conversations a previous process left with held inputs: each
+        used as if just sent (`HeldInputs.after_recovery`)."""
+        assert self.store is not None
+        for conversation_id in await self.store.live_conversations(parked=False):
+            if conversation_id in self.table.by_id:
+                continue  # its runs were continued, and it took what it held
+            if await self.store.live_runs(conversation_id):
+                continue  # a parked run: it goes on when its user comes back
+            try:
+                session = await self.table.load(conversation_id)
+            except Busy:
+                continue  # used when the conversation is opened
+            if session is not None:
+                await self.dispatcher.held.after_recovery(session)
 
     async def __aexit__(
         self,
@@ -201,7 +220,7 @@ class ChatService:
         and close their sockets."""
         if self.draining:
             return
-        self.dispatcher.draining = True
+        self.dispatcher.draining = self.dispatcher.held.draining = True
         runs = [s.run for s in self.sessions.values() if s.run is not None]
         for run in runs:
             run.control.park()

@@ -23,6 +23,7 @@ from typing import Any, Protocol
 
 from backend.agent.run_control import RunControl, UserAnswer
 from backend.agent.state import Approved, RunState
+from backend.chat.inbox import Inbox
 from backend.chat.journal import Journal
 from backend.chat.outcome import run_outcome
 from backend.errors import (
@@ -216,6 +217,8 @@ class Session:
         self.notify = Notifications(session_id, self, last_seq=last_seq)
         self.run: ActiveRun | None = None
         self.last_run: ActiveRun | None = None
+        self.inbox = Inbox()
+        """Messages sent while a run worked, until used (`chat/inbox.py`)."""
         """The run that ended last (what an HTTP client asks about at its end)."""
         self.last_active = time.monotonic()
         self.flushing = asyncio.Lock()

@@ -20,6 +20,7 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Collection
 
+from backend.chat.inbox import Inbox
 from backend.chat.journal import Journal
 from backend.chat.room import Room
 from backend.chat.session import Dispatcher, Session
@@ -194,6 +195,7 @@ class SessionTable:
             ),
         )
         session.files = [info(file) for file in loaded.files]
+        session.inbox = Inbox(loaded.inputs)
         for frame in loaded.frames:
             session.outbox.restore(frame.seq, frame.text)
         assert session.journal is not None

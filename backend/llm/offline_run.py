@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from backend.llm.base import Message, ToolCall, ToolStatus
+from backend.transcript import EDITED_NOTE
 
 REQUEST_INPUT = "request_input"
 
@@ -118,9 +119,10 @@ def _result(message: Message, call: ToolCall | None) -> ToolResult:
     name = message.name or (call.name if call else "")
     arguments = parse_json(call.arguments) if call else None
     meta = message.meta
+    content, _, _ = (message.content or "").partition(EDITED_NOTE)
     return ToolResult(
         name=name,
-        content=message.content or "",
+        content=content,
         arguments=arguments if isinstance(arguments, dict) else {},
         status=meta.status if meta else "ok",
         detail=meta.error if meta else None,

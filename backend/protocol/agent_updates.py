@@ -103,6 +103,16 @@ class AgentRequestInputTimeout(BaseAgentUpdate):
     question_id: str
 
 
+class AgentInterjection(BaseAgentUpdate):
+    """The user's message sent while the run worked (`when_busy: steer`),
+    told to the model now, at a phase boundary, as the user's words."""
+
+    update_type: Literal["agent_interjection"] = "agent_interjection"
+    step: int
+    content: str
+    input_id: str
+
+
 class AgentObserve(BaseAgentUpdate):
     update_type: Literal["agent_observe"] = "agent_observe"
     step: int
@@ -161,6 +171,7 @@ AgentUpdate = (
     | AgentPlan
     | AgentReason
     | AgentRequestInput
+    | AgentInterjection
     | AgentRequestInputTimeout
     | AgentObserve
     | AgentDuplicateCall

@@ -89,6 +89,12 @@ class ChatMessage(_Frame):
     server's (a run with them and no agent mode is a tool-use run). A call
     of one is sent as `client_tool_call`, and the run waits for the
     client's `tool_result`."""
+    when_busy: Literal["refuse", "queue", "steer", "interrupt"] = "refuse"
+    """What to do if a run is active: `refuse` (a `busy` error), `queue`
+    (run it after that run), `steer` (tell it to that run, as the user's
+    interjection, at its next phase boundary; a run that is not an agent
+    loop queues it), `interrupt` (stop that run after its current phase,
+    then run this first). Kept until used: it survives a restart."""
     replace_from: Id | None = None
     """Edit and resend: the `run_id` of a saved run of this conversation. That
     run and every later run of the conversation are removed (their messages
@@ -170,6 +176,13 @@ class ToolResultMessage(_Frame):
     is_error: bool = False
 
 
+class CancelInputMessage(_Frame):
+    """Drop a message held while a run works (`pending_input`), unused."""
+
+    type: Literal["cancel_input"]
+    input_id: Id
+
+
 class ResetSessionMessage(_Frame):
     """Forget the session's history (refused while a run is active)."""
 
@@ -182,6 +195,7 @@ ClientMessage = Annotated[
     | AgentUserInputMessage
     | ToolApprovalResponseMessage
     | ToolResultMessage
+    | CancelInputMessage
     | ResetSessionMessage,
     Field(discriminator="type"),
 ]

@@ -14,6 +14,7 @@ from backend.protocol.payloads import (
     ClientToolCall,
     Error,
     FilesUpdate,
+    PendingInput,
     ResponseComplete,
     RunsRemoved,
     SessionReady,
@@ -62,6 +63,7 @@ ServerPayload = (
     | SessionReset
     | RunsRemoved
     | FilesUpdate
+    | PendingInput
     | Error
 )
 
@@ -81,6 +83,7 @@ _OTHER_PAYLOADS: tuple[type[Payload], ...] = (
     SessionReset,
     RunsRemoved,
     FilesUpdate,
+    PendingInput,
     Error,
 )
 

@@ -159,6 +159,23 @@ class ToolApprovalDecided(Payload):
     remember: Literal["conversation", "user"] | None = None
 
 
+class PendingInput(Payload):
+    """A message sent while a run worked (`chat.when_busy`), as it goes:
+    `queued` (kept; `position` 0 is used first), `started` (its run began:
+    `started_run_id`), `cancelled` (dropped unused: by the user, a reset,
+    or because it could not run: `reason`). A steer told to the run shows
+    there as `agent_interjection`."""
+
+    type: Literal["pending_input"] = "pending_input"
+    input_id: str
+    mode: Literal["queue", "steer", "interrupt"]
+    content: str
+    state: Literal["queued", "started", "cancelled"]
+    position: int = 0
+    started_run_id: str | None = None
+    reason: str | None = None
+
+
 class ClientToolCall(Payload):
     """The model called a tool the client declared (`ChatMessage.
     client_tools`): run it and send its `tool_result`; the run waits up to

@@ -74,6 +74,23 @@ class ConversationRecord(_Record):
     settings: dict[str, Any] = Field(default_factory=dict)
 
 
+InputMode = Literal["queue", "steer", "interrupt"]
+
+
+class PendingInputRecord(_Record):
+    """A message sent while a run worked, kept until it is used: run after
+    the run (`queue`; `interrupt` first), or told to the run at its next
+    phase boundary (`steer`) (`chat/inbox.py`)."""
+
+    id: str
+    mode: InputMode
+    message: dict[str, Any]
+    """The `chat` message, as JSON."""
+    position: float
+    """Order among the conversation's pending inputs (lowest first)."""
+    created_at: float
+
+
 class RunRecord(_Record):
     """A run as stored: its outcome so far and its latest checkpoint."""
 
@@ -153,6 +170,9 @@ class Batch:
     """Runs of this conversation an edit removed: their records are deleted
     (after `runs` are saved, so a late record of one does not bring it back)."""
     title: str | None = None
+    inputs: list[PendingInputRecord] = field(default_factory=list)
+    delete_inputs: list[str] = field(default_factory=list)
+    """Pending inputs used (deleted after `inputs` are added)."""
 
     @property
     def empty(self) -> bool:
@@ -163,6 +183,8 @@ class Batch:
             or self.frames
             or self.runs
             or self.delete_runs
+            or self.inputs
+            or self.delete_inputs
         )
 
 
@@ -180,6 +202,7 @@ class Loaded:
     frames: list[Frame]
     last_seq: int
     files: list[FileRecord]
+    inputs: list[PendingInputRecord] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)

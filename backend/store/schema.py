@@ -93,6 +93,20 @@ runs = Table(
     Column("epoch", BigInteger, nullable=False, server_default="0"),
 )
 
+pending_inputs = Table(
+    "pending_inputs",
+    metadata,
+    Column("id", ID, primary_key=True),
+    _conversation_id(key=False),
+    Column("mode", String(16), nullable=False),
+    Column("message", JSON, nullable=False),
+    Column("position", Float, nullable=False),
+    Column("created_at", Float, nullable=False),
+)
+"""Messages sent while a run worked, until used: queued to run next, or to
+be told to the running run (`chat/inbox.py`); written and deleted in the
+owner's fenced batches."""
+
 frames = Table(
     "frames",
     metadata,

@@ -14,6 +14,7 @@ from backend.store.base import (
     ConversationRecord,
     Loaded,
     Page,
+    PendingInputRecord,
     RunRecord,
 )
 from backend.store.rows import (
@@ -23,7 +24,7 @@ from backend.store.rows import (
     rowcount,
     run_record,
 )
-from backend.store.schema import conversations, frames, messages, runs
+from backend.store.schema import conversations, frames, messages, pending_inputs, runs
 from backend.store.writes import Statements
 from backend.transcript import Frame, Message
 
@@ -56,7 +57,26 @@ async def take(
         frames=await last_frames(conn, conversation_id, max_frame_bytes),
         last_seq=await last_seq(conn, conversation_id),
         files=await sql_files.files_of(conn, conversation_id),
+        inputs=await pending_of(conn, conversation_id),
     )
+
+
+async def pending_of(
+    conn: AsyncConnection, conversation_id: str
+) -> list[PendingInputRecord]:
+    """The conversation's pending inputs, in order."""
+    i = pending_inputs.c
+    query = (
+        select(pending_inputs)
+        .where(i.conversation_id == conversation_id)
+        .order_by(i.position, i.created_at, i.id)
+    )
+    return [
+        PendingInputRecord.model_validate(
+            {k: v for k, v in row._asdict().items() if k != "conversation_id"}
+        )
+        for row in (await conn.execute(query)).all()
+    ]
 
 
 async def conversation(
@@ -136,7 +156,10 @@ async def live_runs(
 
 
 async def live_conversations(conn: AsyncConnection, parked: bool) -> list[str]:
-    query = select(runs.c.conversation_id).where(_live(parked)).distinct()
+    """Conversations with a live run, or with inputs waiting to be used."""
+    live = select(runs.c.conversation_id).where(_live(parked))
+    waiting = select(pending_inputs.c.conversation_id)
+    query = live.union(waiting)
     return [str(row[0]) for row in (await conn.execute(query)).all()]
 
 

@@ -26,7 +26,14 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from backend.store.base import Batch, EffectKey, Fenced
 from backend.store.rows import frame_row, message_row, rowcount, run_row
-from backend.store.schema import conversations, frames, messages, runs, tool_effects
+from backend.store.schema import (
+    conversations,
+    frames,
+    messages,
+    pending_inputs,
+    runs,
+    tool_effects,
+)
 
 Rows = list[dict[str, Any]]
 
@@ -65,6 +72,9 @@ class Statements:
         position = ["conversation_id", "position"]
         self.messages = _upsert(dialect, messages, position, position)
         self.save_run = _upsert(dialect, runs, ["id"], ("id", "started_at"))
+        self.add_input = dialect.insert(pending_inputs).on_conflict_do_nothing(
+            index_elements=["id"]
+        )
         self._deletes()
 
     def _ownership(self) -> None:
@@ -112,6 +122,10 @@ class Statements:
         )
         self.delete_run = delete(runs).where(
             r.conversation_id == bindparam("cid"), r.id == bindparam("rid")
+        )
+        i = pending_inputs.c
+        self.delete_input = delete(pending_inputs).where(
+            i.conversation_id == bindparam("cid"), i.id == bindparam("iid")
         )
 
 
@@ -163,6 +177,17 @@ def _removed(b: Batch) -> Rows:
     return [{"cid": b.conversation_id, "rid": rid} for rid in b.delete_runs]
 
 
+def _inputs(b: Batch) -> Rows:
+    return [
+        {**record.model_dump(), "conversation_id": b.conversation_id}
+        for record in b.inputs
+    ]
+
+
+def _used(b: Batch) -> Rows:
+    return [{"cid": b.conversation_id, "iid": iid} for iid in b.delete_inputs]
+
+
 @dataclass(frozen=True, slots=True)
 class _Kind:
     """One kind of change: its statement, and its rows from one batch."""
@@ -182,11 +207,14 @@ KINDS = (
     _Kind(lambda s: s.window, _window),
     _Kind(lambda s: s.save_run, _runs),
     _Kind(lambda s: s.delete_run, _removed),
+    _Kind(lambda s: s.add_input, _inputs),
+    _Kind(lambda s: s.delete_input, _used),
 )
 """The changes a flush makes, in the order it makes them: the history is cut
 before the new messages are added, and the removed runs' records are
 deleted after the run records are saved (a late record of one does not
-bring it back)."""
+bring it back); a pending input used in the batch that added it is gone
+after it."""
 
 
 async def write(

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator
 from sse_starlette import EventSourceResponse, ServerSentEvent
@@ -88,6 +88,10 @@ class AgentRequest(StrictBody):
     """Edit and resend, as `ChatMessage.replace_from` (with a conversation_id)."""
     selected_data_sources: Annotated[list[Name], Field(max_length=50)] | None = None
     """The data sources `search_documents` may search (None: all)."""
+    when_busy: Literal["refuse", "queue", "steer", "interrupt"] = "refuse"
+    """While a run works: as `ChatMessage.when_busy`; a held message is
+    answered 202 `{conversation_id, input_id, mode, state}` (follow
+    `…/events` to see it run)."""
     client_tools: (
         Annotated[list[ClientTool], Field(max_length=CLIENT_TOOLS_LIMIT)] | None
     ) = None
@@ -122,6 +126,7 @@ class AgentRequest(StrictBody):
             replace_from=self.replace_from,
             selected_data_sources=self.selected_data_sources,
             client_tools=self.client_tools,
+            when_busy=self.when_busy,
         )
 
 
@@ -208,6 +213,10 @@ class AgentAPI:
         except NoSuchConversation as exc:
             session.outbox.unsubscribe(subscription)
             raise Refused(404, "not_found", f"no conversation {session.id!r}") from exc
+        if "input_id" in started:  # a run works: the message is held
+            session.outbox.unsubscribe(subscription)
+            held = {"conversation_id": session.id, **started}
+            return JSONResponse(held, status_code=202)
         follow = _Follow(started["run_id"])
         user_at = started["request_at"] if body.save_chat else None
         if not body.stream:

@@ -9,6 +9,7 @@ export const FRAME = Object.freeze({
   CLIENT_TOOL_CALL: 'client_tool_call',
   ERROR: 'error',
   FILES_UPDATE: 'files_update',
+  PENDING_INPUT: 'pending_input',
   RESPONSE_COMPLETE: 'response_complete',
   RUNS_REMOVED: 'runs_removed',
   SESSION_READY: 'session_ready',
@@ -27,6 +28,7 @@ export const UPDATE = Object.freeze({
   AGENT_COMPLETION: 'agent_completion',
   AGENT_DUPLICATE_CALL: 'agent_duplicate_call',
   AGENT_ERROR: 'agent_error',
+  AGENT_INTERJECTION: 'agent_interjection',
   AGENT_MAX_STEPS_REACHED: 'agent_max_steps_reached',
   AGENT_OBSERVE: 'agent_observe',
   AGENT_PLAN: 'agent_plan',
@@ -43,6 +45,7 @@ export const UPDATE = Object.freeze({
 export const CLIENT = Object.freeze({
   AGENT_CONTROL: 'agent_control',
   AGENT_USER_INPUT: 'agent_user_input',
+  CANCEL_INPUT: 'cancel_input',
   CHAT: 'chat',
   RESET_SESSION: 'reset_session',
   TOOL_APPROVAL_RESPONSE: 'tool_approval_response',
