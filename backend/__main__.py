@@ -38,6 +38,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from backend.cli import conversations_command
 
         return conversations_command(args)
+    if command == "grants":
+        from backend.cli import grants_command
+
+        return grants_command(args)
     if command == "doctor":
         from backend.doctor.command import doctor_command
 
@@ -65,6 +69,12 @@ def _parser() -> argparse.ArgumentParser:
     _conversations_arguments(
         sub.add_parser(
             "conversations", help="list a running server's conversations, newest first"
+        )
+    )
+    _grants_arguments(
+        sub.add_parser(
+            "grants",
+            help="list the tools you always allow (`grants revoke ID` takes one back)",
         )
     )
     _doctor_arguments(sub)
@@ -130,8 +140,10 @@ def _chat_arguments(chat: argparse.ArgumentParser) -> None:
     )
     chat.add_argument(
         "--approve",
-        choices=("yes", "no"),
-        help="answer to tool approval requests (default: the terminal or stdin)",
+        choices=("yes", "no", "always", "always-for-me"),
+        help="answer to tool approval requests; always: yes, and do not ask "
+        "again in this conversation; always-for-me: nor in any of yours "
+        "(default: the terminal or stdin)",
     )
     chat.add_argument(
         "--no-input",
@@ -149,6 +161,13 @@ def _conversations_arguments(conversations: argparse.ArgumentParser) -> None:
     )
     conversations.add_argument("--limit", type=int, default=20)
     conversations.add_argument("--token", help="auth token (LOOPWIRE_AUTH_TOKEN)")
+
+
+def _grants_arguments(grants: argparse.ArgumentParser) -> None:
+    grants.add_argument("action", nargs="?", choices=("list", "revoke"), default="list")
+    grants.add_argument("grant_id", nargs="?", help="the grant to revoke")
+    grants.add_argument("--url", help="the server (default http://LOOPWIRE_HOST:PORT)")
+    grants.add_argument("--token", help="auth token (LOOPWIRE_AUTH_TOKEN)")
 
 
 def serve(argv: Sequence[str] = (), *, extra_tools: Sequence[AnyTool] = ()) -> int:

@@ -1,11 +1,13 @@
-"""`loopwire chat` and `loopwire conversations`: scripts on a running server.
+"""`loopwire chat`, `conversations` and `grants`: scripts on a running server.
 
 `chat` sends one message through `loopwire.AgentClient` and shows the run
 as it happens (`loopwire.terminal`); it answers the agent's questions and
 approvals from `--answer` / `--approve`, the terminal, or stdin's lines
 (`loopwire.answers`), and its exit status says how the run ended
-(`loopwire.exit_codes`). Where to connect, and the token, default to the
-`LOOPWIRE_*` settings; a bad setting is one line naming it, exit 2.
+(`loopwire.exit_codes`). `grants` lists the tools the user always allows
+(`always` at an approval) and `grants revoke ID` takes one back. Where to
+connect, and the token, default to the `LOOPWIRE_*` settings; a bad setting
+is one line naming it, exit 2.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import json
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from typing import Any, TextIO
 
@@ -136,13 +139,48 @@ async def _chat(
 def conversations_command(args: argparse.Namespace) -> int:
     """`loopwire conversations`: the server's stored conversations, newest first."""
     _target(args, "http", "")
-    url = f"{args.url.rstrip('/')}/api/conversations?limit={args.limit}"
-    request = urllib.request.Request(url)
+    page = _api(args, "GET", f"/api/conversations?limit={args.limit}")
+    if isinstance(page, int):
+        return page
+    print(format_conversations(page["items"]), end="")
+    return 0
+
+
+def grants_command(args: argparse.Namespace) -> int:
+    """`loopwire grants [list]`: the tools the user allows without asking;
+    `loopwire grants revoke ID`: take one back (it asks again)."""
+    if args.action == "list" and args.grant_id is not None:
+        print("loopwire: grants: an ID goes with `revoke` only", file=sys.stderr)
+        return ExitCode.USAGE
+    if args.action == "revoke" and args.grant_id is None:
+        print("loopwire: grants revoke: which? (an ID from `grants`)", file=sys.stderr)
+        return ExitCode.USAGE
+    _target(args, "http", "")
+    if args.action == "list":
+        listed = _api(args, "GET", "/api/tool-grants")
+        if isinstance(listed, int):
+            return listed
+        print(format_grants(listed["grants"]), end="")
+        return 0
+    path = f"/api/tool-grants/{urllib.parse.quote(args.grant_id, safe='')}"
+    revoked = _api(args, "DELETE", path)
+    if isinstance(revoked, int):
+        return revoked
+    print(f"revoked: {format_grants([revoked['revoked']])}", end="")
+    return 0
+
+
+def _api(args: argparse.Namespace, method: str, path: str) -> Frame | int:
+    """The server's JSON answer to `method path`, or the exit status of a
+    failure (said on stderr)."""
+    url = f"{args.url.rstrip('/')}{path}"
+    request = urllib.request.Request(url, method=method)
     if args.token:
         request.add_header("Authorization", f"Bearer {args.token}")
     try:
         with urllib.request.urlopen(request, timeout=30) as response:
-            page = json.load(response)
+            answer: Frame = json.load(response)
+            return answer
     except urllib.error.HTTPError as exc:
         detail = exc.read().decode(errors="replace")
         print(f"loopwire: {url}: {exc.code} {detail}", file=sys.stderr)
@@ -150,8 +188,6 @@ def conversations_command(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"loopwire: cannot talk to {url}: {exc}", file=sys.stderr)
         return ExitCode.CONNECTION
-    print(format_conversations(page["items"]), end="")
-    return 0
 
 
 def format_conversations(items: list[Frame]) -> str:
@@ -161,3 +197,16 @@ def format_conversations(items: list[Frame]) -> str:
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(item["updated_at"]))
         lines.append(f"{item['id']}  {when}  {item['title'] or '(untitled)'}\n")
     return "".join(lines) or "(no conversations)\n"
+
+
+def format_grants(items: list[Frame]) -> str:
+    """One line per grant: id, since when (local time), the tool, where."""
+    lines = []
+    for item in items:
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(item["created_at"]))
+        conversation = item["conversation_id"]
+        where = (
+            f"conversation {conversation}" if conversation else "all your conversations"
+        )
+        lines.append(f"{item['id']}  {when}  {item['tool']}  {where}\n")
+    return "".join(lines) or "(no tools allowed without asking)\n"

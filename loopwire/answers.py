@@ -1,10 +1,17 @@
 """Where `loopwire chat` gets answers to the agent's questions and approvals.
 
 In this order: `--answer` values (questions, one each) and `--approve
-yes|no` (every approval); then the person at the terminal when stdin is one;
-then stdin's lines when it is a pipe or a file, one line per question or
-approval. Nothing with `--no-input`, nor once stdin has run out: then the
-caller says so and ends the run (see `ExitCode.NO_INPUT`).
+yes|no|always|always-for-me` (every approval); then the person at the
+terminal when stdin is one; then stdin's lines when it is a pipe or a file,
+one line per question or approval. Nothing with `--no-input`, nor once stdin
+has run out: then the caller says so and ends the run (see
+`ExitCode.NO_INPUT`).
+
+An approval's line is a choice, then what goes with it: `y` (yes), `n
+REASON` (no; anything not a choice is a no too), `e {JSON}` (yes, with
+these arguments: the JSON on the next line when not on this one, or in
+`$EDITOR` on a terminal), `a` (yes, and always in this conversation), `m`
+(yes, and always for me). On a terminal a "no" asks for its reason.
 """
 
 from __future__ import annotations
@@ -13,14 +20,32 @@ import asyncio
 import contextlib
 import json
 import os
+import shlex
 import stat
+import tempfile
 from collections.abc import Sequence
-from typing import TextIO
+from pathlib import Path
+from typing import Any, TextIO
 
-from backend.protocol import ToolApprovalRequest
+from backend.protocol import Remember, ToolApprovalRequest
+from loopwire.client import Decision
 from loopwire.terminal import Terminal
 
 CHUNK = 65536
+FLAG_DECISIONS = {
+    "yes": Decision(True),
+    "no": Decision(False),
+    "always": Decision(True, remember="conversation"),
+    "always-for-me": Decision(True, remember="user"),
+}
+"""`--approve`'s values."""
+CHOICES = "[y]es / [N]o / [e]dit / [a]lways here / always for [m]e"
+REMEMBER: dict[str, Remember] = {
+    "a": "conversation",
+    "always": "conversation",
+    "m": "user",
+    "me": "user",
+}
 
 
 class StdinLines:
@@ -112,20 +137,64 @@ class Answers:
             return text
         return await self._read("your answer> ")
 
-    async def approval(self, request: ToolApprovalRequest) -> bool | None:
-        """Whether to run the tool, or None when nobody can say. A call
-        `in_doubt` may have run already: yes runs it again."""
+    async def approval(self, request: ToolApprovalRequest) -> Decision | None:
+        """The decision on the call, or None when nobody can make one. A
+        call `in_doubt` may have run already: yes runs it again, as it was."""
         name = request.tool_name
         if self._approve is not None:
             asked = f"run {name} again?" if request.in_doubt else f"approve {name}?"
             self._terminal.note(f"{asked} {self._approve}")
-            return self._approve == "yes"
+            decision = FLAG_DECISIONS[self._approve]
+            return Decision(decision.approved) if request.in_doubt else decision
         call = f"{name}({json.dumps(request.arguments, ensure_ascii=False)})"
-        asked = f"run {call} again?" if request.in_doubt else f"approve {call}?"
-        reply = await self._read(f"{asked} [y/N] ")
+        if request.in_doubt:
+            reply = await self._read(f"run {call} again? [y/N] ")
+            return None if reply is None else Decision(_yes(reply))
+        reply = await self._read(f"approve {call}? {CHOICES} ")
         if reply is None:
             return None
-        return reply.strip().lower() in ("y", "yes")
+        choice, _, rest = reply.strip().partition(" ")
+        choice = choice.lower()
+        if _yes(choice):
+            return Decision(True)
+        if choice in REMEMBER:
+            return Decision(True, remember=REMEMBER[choice])
+        if choice in ("e", "edit"):
+            return await self._edit(request, rest.strip())
+        reason = rest.strip()
+        if not reason and self._interactive:
+            reason = (await self._read("reason (optional)> ") or "").strip()
+        return Decision(False, reason=reason or None)
+
+    async def _edit(self, request: ToolApprovalRequest, text: str) -> Decision | None:
+        """Yes with the person's arguments: a JSON object, asked for again
+        until it is one (None when stdin runs out first)."""
+        while True:
+            if not text:
+                edited = await self._edited(request.arguments)
+                if edited is None:
+                    return None
+                text = edited
+            try:
+                arguments = json.loads(text)
+            except ValueError as exc:
+                self._terminal.note(f"not JSON ({exc}); again")
+            else:
+                if isinstance(arguments, dict):
+                    return Decision(True, arguments=arguments)
+                self._terminal.note("the arguments are a JSON object {…}; again")
+            text = ""
+
+    async def _edited(self, arguments: dict[str, Any] | str) -> str | None:
+        """The arguments as the person edits them: in `$EDITOR` on a
+        terminal, else on one line."""
+        editor = os.environ.get("EDITOR", "").strip()
+        if editor and self._interactive and not self._no_input:
+            text = await _in_editor(editor, arguments, self._terminal)
+            if text is not None:
+                return text
+        current = _shown(arguments)
+        return await self._read(f"arguments (JSON; were {current})> ")
 
     async def _read(self, prompt: str) -> str | None:
         if self._no_input or self._lines is None or self._ran_out:
@@ -143,3 +212,37 @@ class Answers:
         elif not self._interactive:
             self._terminal.note(prompt + line)  # the transcript shows the answer
         return line
+
+
+def _yes(reply: str) -> bool:
+    return reply.strip().lower() in ("y", "yes")
+
+
+def _shown(arguments: dict[str, Any] | str, indent: int | None = None) -> str:
+    """The model's arguments as JSON (as it wrote them, when they are not)."""
+    if isinstance(arguments, str):
+        return arguments
+    return json.dumps(arguments, indent=indent, ensure_ascii=False)
+
+
+async def _in_editor(
+    editor: str, arguments: dict[str, Any] | str, terminal: Terminal
+) -> str | None:
+    """`arguments` as JSON in a file `editor` opens; what it holds once the
+    editor quits (None if the editor failed: ask on a line instead)."""
+    terminal.pause()
+    with tempfile.TemporaryDirectory(prefix="loopwire-") as folder:
+        path = Path(folder) / "arguments.json"
+        path.write_text(_shown(arguments, indent=2) + "\n")
+        try:
+            process = await asyncio.create_subprocess_exec(
+                *shlex.split(editor), str(path)
+            )
+            status = await process.wait()
+        except (OSError, ValueError) as exc:
+            terminal.note(f"cannot run $EDITOR ({editor}): {exc}")
+            return None
+        if status != 0:
+            terminal.note(f"$EDITOR ({editor}) exited with status {status}")
+            return None
+        return path.read_text(encoding="utf-8", errors="replace")

@@ -12,7 +12,12 @@ once (across reconnects too), through `response_complete`; an `error` frame
 ends it with `AgentError`. Controls (`stop`, `stop_after_step`,
 `grant_steps`, `answer`, `approve`) may be called from the loop's body or
 from another task. `on_question` / `on_approval` answer without a person:
-they are called with the frame before it is yielded. An answer, approval or
+they are called with the frame before it is yielded. An approval may change
+the call's arguments or always allow the tool (`approve(..., arguments=,
+remember=)`, or a `Decision` from `on_approval`); arguments that do not fit
+the tool are refused with an `invalid_answer` `Error`, yielded like a frame
+since the run goes on waiting (raised as `AgentError` when the decision was
+a handler's: nobody else would make another). An answer, approval or
 stop that a dropped socket (or an instance that no longer holds the
 conversation: `moved`) kept from the run is sent again after the reconnect,
 if the replay shows the run still waiting for it.
@@ -40,12 +45,14 @@ from backend.protocol import (
     ChatResponse,
     CompletionReason,
     Error,
+    Remember,
     ResponseComplete,
     SessionReady,
     ToolApprovalRequest,
     ToolApprovalResponseMessage,
 )
 from loopwire.connection import (
+    INVALID_ANSWER,
     STALE_CONTROL,
     Acted,
     Backoff,
@@ -58,8 +65,28 @@ from loopwire.errors import AgentError, ClientError, NoPendingQuestion
 T = TypeVar("T")
 QuestionHandler = Callable[[AgentRequestInput], str | Awaitable[str | None] | None]
 """Returns the answer, or None to leave the question to the caller."""
-ApprovalHandler = Callable[[ToolApprovalRequest], bool | Awaitable[bool | None] | None]
-"""Returns whether to run the tool, or None to leave it to the caller."""
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What `on_approval` may return instead of a bool: a "yes" that runs
+    the call with other `arguments` (checked against the tool's schema) or
+    always allows the tool (`remember`: in this `"conversation"`, or for
+    this `"user"` in all their conversations), or a "no" with a `reason`
+    (the model is told it as the call's result)."""
+
+    approved: bool
+    reason: str | None = None
+    arguments: dict[str, Any] | None = None
+    remember: Remember | None = None
+
+
+ApprovalHandler = Callable[
+    [ToolApprovalRequest],
+    bool | Decision | Awaitable[bool | Decision | None] | None,
+]
+"""Returns whether to run the tool (a bool, or a `Decision`), or None to
+leave it to the caller."""
 
 
 @dataclass(frozen=True)
@@ -110,6 +137,9 @@ class AgentClient:
         self.pending_question: AgentRequestInput | None = None
         self._approvals: dict[str, ToolApprovalRequest] = {}
         """The run's approval requests seen, by call id."""
+        self._handler_decided: str | None = None
+        """The call a handler's edited arguments were sent for, until the
+        run acts on them (a refusal of them is then raised)."""
         self._receiving = False
         self._turn: object | None = None
         self._abandoned: set[str] = set()
@@ -190,6 +220,7 @@ class AgentClient:
         turn = self._turn = object()
         self.run_id, self.pending_question = None, None
         self._approvals.clear()
+        self._handler_decided = None
         self.connection.settle()
         await self.connection.send(message)
         self.run_open = True
@@ -242,7 +273,7 @@ class AgentClient:
                 if isinstance(frame, ResponseComplete):
                     self._abandoned.discard(run_id)
                 continue
-            if isinstance(frame, Error) and frame.error_type not in STALE_CONTROL:
+            if isinstance(frame, Error) and not self._goes_on(frame):
                 if self.run_id is None:
                     self.run_open = False  # refused: no run started
                 raise AgentError(frame.error_type, frame.message, frame)
@@ -253,8 +284,19 @@ class AgentClient:
             if isinstance(frame, ResponseComplete):
                 return
 
+    def _goes_on(self, error: Error) -> bool:
+        """Whether the run goes on after `error`: a control that came too
+        late, or a decision refused (the request waits for another) that was
+        not a handler's."""
+        if error.error_type in STALE_CONTROL:
+            return True
+        return error.error_type == INVALID_ANSWER and self._handler_decided is None
+
     async def _track(self, frame: Event) -> None:
         """Note what the run waits for, and let the handlers answer it."""
+        call_id = getattr(frame, "tool_call_id", None)
+        if call_id is not None and call_id == self._handler_decided:
+            self._handler_decided = None  # acted on: decided, run or ended
         if isinstance(frame, AgentRequestInput):
             self.pending_question = frame
             if self.on_question is not None:
@@ -264,9 +306,9 @@ class AgentClient:
         elif isinstance(frame, ToolApprovalRequest):
             self._approvals[frame.tool_call_id] = frame
             if self.on_approval is not None:
-                approved = await _settle(self.on_approval(frame))
-                if approved is not None:
-                    await self.approve(frame.tool_call_id, approved)
+                decided = await _settle(self.on_approval(frame))
+                if decided is not None:
+                    await self._decide(frame.tool_call_id, decided)
         elif isinstance(frame, AgentRequestInputTimeout):
             self.pending_question = None
         elif isinstance(frame, ResponseComplete):
@@ -316,13 +358,39 @@ class AgentClient:
             until=_after(question),
         )
 
+    async def _decide(self, call_id: str, decided: bool | Decision) -> None:
+        """Send a handler's decision."""
+        if isinstance(decided, bool):
+            decided = Decision(decided)
+        await self.approve(
+            call_id,
+            decided.approved,
+            decided.reason,
+            arguments=decided.arguments,
+            remember=decided.remember,
+        )
+        if decided.arguments is not None:
+            self._handler_decided = call_id
+
     async def approve(
-        self, call_id: str, approved: bool, reason: str | None = None
+        self,
+        call_id: str,
+        approved: bool,
+        reason: str | None = None,
+        *,
+        arguments: dict[str, Any] | None = None,
+        remember: Remember | None = None,
     ) -> None:
         """Allow (or decline, with an optional reason) a tool call that waits.
 
-        A request `in_doubt` is a call that was running when the server
-        running it stopped: approving it runs it again."""
+        With a "yes", `arguments` run the call with these instead of the
+        model's: ones that do not fit the tool's schema are refused with an
+        `invalid_answer` `Error` event (the request still waits: approve
+        again); `remember` (`"conversation"` or `"user"`) always allows the
+        tool from now on (`tool_approval_decided` says so). A request
+        `in_doubt` is a call that was running when the server running it
+        stopped: approving it runs it again, as it was."""
+        self._handler_decided = None
         request = self._approvals.get(call_id)
         acted = (
             _after(request)
@@ -336,6 +404,8 @@ class AgentClient:
                 tool_call_id=call_id,
                 approved=approved,
                 reason=reason,
+                arguments=arguments,
+                remember=remember,
                 **(
                     {"in_doubt": True}
                     if approved and request is not None and request.in_doubt
@@ -343,6 +413,7 @@ class AgentClient:
                 ),
             ),
             until=acted,
+            refusable=arguments is not None,
         )
 
     async def _control(

@@ -62,6 +62,9 @@ RETRY_ERROR_TYPES = frozenset(
     {"server_restarting", "busy", "store_error", "unavailable"}
 )
 """`error` frames instead of `session_ready` that say "try again later"."""
+INVALID_ANSWER = "invalid_answer"
+"""The `error_type` of a decision that does not fit what was asked (edited
+arguments, an answer outside its schema): not taken; the wait goes on."""
 MOVED = "moved"
 """The `error_type` of a decision that reached an instance which no longer
 holds the conversation: not taken; the socket closes (1012) next."""
@@ -79,6 +82,8 @@ class _Kept:
 
     text: str
     acted_on: Acted
+    refusable: bool = False
+    """The server may refuse it as not fitting (`invalid_answer`)."""
 
 
 @dataclass(frozen=True)
@@ -238,6 +243,9 @@ class Connection:
         instance which let the conversation go (the socket closes next; the
         decision is sent again after the reconnect) and refusals of resent
         frames."""
+        if error.error_type == INVALID_ANSWER:
+            self._forget_refused()
+            return False
         if error.error_type in ("server_restarting", MOVED):
             log.info("loopwire: %s; reconnecting", error.message)
             return True
@@ -246,7 +254,21 @@ class Connection:
             return True
         return False
 
-    async def send(self, message: BaseModel, *, until: Acted | None = None) -> None:
+    def _forget_refused(self) -> None:
+        """Not sending again the oldest decision that could be refused as
+        not fitting: the server answers frames in order, so it was that one."""
+        for index, kept in enumerate(self._kept):
+            if kept.refusable:
+                del self._kept[index]
+                return
+
+    async def send(
+        self,
+        message: BaseModel,
+        *,
+        until: Acted | None = None,
+        refusable: bool = False,
+    ) -> None:
         """Send a client frame, reconnecting first if the socket is gone.
 
         `until`: keep the frame until a frame handed out (or replayed) makes
@@ -256,7 +278,8 @@ class Connection:
         lost, or refused (`moved`); one that was acted on after all is
         refused the second time as stale, and that refusal is dropped here.
         Only for frames that are safe twice (answers, approvals, stops): the
-        server acts on one copy at most."""
+        server acts on one copy at most. `refusable`: the server may refuse
+        it as not fitting (`invalid_answer`); then it is not kept."""
         text = message.model_dump_json(exclude_none=True)
         while True:
             socket = self._live()
@@ -266,7 +289,7 @@ class Connection:
                 await self._recover(socket, exc)
                 continue
             if until is not None:
-                self._kept.append(_Kept(text, until))
+                self._kept.append(_Kept(text, until, refusable))
             return
 
     def settle(self) -> None:

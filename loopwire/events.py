@@ -6,7 +6,9 @@ Every event is an instance of one of these and of `backend.protocol.Envelope`
 it a type). `AgentErrorUpdate` is the protocol's `AgentError` (the model
 failed; the run still ends properly), renamed so as not to be taken for the
 exception `loopwire.AgentError` (an `error` frame). Tell them apart with
-`isinstance`:
+`isinstance`. An `Error` that ends nothing is yielded too (a control that
+came too late; `invalid_answer`, a decision that does not fit, the run still
+waiting for one); any other is raised as `loopwire.AgentError`:
 
 ```python
 if isinstance(event, events.AgentRequestInput):
@@ -36,6 +38,7 @@ from backend.protocol import (
     SessionReset,
     Thinking,
     TokenStream,
+    ToolApprovalDecided,
     ToolApprovalRequest,
     ToolComplete,
     ToolError,
@@ -66,6 +69,7 @@ __all__ = [
     "SessionReset",
     "Thinking",
     "TokenStream",
+    "ToolApprovalDecided",
     "ToolApprovalRequest",
     "ToolComplete",
     "ToolError",

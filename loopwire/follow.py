@@ -5,7 +5,9 @@ task of its own (`loopwire.answers`) while frames are still read, because
 the pause can end without us: the question times out, someone stops the
 run, another client answers. The run's next frame withdraws the prompt.
 Ctrl-C (the task cancelled) and an `error` frame stop the run before the
-command ends; nothing is left running on the server.
+command ends; nothing is left running on the server. An `invalid_answer`
+error (edited arguments that do not fit the tool) is shown and the same
+request asked again: it still waits.
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ from backend.protocol import (
     ToolApprovalRequest,
 )
 from loopwire.answers import Answers
-from loopwire.client import AgentClient
+from loopwire.client import AgentClient, Decision
+from loopwire.connection import INVALID_ANSWER
 from loopwire.errors import AgentError, ClientError
 from loopwire.exit_codes import ExitCode, for_reason
 from loopwire.terminal import Terminal
@@ -117,6 +120,8 @@ class _Reader:
         self.ending = ending
         self.tasks = tasks
         self.asking: asyncio.Task[None] | None = None
+        self.waiting_on: AgentRequestInput | ToolApprovalRequest | None = None
+        """What the prompt asks about, until the pause is over."""
 
     async def read(self, request: Request) -> None:
         events = self.client.chat(
@@ -133,12 +138,26 @@ class _Reader:
             if isinstance(event, AgentCompletion):
                 self.ending.reason = event.reason
             elif isinstance(event, AgentRequestInput | ToolApprovalRequest):
-                self.asking = self.tasks.create_task(
-                    _ask(self.client, event, self.terminal, self.answers, self.ending)
-                )
+                self.ask(event)
+            elif isinstance(event, Error):
+                self.refused(event)
+
+    def refused(self, error: Error) -> None:
+        """A decision that did not fit is asked for again: the run waits."""
+        if error.error_type == INVALID_ANSWER and self.waiting_on is not None:
+            self.ask(self.waiting_on)
+
+    def ask(self, event: AgentRequestInput | ToolApprovalRequest) -> None:
+        """Open the prompt for what the run waits on."""
+        self.withdraw()
+        self.waiting_on = event
+        self.asking = self.tasks.create_task(
+            _ask(self.client, event, self.terminal, self.answers, self.ending)
+        )
 
     def withdraw(self) -> None:
         """Close the open prompt, if any (a no-op once it was answered)."""
+        self.waiting_on = None
         if self.asking is not None:
             self.asking.cancel()
             self.asking = None
@@ -187,14 +206,21 @@ async def _approve(
     answers: Answers,
     ending: _Ending,
 ) -> None:
-    approved = await answers.approval(event)
-    if approved is None:
+    decision = await answers.approval(event)
+    if decision is None:
         terminal.problem(
             f"loopwire: {event.tool_name} needs your approval but "
             f"{answers.why_none}; declining it"
         )
         ending.no_input = True
-    await client.approve(event.tool_call_id, bool(approved))
+        decision = Decision(False)
+    await client.approve(
+        event.tool_call_id,
+        decision.approved,
+        decision.reason,
+        arguments=decision.arguments,
+        remember=decision.remember,
+    )
 
 
 async def _stop_quietly(client: AgentClient) -> None:

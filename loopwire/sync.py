@@ -20,6 +20,7 @@ from collections.abc import AsyncIterator, Coroutine, Iterator
 from types import TracebackType
 from typing import Any, TypeVar
 
+from backend.protocol import Remember
 from loopwire.client import AgentClient, RunResult
 from loopwire.connection import Event
 
@@ -114,5 +115,17 @@ class SyncAgentClient:
     def answer(self, text: str) -> None:
         self._call(self.client.answer(text))
 
-    def approve(self, call_id: str, approved: bool, reason: str | None = None) -> None:
-        self._call(self.client.approve(call_id, approved, reason))
+    def approve(
+        self,
+        call_id: str,
+        approved: bool,
+        reason: str | None = None,
+        *,
+        arguments: dict[str, Any] | None = None,
+        remember: Remember | None = None,
+    ) -> None:
+        self._call(
+            self.client.approve(
+                call_id, approved, reason, arguments=arguments, remember=remember
+            )
+        )

@@ -21,6 +21,7 @@ from backend.protocol import (
     AgentTurnStart,
     Error,
     TokenStream,
+    ToolApprovalDecided,
     ToolApprovalRequest,
     ToolComplete,
     ToolError,
@@ -45,11 +46,29 @@ def describe(event: Event) -> str:
     if isinstance(event, ToolApprovalRequest):
         line = f"  ! {event.tool_name} needs your approval: {event.description}"
         return line + _untrusted(event)
+    if isinstance(event, ToolApprovalDecided):
+        return _decided(event)
     if isinstance(event, ToolError):
         return f"  ✗ {event.tool_name} [{event.status}]: {event.error}"
     if isinstance(event, Error):
         return f"  (note: {event.message})"
     return _describe_update(event)
+
+
+REMEMBERED = {
+    "conversation": "allowed from now on in this conversation",
+    "user": "allowed from now on in all your conversations",
+}
+
+
+def _decided(event: ToolApprovalDecided) -> str:
+    """`  ✓ save approved with {"text": "oat milk"}; allowed from now on …`."""
+    parts = []
+    if event.arguments is not None:
+        parts.append(f"approved with {_json(event.arguments)}")
+    if event.remember is not None:
+        parts.append(REMEMBERED[event.remember])
+    return f"  ✓ {event.tool_name} {'; '.join(parts) or 'approved'}"
 
 
 def _untrusted(request: ToolApprovalRequest) -> str:
@@ -105,7 +124,7 @@ def activity(event: Event) -> str | None:
         return f"step {event.step}: reasoning"
     if isinstance(event, AgentReason | AgentPlan):
         return f"step {event.step}: acting"
-    if isinstance(event, ToolStart):
+    if isinstance(event, ToolStart | ToolApprovalDecided):
         return f"running {event.tool_name}"
     if isinstance(event, ToolComplete | ToolError):
         return "thinking"

@@ -20,14 +20,21 @@ from typing import TextIO
 import pytest
 from pydantic import ValidationError
 
-from backend.cli import _chat, conversations_command, server_url, settings_problem
+from backend.cli import (
+    _chat,
+    conversations_command,
+    grants_command,
+    server_url,
+    settings_problem,
+)
 from backend.protocol import ToolApprovalRequest, server_message_adapter
-from loopwire.answers import Answers
+from loopwire.answers import CHOICES, Answers
+from loopwire.client import Decision
 from loopwire.exit_codes import ExitCode, for_reason
 from loopwire.terminal import Terminal
 from loopwire.transcript import describe
 from tests.conftest import StartServer, make_settings
-from tests.fakes import ScriptedLLM
+from tests.fakes import Saver, ScriptedLLM, approval_registry, calls, observe, reason
 from tests.ws_client import label
 
 
@@ -336,6 +343,127 @@ async def test_a_call_in_doubt_is_asked_about_as_one_that_may_have_run() -> None
         "save_note was running when the server running it stopped."
     )
     out, err = io.StringIO(), io.StringIO()
-    answers = Answers(Terminal(out, err, json_lines=False), None, approve="no")
-    assert await answers.approval(request) is False
-    assert out.getvalue().splitlines() == ["run save_note again? no"]
+    answers = Answers(Terminal(out, err, json_lines=False), None, approve="always")
+    assert await answers.approval(request) == Decision(True)  # never remembered
+    assert out.getvalue().splitlines() == ["run save_note again? always"]
+
+
+def saving(text: str, *after: object) -> list[object]:
+    """A react step that saves `text` (a tool that asks first), then `after`."""
+    return [reason("save it"), calls(("save", {"text": text})), *after]
+
+
+def done(final: str = "Saved.") -> str:
+    return observe(should_continue=False, final=final)
+
+
+async def test_edit_the_arguments_until_they_fit(start_server: StartServer) -> None:
+    """`e` asks for the arguments as JSON: not JSON is asked again, the
+    server's refusal is shown and the approval asked again, and what fits
+    runs."""
+    saver = Saver()
+    harness = await start_server(
+        ScriptedLLM(*saving("milk", done())), approval_registry(saver)
+    )
+    url = harness.server.url("/ws", "ws")
+    stdin_text = 'e\nnot json\n{"text": 5}\nedit {"text": "oat milk"}\n'
+    with piped(stdin_text) as stdin:
+        status, lines, err = await run_chat(url, "remember milk", stdin)
+    assert (status, err) == (ExitCode.FINISHED, [])
+    asked = f'approve save({{"text": "milk"}})? {CHOICES} '
+    were = 'arguments (JSON; were {"text": "milk"})> '
+    assert lines[3:11] == [
+        "  ! save needs your approval: Save a note (asks the user first).",
+        asked + "e",
+        were + "not json",
+        "not JSON (Expecting value: line 1 column 1 (char 0)); again",
+        were + '{"text": 5}',
+        "  (note: invalid arguments for save: text: Input should be a valid "
+        "string; the approval still waits (send it again with arguments that "
+        "fit, or as they were))",
+        asked + 'edit {"text": "oat milk"}',
+        '  ✓ save approved with {"text": "oat milk"}',
+    ]
+    assert saver.saved == ["oat milk"]
+
+
+async def test_always_allow_then_list_and_revoke_the_grant(
+    start_server: StartServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`a` approves and allows the tool in the conversation: its next call
+    runs unasked; `grants` lists the grant and `grants revoke` takes it back."""
+    saver = Saver()
+    llm = ScriptedLLM(
+        *saving("milk", observe("Saved milk; eggs next.")), *saving("eggs", done())
+    )
+    harness = await start_server(llm, approval_registry(saver))
+    url = harness.server.url("/ws", "ws")
+    with piped("a\n") as stdin:
+        status, lines, err = await run_chat(url, "remember milk and eggs", stdin)
+    assert (status, err) == (ExitCode.FINISHED, [])
+    assert lines[4:12] == [
+        f'approve save({{"text": "milk"}})? {CHOICES} a',
+        "  ✓ save allowed from now on in this conversation",
+        '  ← save: {"saved": "milk"}',
+        "  [observe] The result is in.",
+        "— step 2 / 10",
+        "  [reason] I will work it out.",
+        '  → save({"text": "eggs"})',
+        '  ← save: {"saved": "eggs"}',
+    ]
+    assert saver.saved == ["milk", "eggs"]
+    session = re.findall(r"conversation ([0-9a-f]{32})", lines[-1])[0]
+
+    base = harness.server.url("/")
+    listing = Namespace(action="list", grant_id=None, url=base, token=None)
+    assert await asyncio.to_thread(grants_command, listing) == 0
+    (line,) = capsys.readouterr().out.splitlines()
+    grant_id, _, tool, where = line.split("  ")
+    assert (tool, where) == ("save", f"conversation {session}")
+    revoke = Namespace(action="revoke", grant_id=grant_id, url=base, token=None)
+    assert await asyncio.to_thread(grants_command, revoke) == 0
+    assert capsys.readouterr().out == f"revoked: {line}\n"
+    assert await asyncio.to_thread(grants_command, revoke) == ExitCode.ERROR
+    assert capsys.readouterr().err.startswith(
+        f"loopwire: {base}api/tool-grants/{grant_id}: 404 "
+    )
+    assert await asyncio.to_thread(grants_command, listing) == 0
+    assert capsys.readouterr().out == "(no tools allowed without asking)\n"
+
+
+async def test_a_no_with_its_reason_and_always_for_me_from_the_flag(
+    start_server: StartServer,
+) -> None:
+    """`n REASON` declines and the model is told the reason; `--approve
+    always-for-me` approves and allows the tool in all the user's
+    conversations."""
+    saver = Saver()
+    llm = ScriptedLLM(
+        *saving("milk"),
+        "Not saved.",
+        *saving("eggs", done()),
+        *saving("bread", done()),
+    )
+    harness = await start_server(llm, approval_registry(saver))
+    url = harness.server.url("/ws", "ws")
+    with piped("n not today\n") as stdin:
+        status, lines, err = await run_chat(url, "remember milk", stdin)
+    assert status == ExitCode.REJECTED
+    assert lines[4:6] == [
+        f'approve save({{"text": "milk"}})? {CHOICES} n not today',
+        "  ✗ save [rejected]: the user declined to run save (reason: not today)",
+    ]
+    (result,) = [m for m in llm.requests[-1].messages if m.role == "tool"]
+    assert result.content == (
+        "Error (rejected): the user declined to run save (reason: not today)"
+    )
+
+    status, lines, err = await run_chat(url, "remember eggs", approve="always-for-me")
+    assert (status, err) == (ExitCode.FINISHED, [])
+    assert lines[4:6] == [
+        "approve save? always-for-me",
+        "  ✓ save allowed from now on in all your conversations",
+    ]
+    status, lines, err = await run_chat(url, "remember bread", no_input=True)
+    assert (status, err) == (ExitCode.FINISHED, [])
+    assert "  ✓ save" not in lines and saver.saved == ["eggs", "bread"]

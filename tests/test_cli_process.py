@@ -300,6 +300,56 @@ class TestAgainstAServer:
         assert "10 miles is 16.0934 km" in text
         assert "**" not in text
 
+    async def test_edit_opens_the_arguments_in_editor(
+        self, server: ServerProcess, tmp_path: Path
+    ) -> None:
+        """On a terminal, `e` opens the call's arguments in `$EDITOR`; the
+        call runs with what the editor left in the file."""
+        editor = tmp_path / "editor.py"
+        editor.write_text(
+            "import json, sys\n"
+            "path = sys.argv[1]\n"
+            "was = json.load(open(path))\n"
+            "json.dump({'text': was['text'] + ' (edited)'}, open(path, 'w'))\n"
+        )
+        env = {
+            **environment(server.port),
+            "TERM": "dumb",
+            "COLUMNS": "200",
+            "EDITOR": f"{sys.executable} {editor}",
+        }
+        message = "remember that the gate code is 1234"
+        command = Command(tmp_path, env, "chat", "--agent", message)
+        main, side = pty.openpty()
+        with os.fdopen(main, "r+b", buffering=0) as screen:
+            process = await command.start(stdin=side, stdout=side, stderr=side)
+            os.close(side)
+            asked = await asyncio.to_thread(_read_until, screen, b"for [m]e ")
+            screen.write(b"e\n")
+            shown = asked + await asyncio.to_thread(_read_all, screen)
+            async with asyncio.timeout(LIMIT_S):
+                assert await process.wait() == ExitCode.FINISHED
+        text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", shown.decode())
+        assert (
+            '✓ save_note approved with {"text": "the gate code is 1234 (edited)"}'
+            in text
+        )
+        saved = re.search(
+            r'← save_note: \{"saved": \{"id": \d+, "text": "([^"]*)"', text
+        )
+        assert saved is not None and saved[1] == "the gate code is 1234 (edited)"
+
+
+def _read_until(screen: Any, end: bytes) -> bytes:
+    """What a terminal shows, up to and including `end`."""
+    shown = b""
+    while end not in shown:
+        chunk = screen.read(4096)
+        if not chunk:
+            raise AssertionError(f"the terminal closed before {end!r}: {shown!r}")
+        shown += chunk
+    return shown
+
 
 def _read_all(screen: Any) -> bytes:
     """Everything a terminal shows until the process closes it."""
