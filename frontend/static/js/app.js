@@ -20,6 +20,7 @@ import { ApprovalDialog } from './render/approval.js';
 import { FilesStrip } from './render/files.js';
 import { QuestionBanner } from './render/banner.js';
 import { MessageList } from './render/messages.js';
+import { ToolPermissions } from './render/permissions.js';
 import { Sidebar } from './render/sidebar.js';
 import { ConnectionStatus, showModel } from './render/status.js';
 import { Toast } from './render/toast.js';
@@ -39,7 +40,7 @@ const status = new ConnectionStatus({ onRetry: () => connection.reconnectNow() }
 
 const input = byId('composer-input');
 const banner = new QuestionBanner({ input });
-const approvals = new ApprovalDialog({ onDecide: (request, approved, reason) => controller.decide(request, approved, reason) });
+const approvals = new ApprovalDialog({ onDecide: (request, decision) => controller.decide(request, decision) });
 const controller = new Controller({ connection, settings, transcript, messages, banner, approvals, info: config.info });
 messages.onEdit = (runId, text) => controller.editMessage(runId, text);
 
@@ -138,6 +139,14 @@ byId('examples').addEventListener('click', (event) => {
   composer.setText(button.dataset.prompt);
 });
 
+// ---------------------------------------------------------------- tool permissions
+
+const permissions = new ToolPermissions({
+  currentId: () => connection.sessionId,
+  titleOf: (id) => sidebar.items.find((item) => item.id === id)?.title ?? null,
+});
+controller.addEventListener('grants-changed', () => permissions.refresh());
+
 // ---------------------------------------------------------------- files
 
 const files = new FilesStrip({
@@ -184,7 +193,7 @@ function shortcut(event) {
 }
 
 document.addEventListener('keydown', (event) => {
-  if (event.defaultPrevented || shortcuts.open || approvals.dialog.open) return;
+  if (event.defaultPrevented || shortcuts.open || approvals.dialog.open || permissions.dialog.open) return;
   const action = shortcut(event);
   if (action) {
     event.preventDefault();
@@ -194,7 +203,7 @@ document.addEventListener('keydown', (event) => {
 
 document.addEventListener('keydown', (event) => {
   if (event.key !== 'Escape' || event.shiftKey || event.defaultPrevented) return;
-  if (approvals.dialog.open) return;
+  if (approvals.dialog.open || permissions.dialog.open) return;
   if (toolbar.closePopover()) {
     event.preventDefault();
   } else if (sidebar.isOpenAsDrawer) {

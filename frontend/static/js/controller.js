@@ -199,6 +199,11 @@ export class Controller extends EventTarget {
       case FRAME.TOOL_APPROVAL_REQUEST:
         this.approvalRequested(run, frame);
         break;
+      case FRAME.TOOL_APPROVAL_DECIDED:
+        run.approvalDecided(frame.tool_call_id, { approved: true, arguments: frame.arguments, remember: frame.remember, confirmed: true });
+        this.approvals.dismiss(frame.tool_call_id);
+        if (frame.remember) this.dispatchEvent(new Event('grants-changed'));
+        break;
       case FRAME.TOKEN_STREAM:
         run.token(frame);
         break;
@@ -272,6 +277,8 @@ export class Controller extends EventTarget {
     }
     run.approvalDecided(frame.tool_call_id, decided);
     this.awaitEffect(frame, approvalFrame(frame, decided));
+    // edited arguments are checked by the server: it may still refuse them
+    if (decided.approved && decided.arguments) this.approvals.resent(frame, decided);
   }
 
   /** A later frame shows the pending question was answered. */
@@ -358,6 +365,9 @@ export class Controller extends EventTarget {
       this.abandonRun('The server has no active run for this message (it may have been lost in a disconnect).');
     } else if (frame.error_type === ERROR.NO_PENDING_INPUT) {
       this.clearQuestion(null);
+    } else if (frame.error_type === ERROR.INVALID_ANSWER && this.approvals.awaiting) {
+      this.approvalRefused(frame.message);
+      return; // shown in the dialog, next to the arguments
     } else if (frame.error_type === ERROR.INVALID_ANSWER) {
       this.answerRefused();
     } else if (frame.error_type === ERROR.SERVER_RESTARTING) {
@@ -483,8 +493,8 @@ export class Controller extends EventTarget {
   }
 
   /** The user's decision on `request`; sent now, or (offline) after the reconnect's replay. */
-  decide(request, approved, reason) {
-    const decision = { approved, reason };
+  decide(request, decision) {
+    const { approved } = decision;
     const frame = approvalFrame(request, decision);
     const sent = this.connection.send(frame);
     this.transcript.rememberApproval(request, decision);
@@ -494,6 +504,18 @@ export class Controller extends EventTarget {
     run?.setPhase(approved ? 'Continuing…' : 'Rejected — continuing…');
     this.changed();
     return sent;
+  }
+
+  /** The edited arguments just approved did not fit the tool (`invalid_answer`):
+   * the request still waits, and the dialog shows why next to them. */
+  approvalRefused(message) {
+    const request = this.approvals.refused(message);
+    this.state.unacked.delete(`${request.run_id} ${request.seq}`);
+    this.transcript.rememberApproval(request, null);
+    const run = this.runs.get(request.run_id) ?? this.state.active;
+    run?.approvalRequested(request);
+    run?.setPhase(phaseAfter(request, true));
+    this.changed();
   }
 
   newConversation() {
@@ -542,9 +564,11 @@ function answerFrame(question, content) {
   return { type: CLIENT.AGENT_USER_INPUT, content, question_id: question.question_id };
 }
 
-function approvalFrame(request, { approved, reason }) {
+function approvalFrame(request, { approved, reason, arguments: args, remember }) {
   const frame = { type: CLIENT.TOOL_APPROVAL_RESPONSE, tool_call_id: request.tool_call_id, approved };
   if (reason) frame.reason = reason;
+  if (approved && args) frame.arguments = args;
+  if (approved && remember) frame.remember = remember;
   if (approved && request.in_doubt) frame.in_doubt = true; // "run it again" says so
   return frame;
 }

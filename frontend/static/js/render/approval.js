@@ -1,11 +1,22 @@
 // The approval dialog for `tool_approval_request`: tool, description, pretty
 // arguments, Approve / Reject with an optional reason. Requests queue up;
-// one is shown at a time. `onDecide(request, approved, reason)`.
+// one is shown at a time. `onDecide(request, decision)`, where `decision` is
+// `{approved, reason, arguments?, remember?}`.
+//
+// Approve may change the call: "Edit arguments" turns the arguments into a
+// JSON box, and what is approved then runs with what it holds (sent only when
+// it differs from the model's). JSON that does not parse is caught here;
+// arguments that do not fit the tool are refused by the server
+// (`invalid_answer`), so the dialog stays open, its buttons held, until the
+// server has taken the edit (`dismiss`) or refused it (`refused`). "Always
+// allow" remembers the tool for this conversation or for all of the user's
+// (`remember`).
 //
 // A request `in_doubt` is a call that was running when the server running it
 // stopped: nobody can tell whether it took effect. The dialog says so, and
 // its buttons are Run again / Don't run (declining reports it as a call that
-// may have run; no reason is sent).
+// may have run; no reason is sent). Such a call runs as it was or not at
+// all: it cannot be edited or always allowed.
 //
 // A request with `untrusted_sources` comes from a run that had read text the
 // user did not write (documents, files, other systems): the dialog warns that
@@ -16,6 +27,30 @@ import { prettyJson } from '../format.js';
 const IN_DOUBT =
   "This may already have run when the server restarted: nobody can tell whether it took effect. Run again does it once more; Don't run leaves it as it is.";
 
+/** JSON with object keys sorted: equal for equal values, whatever the key order. */
+function canonical(value) {
+  if (Array.isArray(value)) return `[${value.map(canonical).join(',')}]`;
+  if (value !== null && typeof value === 'object') {
+    const keys = Object.keys(value).sort();
+    return `{${keys.map((key) => `${JSON.stringify(key)}:${canonical(value[key])}`).join(',')}}`;
+  }
+  return JSON.stringify(value);
+}
+
+/** The arguments typed in `text`: `{value}`, or `{error}` for people. */
+export function parseArguments(text) {
+  let value;
+  try {
+    value = JSON.parse(text);
+  } catch (error) {
+    return { error: `Not valid JSON: ${error.message}. Nothing was sent.` };
+  }
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) {
+    return { error: 'The arguments must be a JSON object, such as {"name": "value"}. Nothing was sent.' };
+  }
+  return { value };
+}
+
 export class ApprovalDialog {
   constructor({ onDecide }) {
     this.dialog = byId('approval');
@@ -25,6 +60,15 @@ export class ApprovalDialog {
     this.step = byId('approval-step');
     this.description = byId('approval-description');
     this.args = byId('approval-args');
+    this.argsLabel = byId('approval-args-label');
+    this.editToggle = byId('approval-edit');
+    this.editField = byId('approval-edit-field');
+    this.editInput = byId('approval-args-input');
+    this.editError = byId('approval-args-error');
+    this.remember = byId('approval-remember');
+    this.always = byId('approval-always');
+    this.rememberTool = byId('approval-remember-tool');
+    this.scopes = [...this.remember.querySelectorAll('input[type=radio]')];
     this.untrusted = byId('approval-untrusted');
     this.untrustedList = byId('approval-untrusted-list');
     this.reasonField = byId('approval-reason-field');
@@ -32,9 +76,14 @@ export class ApprovalDialog {
     this.approveButton = byId('approval-approve');
     this.rejectButton = byId('approval-reject');
     this.queue = [];
+    /** The request whose edited "yes" the server has not taken or refused yet. */
+    this.awaiting = null;
     this.onDecide = onDecide;
     this.approveButton.addEventListener('click', () => this.decide(true));
     this.rejectButton.addEventListener('click', () => this.decide(false));
+    this.editToggle.addEventListener('click', () => this.setEditing(this.editField.hidden));
+    this.editInput.addEventListener('input', () => this.showError(null));
+    this.always.addEventListener('change', () => this.syncScopes());
     // A decision is needed: Escape does not silently dismiss the request.
     this.dialog.addEventListener('cancel', (event) => event.preventDefault());
   }
@@ -56,6 +105,7 @@ export class ApprovalDialog {
 
   showCurrent() {
     const frame = this.current;
+    this.awaiting = null;
     if (!frame) {
       if (this.dialog.open) this.dialog.close();
       return;
@@ -68,13 +118,53 @@ export class ApprovalDialog {
     this.step.textContent = frame.step ? `Step ${frame.step}` : '';
     this.description.textContent = again ? IN_DOUBT : frame.description || 'No description.';
     this.args.textContent = prettyJson(frame.arguments);
+    this.editInput.value = JSON.stringify(frame.arguments ?? {}, null, 2);
+    this.editToggle.hidden = again;
+    this.setEditing(false);
     this.showUntrusted(frame.untrusted_sources ?? []);
     this.reason.value = '';
     this.reasonField.hidden = again;
+    this.remember.hidden = again;
+    this.rememberTool.textContent = frame.tool_name;
+    this.always.checked = false;
+    this.scopes.forEach((scope, index) => (scope.checked = index === 0));
+    this.syncScopes();
     this.approveButton.textContent = again ? 'Run again' : 'Approve';
     this.rejectButton.textContent = again ? "Don't run" : 'Reject';
+    this.setBusy(false);
     if (!this.dialog.open) this.dialog.showModal();
     this.rejectButton.focus();
+  }
+
+  /** Show the arguments as an editable JSON box (true) or as they are (false). */
+  setEditing(editing) {
+    this.editField.hidden = !editing;
+    this.args.hidden = editing;
+    // the box's own label says what it holds: the heading says it too, once
+    this.argsLabel.textContent = editing ? 'Arguments to run with (JSON)' : 'Arguments';
+    this.editToggle.setAttribute('aria-expanded', String(editing));
+    this.editToggle.textContent = editing ? 'Undo edits' : 'Edit arguments';
+    if (!editing && this.current) this.editInput.value = JSON.stringify(this.current.arguments ?? {}, null, 2);
+    this.showError(null);
+    if (editing) this.editInput.focus();
+  }
+
+  syncScopes() {
+    for (const scope of this.scopes) scope.disabled = !this.always.checked;
+  }
+
+  showError(message) {
+    this.editError.hidden = !message;
+    this.editError.textContent = message ?? '';
+    if (message) this.editInput.setAttribute('aria-invalid', 'true');
+    else this.editInput.removeAttribute('aria-invalid');
+  }
+
+  setBusy(busy) {
+    this.approveButton.disabled = busy;
+    this.rejectButton.disabled = busy;
+    this.dialog.setAttribute('aria-busy', String(busy));
+    if (busy) this.approveButton.textContent = 'Approving…';
   }
 
   showUntrusted(sources) {
@@ -89,12 +179,65 @@ export class ApprovalDialog {
     this.untrusted.hidden = sources.length === 0;
   }
 
+  /** The edited arguments when they differ from the model's; `{error}` when they do not parse. */
+  editedArguments(frame) {
+    if (this.editField.hidden) return {};
+    const parsed = parseArguments(this.editInput.value);
+    if (parsed.error) return parsed;
+    return canonical(parsed.value) === canonical(frame.arguments) ? {} : { value: parsed.value };
+  }
+
   decide(approved) {
     const frame = this.current;
-    if (!frame) return;
-    const reason = frame.in_doubt ? '' : this.reason.value.trim();
-    this.onDecide(frame, approved, reason || null);
-    this.dismiss(frame.tool_call_id);
+    if (!frame || this.awaiting) return;
+    if (!approved || frame.in_doubt) {
+      const reason = frame.in_doubt ? '' : this.reason.value.trim();
+      this.onDecide(frame, { approved, reason: reason || null });
+      this.dismiss(frame.tool_call_id);
+      return;
+    }
+    const edited = this.editedArguments(frame);
+    if (edited.error) {
+      this.showError(edited.error);
+      this.editInput.focus();
+      return;
+    }
+    const decision = { approved: true, reason: null };
+    if (edited.value) decision.arguments = edited.value;
+    if (this.always.checked) decision.remember = this.scopes.find((scope) => scope.checked)?.value ?? 'conversation';
+    this.onDecide(frame, decision);
+    if (!edited.value) {
+      this.dismiss(frame.tool_call_id);
+      return;
+    }
+    // the server checks the arguments against the tool: wait for its word
+    this.awaiting = frame;
+    this.setBusy(true);
+  }
+
+  /** `frame` was approved with edited arguments (`decision`) before a reload
+   * and is being sent again: shown waiting for the server's word, so that a
+   * refusal can be shown (only when no other request is in the dialog). */
+  resent(frame, decision) {
+    if (this.current) return;
+    this.request(frame);
+    this.setEditing(true);
+    this.editInput.value = JSON.stringify(decision.arguments, null, 2);
+    this.awaiting = frame;
+    this.setBusy(true);
+  }
+
+  /** The server refused the edited "yes" (`message`): the request still
+   * waits, shown again with the reason; the request, or null if none waited. */
+  refused(message) {
+    const frame = this.awaiting;
+    if (!frame) return null;
+    this.awaiting = null;
+    this.setBusy(false);
+    this.approveButton.textContent = 'Approve';
+    this.showError(message);
+    this.editInput.focus();
+    return frame;
   }
 
   /** Drop the request for `callId` (answered, or the server moved on). */

@@ -1,4 +1,6 @@
-// One tool call: name, status, duration, arguments, result or error.
+// One tool call: name, status, duration, arguments, result or error. A call
+// the user approved with arguments of their own says so ("edited by you"),
+// shows the arguments it ran with, and keeps the model's under a disclosure.
 import { h, icon, spinner } from '../dom.js';
 import { formatDuration, prettyJson } from '../format.js';
 
@@ -23,6 +25,10 @@ export class ToolCard {
     this.statusEl = h('span', { class: 'tool-status' });
     this.durationEl = h('span', { class: 'tool-duration' });
     this.argsEl = h('pre', { class: 'code' });
+    this.argsLabel = h('span', { class: 'tool-block-label', text: 'Arguments' });
+    this.argsBody = h('div', { class: 'tool-args-body' }, this.argsEl);
+    this.argsBlock = h('div', { class: 'tool-block tool-args' }, this.argsLabel, this.argsBody);
+    this.notes = h('div', { class: 'tool-notes', hidden: true });
     this.outcome = h('div', { class: 'tool-block tool-outcome', hidden: true });
     this.element = h(
       'li',
@@ -38,7 +44,8 @@ export class ToolCard {
       h(
         'div',
         { class: 'tool-io' },
-        h('div', { class: 'tool-block' }, h('span', { class: 'tool-block-label', text: 'Arguments' }), this.argsEl),
+        this.notes,
+        this.argsBlock,
         this.outcome,
       ),
     );
@@ -69,10 +76,33 @@ export class ToolCard {
     this.setStatus('approval');
   }
 
+  /** `decision`: the user's, or (`confirmed`) what the server took of it. */
   approvalDecided(decision) {
+    if (decision.confirmed) this.showChanges(decision);
     if (this.status !== 'approval') return;
     if (decision.approved) this.setStatus('running');
     else this.setStatus('rejected');
+  }
+
+  /** The server took a "yes" that changed something (`tool_approval_decided`). */
+  showChanges({ arguments: args, remember }) {
+    if (args) this.showEdited(args);
+    if (remember) this.note('tool-remembered', remember === 'user' ? 'Always allowed for you' : 'Always allowed in this conversation');
+  }
+
+  showEdited(args) {
+    if (this.element.dataset.edited === 'true') return;
+    const asked = this.argsEl.textContent;
+    this.element.dataset.edited = 'true';
+    this.argsLabel.replaceChildren('Arguments ', h('span', { class: 'tool-edited', text: 'edited by you' }));
+    this.setArguments(args);
+    const model = h('pre', { class: 'code', text: asked });
+    this.argsBody.append(h('details', { class: 'tool-asked' }, h('summary', { text: 'As the model asked' }), model));
+  }
+
+  note(kind, text) {
+    this.notes.hidden = false;
+    this.notes.append(h('span', { class: `tool-note ${kind}`, text }));
   }
 
   complete({ result, duration_ms }) {
