@@ -46,6 +46,9 @@ of the executor's failures (`failed`, `blocked`, `rate_limited`, `timeout`,
 before it started, or not run again as a duplicate)."""
 
 
+INTERJECTION = "interjection"
+"""The `name` that marks a user message as an interjection (kept in the
+history, never sent to a provider)."""
 EDITED_NOTE = "\n(The user changed the arguments before approving: "
 """How a tool result says that a person approved the call with other
 arguments than the model's (the arguments, as JSON, and `)` follow)."""
@@ -81,6 +84,16 @@ class Message(_Frozen):
     @classmethod
     def user(cls, content: str) -> Message:
         return cls(role="user", content=content)
+
+    @classmethod
+    def interjection(cls, content: str) -> Message:
+        """The user's words sent while a run worked, told to it mid-run
+        (`when_busy: steer`): a user message that starts no request."""
+        return cls(role="user", content=content, name=INTERJECTION)
+
+    @property
+    def interjected(self) -> bool:
+        return self.role == "user" and self.name == INTERJECTION
 
     @classmethod
     def assistant(

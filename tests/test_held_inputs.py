@@ -10,7 +10,9 @@ from typing import Any
 import httpx
 
 from backend.app import create_app
-from backend.llm.base import LLMRequest
+from backend.llm.base import LLMRequest, Message, ToolCall
+from backend.llm.offline_run import read
+from backend.llm.openai_compat.wire import payload
 from tests.conftest import Harness, StartServer, make_settings
 from tests.fakes import ScriptedLLM, SlowTool, calls, observe, reason, test_registry
 from tests.live_server import serving
@@ -245,3 +247,23 @@ async def test_over_http_a_held_message_is_a_202(start_server: StartServer) -> N
     then = await client.run()
     assert (then[0]["input_id"], then[0]["state"]) == (answer["input_id"], "started")
     assert [said_by_user(r, "after that") for r in llm.requests] == [0, 0, 0, 1, 1, 1]
+
+
+def test_an_interjection_is_the_users_words_but_no_new_request() -> None:
+    """A provider is sent an interjection as a plain user message (its mark
+    is loopwire's own); the offline model reads past it to the request."""
+    add = ToolCall(id="call_1", name="add", arguments='{"expression": "2+3"}')
+    history = [
+        Message.user("What is 2+3?"),
+        Message.assistant(None, [add]),
+        Message.tool("call_1", "add", '{"expression": "2+3", "result": 5.0}'),
+        Message.interjection("in words, please"),
+    ]
+    sent = payload(LLMRequest(messages=history), default_model="m")["messages"]
+    assert sent[-1] == {"role": "user", "content": "in words, please"}
+    seen = read(history)
+    assert (seen.request, len(seen.results), seen.latest_is_result) == (
+        "What is 2+3?",
+        1,
+        True,
+    )

@@ -211,7 +211,7 @@ class RunDriver:
         for said in taken:
             if said.input_id in state.interjected:
                 continue  # told before a restart
-            ctx.history.append(Message.user(said.content))
+            ctx.history.append(Message.interjection(said.content))
             state.interjected.append(said.input_id)
             ctx.emit(
                 AgentInterjection(

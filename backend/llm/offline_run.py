@@ -85,6 +85,8 @@ CONTINUE = re.compile(
 
 
 def read(messages: Sequence[Message]) -> Conversation:
+    # the user's words sent mid-run start no request: the rules read past them
+    messages = [m for m in messages if not m.interjected]
     users = [i for i, m in enumerate(messages) if m.role == "user"]
     while len(users) > 1 and CONTINUE.fullmatch(messages[users[-1]].content or ""):
         # "continue": the request before it goes on, its results so far kept

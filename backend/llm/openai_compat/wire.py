@@ -102,7 +102,7 @@ def _message_param(message: Message) -> dict[str, Any]:
         param["content"] = message.content or ""
     if role == "assistant" and message.tool_calls:
         param["tool_calls"] = [_tool_call_param(call) for call in message.tool_calls]
-    if message.name is not None:
+    if message.name is not None and role != "user":  # a user's: ours only
         param["name"] = message.name
     return param
 
