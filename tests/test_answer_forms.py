@@ -329,3 +329,21 @@ async def test_a_form_question_survives_a_restart(tmp_path: Path) -> None:
     assert labels(after)[-3:] == END
     assert tool_results(again, 0) == ["km"]
     assert after[-3]["message"] == "10 miles is 16.09 km"
+
+
+async def test_the_offline_model_suggests_units_and_takes_any(
+    start_server: StartServer,
+) -> None:
+    """With nothing configured, "convert 10 miles" asks with suggested units
+    (`examples`: buttons in the page), and an answer outside them is taken."""
+    harness = await start_server()
+    client, _ = await harness.ready_client()
+    await client.send(type="chat", content="convert 10 miles", agent_mode=True)
+    asked = (await client.until_label("agent_request_input"))[-1]
+    assert asked["answer_schema"] == {
+        "type": "string",
+        "examples": ["km", "m", "ft", "mm"],
+    }
+    await client.send(type="agent_user_input", content="yd")
+    rest = await client.run()
+    assert "17600" in rest[-3]["message"]

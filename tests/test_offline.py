@@ -47,6 +47,9 @@ observe = PHASES_DRIVER.observe
 final = PHASES_DRIVER.final
 chat = PHASES_DRIVER.chat
 
+MILES_TO = {"type": "string", "examples": ["km", "m", "ft", "mm"]}
+"""The units the offline model suggests for 10 miles."""
+
 
 async def result_of(tool_call: ToolCall) -> Message:
     """Run a built-in tool the way the executor would, as a tool message."""
@@ -104,7 +107,10 @@ async def test_convert_without_target_unit_asks_then_converts() -> None:
     history.append(reason_note(prose))
     asked = await act(history)
     ask = call(
-        "call_1", "request_input", question="What unit should I convert 10 miles to?"
+        "call_1",
+        "request_input",
+        question="What unit should I convert 10 miles to?",
+        answer_schema=MILES_TO,
     )
     assert asked.tool_calls == (ask,)
     assert asked.content == ""
@@ -156,7 +162,10 @@ async def test_convert_without_target_unit_asks_then_converts() -> None:
 async def test_answer_with_extra_words_names_the_unit() -> None:
     """A wordy answer to the unit question still gives `convert_units` the bare unit."""
     ask = call(
-        "call_1", "request_input", question="What unit should I convert 10 miles to?"
+        "call_1",
+        "request_input",
+        question="What unit should I convert 10 miles to?",
+        answer_schema=MILES_TO,
     )
     history = [
         Message.user("Convert 10 miles"),
@@ -453,7 +462,10 @@ async def test_failed_tool_result() -> None:
 async def test_unanswered_question() -> None:
     """A timed-out `request_input` ends the run saying the question went unanswered."""
     ask = call(
-        "call_1", "request_input", question="What unit should I convert 10 miles to?"
+        "call_1",
+        "request_input",
+        question="What unit should I convert 10 miles to?",
+        answer_schema=MILES_TO,
     )
     history = [
         Message.user("convert 10 miles"),
@@ -474,7 +486,10 @@ async def test_unanswered_question() -> None:
 async def test_question_the_loop_gave_up_on() -> None:
     """The loop's own note for an unanswered question is a failure, not a unit."""
     ask = call(
-        "call_1", "request_input", question="What unit should I convert 10 miles to?"
+        "call_1",
+        "request_input",
+        question="What unit should I convert 10 miles to?",
+        answer_schema=MILES_TO,
     )
     history = [
         Message.user("convert 10 miles"),
@@ -490,7 +505,10 @@ async def test_question_the_loop_gave_up_on() -> None:
 async def test_failed_conversion() -> None:
     """An unknown target unit yields the converter's error, listing units it knows."""
     ask = call(
-        "call_1", "request_input", question="What unit should I convert 10 miles to?"
+        "call_1",
+        "request_input",
+        question="What unit should I convert 10 miles to?",
+        answer_schema=MILES_TO,
     )
     history = [
         Message.user("convert 10 miles"),
@@ -791,7 +809,10 @@ async def test_a_part_with_a_question_asks_then_goes_on() -> None:
     _, control = await reason(history)
     assert control["ask_user"] == "What unit should I convert 10 miles to?"
     ask = call(
-        "call_1", "request_input", question="What unit should I convert 10 miles to?"
+        "call_1",
+        "request_input",
+        question="What unit should I convert 10 miles to?",
+        answer_schema=MILES_TO,
     )
     assert (await act(history)).tool_calls == (ask,)
     history += [

@@ -178,8 +178,8 @@ def _act(turn: _Turn) -> PhaseOutput:
             return "", (turn.call(todo.tool, arguments),)
         case Call():
             return f"The {todo.tool} tool is not available.", ()
-        case Question(question=question) if REQUEST_INPUT in turn.offered:
-            return "", (turn.call(REQUEST_INPUT, {"question": question}),)
+        case Question() as question if REQUEST_INPUT in turn.offered:
+            return "", (turn.call(REQUEST_INPUT, question.arguments()),)
         case Question(question=question):
             return f"I need more information: {question}", ()
 
@@ -219,8 +219,8 @@ def _chat(turn: _Turn) -> PhaseOutput:
         match todo.need:
             case Call(arguments=arguments) if todo.tool in turn.offered:
                 return "", (turn.call(todo.tool, arguments),)
-            case Question(question=question) if REQUEST_INPUT in turn.offered:
-                return "", (turn.call(REQUEST_INPUT, {"question": question}),)
+            case Question() as question if REQUEST_INPUT in turn.offered:
+                return "", (turn.call(REQUEST_INPUT, question.arguments()),)
             case Question(question=question) if todo.tool in turn.offered:
                 return "\n\n".join([*texts, question]), ()  # asked in words
             case Call() as call if (answer := todo.skill.local(call)) is not None:

@@ -38,6 +38,16 @@ class Question:
     10 miles to"."""
     goal: str
     """What the answer is for, said after "to": "convert 10 miles"."""
+    suggestions: tuple[str, ...] = ()
+    """Likely answers, offered as buttons (the `answer_schema`'s `examples`):
+    any other text is still taken."""
+
+    def arguments(self) -> dict[str, object]:
+        """`request_input`'s arguments for this question."""
+        if not self.suggestions:
+            return {"question": self.question}
+        schema = {"type": "string", "examples": list(self.suggestions)}
+        return {"question": self.question, "answer_schema": schema}
 
 
 @dataclass(frozen=True, slots=True)

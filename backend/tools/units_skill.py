@@ -17,7 +17,7 @@ from backend.llm.offline_skill import (
     Reply,
 )
 from backend.tools.arithmetic import format_number
-from backend.tools.units import lookup_unit
+from backend.tools.units import lookup_unit, symbols
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +59,7 @@ class UnitsSkill(BaseSkill):
             question=f"What unit should I convert {conversion.amount} to?",
             missing=f"which unit to convert {conversion.amount} to",
             goal=f"convert {conversion.amount}",
+            suggestions=_targets(conversion.from_unit),
         )
 
     def complete(self, text: str, answer: str) -> Need | Reply | None:
@@ -81,6 +82,23 @@ class UnitsSkill(BaseSkill):
             f"{amount} is **{converted}**",
             f"The convert_units tool returned {converted}.",
         )
+
+
+TARGETS = 4
+"""Units a question suggests, at most."""
+COMMON: tuple[str, ...] = ("km", "m", "mi", "ft", "kg", "g", "lb", "oz", "l", "ml")
+COMMON += ("gal", "°C", "°F", "K", "km/h", "mph", "m/s")
+"""The units people convert to most, first among a question's suggestions."""
+
+
+def _targets(from_unit: str) -> tuple[str, ...]:
+    """The units `from_unit` converts to that people ask for most."""
+    unit = lookup_unit(from_unit)
+    if unit is None:
+        return ()
+    others = [s for s in symbols(unit.quantity) if s != unit.symbol]
+    ranked = sorted(others, key=lambda s: COMMON.index(s) if s in COMMON else 99)
+    return tuple(ranked[:TARGETS])
 
 
 def _answered_unit(answer: str) -> str | None:

@@ -1,5 +1,6 @@
 // The form of a question that says what its answer looks like
-// (`agent_request_input.answer_schema`): one button per choice, Yes and No
+// (`agent_request_input.answer_schema`): one button per choice (or per
+// suggestion, `examples`, when other text is welcome too), Yes and No
 // for a boolean, a number box with its bounds. Anything else is answered in
 // the message box, with a hint of the expected shape. The answer is the text
 // the server expects: a choice as itself, any other value as JSON.
@@ -14,6 +15,11 @@ export function answerForm(schema, question, send) {
   if (schema.type === 'string' && Array.isArray(schema.enum)) {
     const buttons = schema.enum.map((choice) => choiceButton(String(choice), String(choice), send));
     return { form: group(question, buttons), hint: 'Pick an answer, or type it in the message box.' };
+  }
+  if (schema.type === 'string' && Array.isArray(schema.examples) && schema.examples.length) {
+    // suggestions: one click answers, and any other text may be typed
+    const buttons = schema.examples.map((choice) => choiceButton(String(choice), String(choice), send));
+    return { form: group(question, buttons), hint: 'Pick one, or type another answer in the message box.' };
   }
   if (schema.type === 'boolean') {
     const buttons = [choiceButton('Yes', 'true', send), choiceButton('No', 'false', send)];
