@@ -197,10 +197,17 @@ class Notifications:
         self.send(FilesUpdate(files=files, added=added), in_run=False)
 
     def error(
-        self, message: str, error_type: ErrorType, *, in_run: bool = False
+        self,
+        message: str,
+        error_type: ErrorType,
+        *,
+        in_run: bool = False,
+        about: str | None = None,
     ) -> None:
-        """An error frame; `run_id` stays null unless the run itself failed."""
-        self.send(Error(message=message, error_type=error_type), in_run=in_run)
+        """An error frame; `run_id` stays null unless the run itself failed;
+        `about`: what the refused message named."""
+        refusal = Error(message=message, error_type=error_type, about=about)
+        self.send(refusal, in_run=in_run)
 
     # ------------------------------------------------------------ run ends
 

@@ -189,6 +189,7 @@ async def test_a_choice_refuses_an_answer_outside_it(start_server: StartServer) 
         "run_id": None,
         "error_type": "invalid_answer",
         "message": "the answer must be one of: km, mi",
+        "about": question["question_id"],
     }
     session = harness.service.sessions[question["session_id"]]
     assert session.run.state.pending_question.question_id == question["question_id"]

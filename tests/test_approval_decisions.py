@@ -102,6 +102,7 @@ async def test_edited_arguments_that_break_the_schema_are_refused(
     decision = {"type": "tool_approval_response", "tool_call_id": asked["tool_call_id"]}
     await client.send(**decision, approved=True, arguments={"text": 5})
     refused = await client.until_label("error:invalid_answer")
+    assert refused[-1]["about"] == asked["tool_call_id"]
     assert refused[-1]["message"] == (
         "invalid arguments for save: text: Input should be a valid string; the "
         "approval still waits (send it again with arguments that fit, or as "

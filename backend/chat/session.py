@@ -36,6 +36,7 @@ from backend.errors import (
 from backend.history import History
 from backend.notifications import Notifications
 from backend.protocol import ClientMessage, ErrorType, FileInfo, ServerInfo
+from backend.protocol.client import named_in
 from backend.transcript import Frame
 
 OVERFLOW = ""
@@ -295,7 +296,8 @@ class Session:
         except Moved:
             return
         except ProtocolError as exc:
-            self.notify.error(str(exc), exc.error_type)  # type: ignore[arg-type]
+            about = named_in(message)
+            self.notify.error(str(exc), exc.error_type, about=about)  # type: ignore[arg-type]
 
     async def report(self, message: str, error_type: ErrorType) -> None:
         self.notify.error(message, error_type)

@@ -205,3 +205,19 @@ CLIENT_MESSAGE_TYPES: tuple[str, ...] = tuple(
     for member in get_args(get_args(ClientMessage)[0])
 )
 """Every client frame `type`, read off the union itself."""
+
+
+def named_in(message: ClientMessage) -> str | None:
+    """The question, tool call or held input a message is about, if any."""
+    match message:
+        case (
+            AgentUserInputMessage(question_id=named)
+            | CancelInputMessage(input_id=named)
+        ):
+            return named
+        case (
+            ToolApprovalResponseMessage(tool_call_id=named)
+            | ToolResultMessage(tool_call_id=named)
+        ):
+            return named
+    return None

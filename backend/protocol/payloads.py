@@ -309,3 +309,7 @@ class Error(Payload):
     type: Literal["error"] = "error"
     message: str
     error_type: ErrorType
+    about: str | None = None
+    """What the refused message named, if anything: its `question_id`,
+    `tool_call_id` or `input_id` (so a client knows which request an
+    `invalid_answer` is for)."""
