@@ -20,6 +20,7 @@ import { ApprovalDialog } from './render/approval.js';
 import { FilesStrip } from './render/files.js';
 import { QuestionBanner } from './render/banner.js';
 import { MessageList } from './render/messages.js';
+import { HeldList } from './render/pending.js';
 import { ToolPermissions } from './render/permissions.js';
 import { Sidebar } from './render/sidebar.js';
 import { ConnectionStatus, showModel } from './render/status.js';
@@ -41,7 +42,8 @@ const status = new ConnectionStatus({ onRetry: () => connection.reconnectNow() }
 const input = byId('composer-input');
 const banner = new QuestionBanner({ input });
 const approvals = new ApprovalDialog({ onDecide: (request, decision) => controller.decide(request, decision) });
-const controller = new Controller({ connection, settings, transcript, messages, banner, approvals, info: config.info });
+const held = new HeldList({ section: byId('held'), list: byId('held-list'), onCancel: (inputId) => controller.cancelHeld(inputId) });
+const controller = new Controller({ connection, settings, transcript, messages, banner, approvals, held, info: config.info });
 messages.onEdit = (runId, text) => controller.editMessage(runId, text);
 
 const composer = new Composer({ input, controller, connection, banner, touch: TOUCH, onChange: refresh });

@@ -1,7 +1,11 @@
 // The composer: the message box, its Send and Stop buttons, Enter to send, and
 // the hint under it. While a question waits it is the answer box (its label,
-// placeholder and button say so, and Enter sends the answer).
+// placeholder and button say so, and Enter sends the answer). While a run
+// works a message is still sent: to steer the run, to queue after it, or to
+// stop it and run now (the menu next to Send; steer is the default in an
+// agent run, queue otherwise).
 import { byId } from './dom.js';
+import { WHEN_BUSY } from './render/pending.js';
 
 export class Composer {
   /**
@@ -21,6 +25,10 @@ export class Composer {
     this.stopButton = byId('stop-button');
     this.stopLabel = byId('stop-label');
     this.hint = byId('composer-hint');
+    this.whenBusyChip = byId('when-busy-chip');
+    this.whenBusy = byId('when-busy');
+    /** The run the menu's choice was made for (a new run starts at its default). */
+    this.whenBusyRun = null;
     this.defaultHint = this.hint.cloneNode(true).childNodes;
 
     this.form.addEventListener('submit', (event) => {
@@ -38,6 +46,7 @@ export class Composer {
       this.onChange();
     });
     this.stopButton.addEventListener('click', () => controller.stop());
+    this.whenBusy.addEventListener('change', () => this.refresh());
     banner.onAnswer = (content) => this.sendAnswer(content);
   }
 
@@ -54,8 +63,21 @@ export class Composer {
     this.stopButton.hidden = !running;
     this.stopButton.disabled = !running;
     this.stopLabel.textContent = this.controller.state.stopRequested ? 'Stopping…' : 'Stop';
-    this.sendButton.disabled = (running && !answering) || !connected || this.input.value.trim() === '';
+    this.sendButton.disabled = !connected || this.input.value.trim() === '';
     this.showMode(answering);
+    this.showWhenBusy(running && !answering);
+  }
+
+  /** The menu of what a message sent now does to the run that works. */
+  showWhenBusy(busy) {
+    this.whenBusyChip.hidden = !busy;
+    const run = busy ? this.controller.state.active ?? this.controller.state.pending?.view ?? null : null;
+    if (run !== this.whenBusyRun) {
+      this.whenBusyRun = run;
+      if (run) this.whenBusy.value = run.agent ? 'steer' : 'queue';
+    }
+    if (busy) this.sendLabel.textContent = WHEN_BUSY[this.whenBusy.value].send;
+    else if (this.form.dataset.mode === 'message') this.sendLabel.textContent = 'Send';
   }
 
   /** The message box is the answer box while a question waits. */
@@ -124,16 +146,13 @@ export class Composer {
       if (content) this.sendAnswer(content);
       return;
     }
-    if (controller.running) {
-      const how = this.touch.matches ? 'tap Stop' : 'press Esc';
-      this.setHint(`A run is active — wait for its answer, or ${how} to stop it.`);
-      return;
-    }
     if (!this.connection.isOpen) {
       this.setHint('Not connected — your message stays here until the connection is back.');
       return;
     }
-    if (controller.sendChat(input.value)) {
+    // between runs a held message may be about to start: a new one waits behind it
+    const busy = controller.running ? this.whenBusy.value : controller.held.waiting ? 'queue' : null;
+    if (busy ? controller.sendHeld(input.value, busy) : controller.sendChat(input.value)) {
       input.value = '';
       this.autosize();
       this.setHint(null);

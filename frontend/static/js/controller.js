@@ -11,6 +11,7 @@
 // still waiting for it; the user is not asked again. After a reload the
 // same holds for the decisions this tab remembers (`Transcript`).
 import { CLIENT, ERROR, FRAME, UPDATE } from './protocol.js';
+import { OWN_CANCEL } from './render/pending.js';
 import { RunView, phaseAfter } from './render/run.js';
 import { RunState } from './state.js';
 
@@ -21,8 +22,9 @@ const REFUSES_CHAT = new Set([ERROR.BUSY, ERROR.INVALID_MESSAGE, ERROR.RATE_LIMI
 const STALE_DECISION = new Set([ERROR.NO_PENDING_INPUT, ERROR.NO_PENDING_APPROVAL]);
 
 export class Controller extends EventTarget {
-  constructor({ connection, settings, transcript, messages, banner, approvals, info }) {
+  constructor({ connection, settings, transcript, messages, banner, approvals, held, info }) {
     super();
+    this.held = held; // messages sent while a run works (render/pending.js)
     this.connection = connection;
     this.settings = settings;
     this.transcript = transcript;
@@ -84,6 +86,7 @@ export class Controller extends EventTarget {
   /** The server does not know our session any more (it restarted). */
   sessionLost() {
     this.forgetDecisions();
+    this.held.clear();
     if (this.runs.size === 0 && !this.state.pending) return;
     this.messages.notice({
       kind: 'warn',
@@ -136,6 +139,7 @@ export class Controller extends EventTarget {
       else if (frame.type === FRAME.SESSION_RESET) this.messages.notice({ kind: 'info', title: 'History cleared', text: 'The model starts afresh from here.' });
       else if (frame.type === FRAME.RUNS_REMOVED) this.removeRuns(frame.run_ids);
       else if (frame.type === FRAME.FILES_UPDATE) this.dispatchEvent(new CustomEvent('files', { detail: frame.files }));
+      else if (frame.type === FRAME.PENDING_INPUT) this.pendingInput(frame);
       return;
     }
     this.noteEffects(frame);
@@ -156,7 +160,7 @@ export class Controller extends EventTarget {
       this.state.pending = null;
       this.dispatchEvent(new Event('run-started'));
     } else {
-      const said = this.transcript.message(runId);
+      const said = this.transcript.message(runId) ?? this.held.unannounced();
       const bubble = said ? this.messages.addUser(said.content, said.mode) : null;
       view = this.newRunView(said?.mode ?? 'plain');
       view.userBubble = bubble;
@@ -239,6 +243,10 @@ export class Controller extends EventTarget {
         run.questionTimedOut(frame);
         this.state.questionRun = null;
         this.banner.clear('No answer came in time — the agent is finishing without it.');
+        break;
+      case UPDATE.AGENT_INTERJECTION:
+        run.interjection(frame);
+        this.held.remove(frame.input_id);
         break;
       case UPDATE.AGENT_DUPLICATE_CALL: run.duplicateCall(frame); break;
       case UPDATE.AGENT_STEPS_GRANTED: run.stepsGranted(frame); break;
@@ -361,6 +369,11 @@ export class Controller extends EventTarget {
       this.state.pending.view.discard();
       this.dispatchEvent(new CustomEvent('chat-refused', { detail: { content: this.state.pending.content } }));
       this.state.pending = null;
+    } else if (REFUSES_CHAT.has(frame.error_type) && this.held.outbox.length) {
+      this.dispatchEvent(new CustomEvent('chat-refused', { detail: { content: this.held.refused() } }));
+    } else if (frame.error_type === ERROR.NO_PENDING_INPUT && this.held.cancelRefused()) {
+      this.messages.notice({ kind: 'info', title: 'Too late to cancel', text: 'That message was already used.' });
+      return;
     } else if (frame.error_type === ERROR.NO_ACTIVE_RUN && this.running) {
       this.abandonRun('The server has no active run for this message (it may have been lost in a disconnect).');
     } else if (frame.error_type === ERROR.NO_PENDING_INPUT) {
@@ -403,6 +416,39 @@ export class Controller extends EventTarget {
     this.banner.hideMessage();
     this.changed();
     return true;
+  }
+
+  /** Send a chat while a run works: held by the server as `whenBusy` says
+   * (`steer`, `queue`, `interrupt`); true when it went out. */
+  sendHeld(content, whenBusy) {
+    const text = content.trim();
+    if (!text || !this.connection.isOpen) return false;
+    const frame = { ...this.settings.chatFrame(text, this.info), when_busy: whenBusy };
+    if (!this.connection.send(frame)) return false;
+    this.held.sent(text, frame.agent_mode ? 'agent' : this.settings.modeFor(this.info));
+    this.changed();
+    return true;
+  }
+
+  /** A held message changed: shown while queued; a run of its own once started. */
+  pendingInput(frame) {
+    if (frame.state === 'queued') {
+      this.held.queued(frame);
+      return;
+    }
+    const mode = this.held.modeOf(frame.input_id);
+    this.held.remove(frame.input_id);
+    if (frame.state === 'started') {
+      this.transcript.rememberMessage(frame.started_run_id, { content: frame.content, mode: mode ?? this.transcript.message(frame.started_run_id)?.mode ?? 'plain' });
+      this.dispatchEvent(new Event('run-started'));
+    } else if (frame.reason !== OWN_CANCEL) {
+      this.messages.notice({ kind: 'info', title: `Not sent: “${frame.content}”`, text: frame.reason });
+    }
+  }
+
+  /** Drop a held message unused; true when the request went out. */
+  cancelHeld(inputId) {
+    return this.connection.send({ type: CLIENT.CANCEL_INPUT, input_id: inputId });
   }
 
   stop() {
@@ -539,6 +585,7 @@ export class Controller extends EventTarget {
     this.clearQuestion(null);
     this.banner.hideMessage();
     this.approvals.clear();
+    this.held.clear();
     this.rememberRuns(id, runs, messages);
     this.connection.switchTo(id);
     this.changed();

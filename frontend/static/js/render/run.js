@@ -248,6 +248,11 @@ export class RunView {
     this.notice('info', `Budget raised by ${plural(granted, 'step')} to ${max_steps}.`);
   }
 
+  /** The user steered the run: shown in the step where it was told. */
+  interjection(frame) {
+    this.step(frame.step).interjection(frame);
+  }
+
   duplicateCall({ step, tool_name }) {
     this.step(step).note(`Repeated call to ${tool_name} — the model was told it already has this result.`);
   }

@@ -117,6 +117,19 @@ export class StepView {
     }
   }
 
+  /** The user's words told to the run at this step (`agent_interjection`). */
+  interjection({ content, input_id: inputId }) {
+    this.phases.append(
+      h(
+        'p',
+        { class: 'step-steer', dataset: { inputId }, role: 'note' },
+        icon('loop'),
+        h('span', { class: 'step-steer-who', text: 'You: ' }),
+        h('span', { class: 'step-steer-text', text: content }),
+      ),
+    );
+  }
+
   note(text, kind = 'warn') {
     this.phases.append(h('p', { class: `step-note step-note-${kind}` }, icon('alert'), h('span', { text })));
   }
