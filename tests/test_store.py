@@ -24,6 +24,7 @@ from backend.store.base import (
     EffectKey,
     Fenced,
     LimitReached,
+    PendingInputRecord,
     RunRecord,
 )
 from backend.store.engine import Database, engine_url
@@ -314,6 +315,35 @@ async def test_runs_are_upserted_and_live_ones_listed_oldest_first(
     assert stored["r2"].usage == Usage(
         prompt_tokens=3, completion_tokens=4, total_tokens=7, llm_calls=5
     )
+
+
+async def test_held_inputs_are_kept_loaded_and_used_once(store: SqlStore) -> None:
+    """A conversation's held inputs come back with it, in order, until a
+    batch uses them; one with held inputs is live, unless they wait with a
+    parked run for its user."""
+    for cid in ("c1", "c2"):
+        await store.create_conversation(conversation(cid))
+    later = PendingInputRecord(
+        id="i2",
+        mode="queue",
+        message={"type": "chat", "content": "b"},
+        position=2.0,
+        created_at=2.0,
+    )
+    first = later.model_copy(update={"id": "i1", "mode": "steer", "position": 1.0})
+    await store.write(Batch("c1", 1.0, inputs=[later, first]))
+    await store.write(Batch("c2", 1.0, inputs=[later.model_copy(update={"id": "i3"})]))
+    await store.write(Batch("c2", 1.0, runs=[run("r2", "c2", "waiting", at=20)]))
+    taken = await store.take("c2", max_frame_bytes=1000)
+    assert taken is not None
+    await store.release([("c2", taken.epoch)])
+    assert await store.live_conversations(parked=False) == ["c1"]
+    assert sorted(await store.live_conversations()) == ["c1", "c2"]
+    loaded = await store.take("c1", max_frame_bytes=1000)
+    assert loaded is not None and [i.id for i in loaded.inputs] == ["i1", "i2"]
+    await store.write(Batch("c1", 2.0, epoch=loaded.epoch, delete_inputs=["i1"]))
+    again = await store.take("c1", max_frame_bytes=1000)
+    assert again is not None and [i.id for i in again.inputs] == ["i2"]
 
 
 async def test_a_waiting_run_let_go_cleanly_is_parked(store: SqlStore) -> None:

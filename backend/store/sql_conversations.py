@@ -156,9 +156,19 @@ async def live_runs(
 
 
 async def live_conversations(conn: AsyncConnection, parked: bool) -> list[str]:
-    """Conversations with a live run, or with inputs waiting to be used."""
+    """Conversations with a live run, or with inputs waiting to be used
+    (without `parked`: not those whose inputs wait with a parked run for
+    its user)."""
     live = select(runs.c.conversation_id).where(_live(parked))
-    waiting = select(pending_inputs.c.conversation_id)
+    i = pending_inputs.c
+    waiting = select(i.conversation_id)
+    if not parked:
+        parked_run = select(runs.c.id).where(
+            runs.c.conversation_id == i.conversation_id,
+            runs.c.status == "waiting",
+            select(c.id).where(c.id == i.conversation_id, c.epoch < 0).exists(),
+        )
+        waiting = waiting.where(~parked_run.exists())
     query = live.union(waiting)
     return [str(row[0]) for row in (await conn.execute(query)).all()]
 
