@@ -11,6 +11,8 @@ from typing import Any
 import httpx
 
 from backend.app import create_app
+from backend.tools.base import Tool, ToolContext
+from backend.tools.mcp import MCPArguments
 from tests.conftest import Harness, StartServer, make_settings
 from tests.fakes import Saver, ScriptedLLM, approval_registry, calls, observe, reason
 from tests.live_server import serving
@@ -286,3 +288,22 @@ async def test_an_edited_approval_survives_a_restart(tmp_path: Path) -> None:
     ]
     assert "tool_approval_request:save" not in labels(after)
     assert saver.saved == ["oat milk", "eggs"]
+
+
+def test_an_mcp_tools_edited_arguments_are_checked_by_its_schema() -> None:
+    """A person's arguments for an MCP tool are checked against the server's
+    JSON Schema (naming the field); a model's call is left to the server."""
+    schema = {
+        "type": "object",
+        "properties": {"word": {"type": "string"}},
+        "required": ["word"],
+    }
+
+    async def lookup(args: MCPArguments, ctx: ToolContext) -> str:
+        return "found"
+
+    tool = Tool("lookup", "Look a word up.", MCPArguments, lookup, parameters=schema)
+    assert tool.validate({"word": 3}, by_schema=True) == (
+        "invalid arguments for lookup: word: 3 is not of type 'string'"
+    )
+    assert isinstance(tool.validate({}), MCPArguments)

@@ -67,7 +67,7 @@ class ApprovalDecisions:
             raise InvalidMessage(IN_DOUBT)
         if edited is not None:
             tool = self.registry.get(pending.tool_name)
-            checked = tool.validate(edited) if tool is not None else None
+            checked = tool.validate(edited, by_schema=True) if tool else None
             if isinstance(checked, str):
                 raise InvalidAnswer(
                     f"{checked}; the approval still waits (send it again "

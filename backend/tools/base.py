@@ -184,15 +184,17 @@ class Tool(Generic[A]):
         """What the model sees: name, description, the arguments' JSON Schema."""
         return self._spec
 
-    def validate(self, arguments: ToolArguments) -> Any:
+    def validate(self, arguments: ToolArguments, *, by_schema: bool = False) -> Any:
         """`arguments` as `args_model`, or what is wrong with them (a `str`
-        naming each field): checked against `parameters` too, when the
-        tool has its own schema (an MCP server's)."""
+        naming each field). `by_schema`: checked against `parameters` too,
+        when the tool has its own schema (an MCP server's) — for arguments a
+        person wrote; a model's call is left to the server, which may take
+        what its schema is too strict to say."""
         if isinstance(arguments, str):
             return (
                 f"arguments for {self.name} are not a JSON object: {arguments[:200]!r}"
             )
-        if self.parameters is not None:
+        if by_schema and self.parameters is not None:
             problem = schema_problem(self.parameters, arguments)
             if problem is not None:
                 return f"invalid arguments for {self.name}: {problem}"
