@@ -15,7 +15,7 @@
 `check(call, scope)` does 1-4 and answers `Ready | NeedsApproval | Refused`;
 `execute(ready, ctx)` does 5-6 and returns a `ToolOutcome`. Neither waits for
 a person and neither announces anything: the run's tool-call phase
-(`agent/toolcalls.py`) reports each call. Every failure becomes an outcome the
+(`agent/tool_calls.py`) reports each call. Every failure becomes an outcome the
 model is told about; nothing here raises except cancellation. Policy comes
 only from the tool's registered `ToolEffect`: no argument or model output can
 change it.

@@ -1,9 +1,9 @@
 """`act`: the model calls tools until it answers in text (tool mode).
 
 Each step is one call with the tools (`tool_choice: "auto"`), streamed; the
-tool calls it returns run one per phase, and the next step shows the model
-their results. A reply without tool calls is the answer. In agent runs the
-model may also call `request_input`.
+tool calls it returns run one per phase (read-only ones together), and the
+next step shows the model their results. A reply without tool calls is the
+answer. In agent runs the model may also call `request_input`.
 """
 
 from __future__ import annotations

@@ -5,7 +5,8 @@ Every step runs all three phases, in order:
 - **reason** — a plain call: the reason prompt names the tools; the reply is
   prose plus `{"plan", "tools_to_consider", "finish", "final_answer"}`;
 - **act** — a call with the tools and `request_input`, `tool_choice:
-  "auto"`; the calls it returns run one per phase (`tools`);
+  "auto"`; the calls it returns run one per phase, read-only ones
+  together (`tools`);
 - **observe** — a plain call with this step's results; the reply is prose
   plus `{"observation", "should_continue", "final_answer"}`.
 """
