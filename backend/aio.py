@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Coroutine, Iterable
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 
 async def race(
@@ -30,6 +32,31 @@ async def race(
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def finished(coro: Coroutine[Any, Any, T]) -> T:
+    """`coro` run to its end even if the caller is cancelled meanwhile; the
+    cancellation is raised once it has ended.
+
+    For work that must not be cut in the middle: a database transaction
+    cancelled inside a statement leaves its connection thrown away with the
+    transaction open, and the locks it holds stop every later write."""
+    task = asyncio.ensure_future(coro)
+    cancelled = False
+    while not task.done():
+        try:
+            await asyncio.shield(task)
+        except asyncio.CancelledError:
+            if task.done() and task.cancelled():
+                raise
+            cancelled = True  # the caller's: wait for the work, then raise it
+        except BaseException:
+            break  # the work's own failure, raised below
+    if cancelled:
+        if not task.cancelled():
+            task.exception()  # retrieved: the caller's cancellation wins
+        raise asyncio.CancelledError
+    return task.result()
 
 
 def stop_if_cancelled() -> None:

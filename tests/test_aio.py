@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from backend.aio import cancel_all, stop_if_cancelled
+from backend.aio import cancel_all, finished, stop_if_cancelled
 
 
 class LibraryError(Exception):
@@ -92,3 +92,30 @@ async def test_stop_if_cancelled_lets_a_task_not_asked_to_stop_go_on() -> None:
 
     assert await asyncio.create_task(check()) == "went on"
     stop_if_cancelled()  # the test's own task: not cancelled either
+
+
+async def test_finished_work_outlives_its_callers_cancellation() -> None:
+    """`finished` lets the work end though the caller is cancelled, then
+    raises the cancellation; the work's own failure is raised as is."""
+    started, gate, ended = asyncio.Event(), asyncio.Event(), []
+
+    async def work() -> str:
+        started.set()
+        await gate.wait()
+        ended.append(True)
+        return "done"
+
+    caller = asyncio.create_task(finished(work()))
+    await started.wait()
+    caller.cancel()
+    gate.set()
+    with pytest.raises(asyncio.CancelledError):
+        await caller
+    assert ended == [True]
+
+    async def broken() -> None:
+        raise ValueError("no")
+
+    with pytest.raises(ValueError, match="no"):
+        await finished(broken())
+    assert await finished(work()) == "done"

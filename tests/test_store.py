@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -17,7 +18,7 @@ from backend.files.blobs import BlobStore
 from backend.files.shelf import FileShelf
 from backend.files.tools import file_tools
 from backend.llm.base import Message, ToolCall, Usage
-from backend.store import migrate
+from backend.store import migrate, writes
 from backend.store.base import (
     Batch,
     ConversationRecord,
@@ -315,6 +316,35 @@ async def test_runs_are_upserted_and_live_ones_listed_oldest_first(
     assert stored["r2"].usage == Usage(
         prompt_tokens=3, completion_tokens=4, total_tokens=7, llm_calls=5
     )
+
+
+async def test_a_write_whose_caller_is_cancelled_ends_committed(
+    store: SqlStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A flush whose caller is cancelled inside its transaction still ends
+    (committed), and the store takes the next write: a transaction cut in
+    the middle would leave its connection holding the database's locks."""
+    await store.create_conversation(conversation("c1"))
+    inside, gate = asyncio.Event(), asyncio.Event()
+    real = writes.write
+
+    async def held_open(*args: Any) -> None:
+        await real(*args)
+        inside.set()
+        await gate.wait()  # still in the transaction
+
+    monkeypatch.setattr(writes, "write", held_open)
+    flush = asyncio.create_task(
+        store.write(Batch("c1", 1.0, messages=[(0, Message.user("kept"))]))
+    )
+    await inside.wait()
+    flush.cancel()
+    gate.set()
+    with pytest.raises(asyncio.CancelledError):
+        await flush
+    monkeypatch.setattr(writes, "write", real)
+    await store.write(Batch("c1", 2.0, messages=[(1, Message.user("next"))]))
+    assert [m.content for m in await store.messages("c1")] == ["kept", "next"]
 
 
 async def test_held_inputs_are_kept_loaded_and_used_once(store: SqlStore) -> None:

@@ -9,11 +9,14 @@ migrations.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Collection, Sequence
+import functools
+import inspect
+from collections.abc import Callable, Collection, Coroutine, Sequence
 from typing import Any
 
 from sqlalchemy.exc import IntegrityError
 
+from backend.aio import finished
 from backend.store import (
     sql_conversations,
     sql_files,
@@ -298,3 +301,19 @@ class SqlStore:
         """Run `fn(sync_connection)` in a transaction (migration tests)."""
         async with self._db.begin() as conn:
             return await conn.run_sync(fn)
+
+
+def _whole(method: Callable[..., Coroutine[Any, Any, Any]]) -> Any:
+    @functools.wraps(method)
+    async def whole(self: SqlStore, *args: Any, **kwargs: Any) -> Any:
+        return await finished(method(self, *args, **kwargs))
+
+    return whole
+
+
+for _name, _method in list(vars(SqlStore).items()):
+    if inspect.iscoroutinefunction(_method) and not _name.startswith("_"):
+        setattr(SqlStore, _name, _whole(_method))
+"""Every call of the store runs to its end, a cancelled caller's too
+(`aio.finished`): a transaction cut inside a statement would leave its
+connection, thrown away, holding the database's locks."""
