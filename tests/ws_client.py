@@ -46,20 +46,23 @@ class FrameReader:
     async def receive_text(self) -> str:
         raise NotImplementedError
 
-    async def recv(self) -> Frame:
-        """The next frame, checked against the protocol's `ServerMessage` union."""
-        async with asyncio.timeout(RECEIVE_LIMIT_S):
+    async def recv(self, limit_s: float = RECEIVE_LIMIT_S) -> Frame:
+        """The next frame, checked against the protocol's `ServerMessage` union
+        (a test that is stuck fails after `limit_s`)."""
+        async with asyncio.timeout(limit_s):
             text = await self.receive_text()
         server_message_adapter.validate_json(text)
         frame: Frame = json.loads(text)
         self.seen.append(frame)
         return frame
 
-    async def until(self, done: Callable[[Frame], bool]) -> list[Frame]:
+    async def until(
+        self, done: Callable[[Frame], bool], limit_s: float = RECEIVE_LIMIT_S
+    ) -> list[Frame]:
         """Frames up to and including the first for which `done` is true."""
-        frames = [await self.recv()]
+        frames = [await self.recv(limit_s)]
         while not done(frames[-1]):
-            frames.append(await self.recv())
+            frames.append(await self.recv(limit_s))
         return frames
 
     async def until_label(self, name: str) -> list[Frame]:
