@@ -19,6 +19,8 @@
     ├── NoSuchConversation     no conversation by that id is the caller's (404)
     ├── OwnershipLost          another instance owns the conversation now (the
     │                          store's fence refused a write): let it go
+    ├── RunSuspended           a shutdown parked the run (at a phase boundary,
+    │                          in a wait, or in a tool call's question)
     ├── LLMError               the model provider failed          -> "llm_error"
     │   └── ContextOverflow    a request the model's context window cannot hold
     ├── ToolError              a tool failed (fed back to the model, never fatal)
@@ -30,7 +32,6 @@
     │       └── QuotaExceeded  ... a user's bytes of files
     ├── BusError               bus/base.py: Redis failed or timed out
     │   └── InstanceGone       ... the instance asked is no longer alive
-    ├── RunSuspended           agent/driver.py: a shutdown parked the run
     ├── StartFailed            tools/mcp_connection.py: an MCP server did not start
     ├── FileRefused            files/kinds.py: a file of a kind or size not taken
     ├── DocumentRefused        sources/documents.py: a document not indexed
@@ -164,6 +165,13 @@ class OwnershipLost(LoopwireError):
     """This instance no longer owns the conversation (`store.base.Fenced` is
     one): nothing more may be written or run for it here. Never turned into
     a tool error: it ends what is under way."""
+
+
+class RunSuspended(LoopwireError):
+    """The run was parked for a shutdown, at a phase boundary or in a wait
+    (one inside a tool call too: it goes through the tool, never becoming
+    the call's failure). Its last checkpoint continues it after the
+    restart; nothing was ended."""
 
 
 class NoSuchConversation(LoopwireError):

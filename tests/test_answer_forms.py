@@ -17,7 +17,7 @@ import httpx
 import pytest
 from websockets.asyncio.client import connect
 
-from backend.agent.answer_forms import MAX_SCHEMA_BYTES, accept_schema, check_answer
+from backend.answer_forms import MAX_SCHEMA_BYTES, accept_schema, check_answer
 from backend.app import create_app
 from backend.errors import InvalidAnswer
 from tests.conftest import StartServer, make_settings
@@ -121,7 +121,7 @@ def test_a_bad_schema_is_dropped_to_free_text(
     schema: object, why: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A bad, unsupported or oversized schema is dropped (None) and the reason logged."""
-    with caplog.at_level(logging.WARNING, "backend.agent.answer_forms"):
+    with caplog.at_level(logging.WARNING, "backend.answer_forms"):
         assert accept_schema(schema) is None
     (record,) = caplog.records
     assert record.getMessage().startswith("answer_schema dropped, asked as free text")

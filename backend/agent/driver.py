@@ -20,6 +20,7 @@ answer the model gets a bounded time to write.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -41,18 +42,22 @@ from backend.agent.state import (
     ENDING,
     START,
     Ending,
+    PendingQuestion,
     StopRequested,
+    TimedOut,
     TraceEntry,
     WaitOutcome,
 )
 from backend.agent.summary import summarize_outcomes
 from backend.agent.time_limit import DEFAULT_TIME_LIMIT, ActiveTime, TimeLimit
 from backend.aio import race
-from backend.errors import LLMError, LoopwireError
+from backend.errors import LLMError, RunSuspended
 from backend.llm.base import Message
+from backend.pauses import within
 from backend.protocol import (
     AgentInterjection,
     AgentRequestInput,
+    AgentRequestInputTimeout,
     AgentStart,
     ClientToolCall,
     TokenStream,
@@ -64,13 +69,6 @@ log = logging.getLogger(__name__)
 Checkpoint = Callable[[AgentContext], Awaitable[None]]
 """Saves the run (its state, with the history it goes with); called after
 every phase and before every wait."""
-
-
-class RunSuspended(LoopwireError):
-    """The run was parked for a shutdown, at a phase boundary or in a wait.
-
-    Its last checkpoint continues it after the restart; nothing was ended.
-    """
 
 
 class RunDriver:
@@ -92,7 +90,9 @@ class RunDriver:
         self.control = control
         self._checkpoint = checkpoint
         self._clock = clock
-        self._time = ActiveTime(ctx.state, time_limit, monotonic)
+        self._time = ActiveTime(ctx.state, time_limit, monotonic, ctx.pauses)
+        self._asking = asyncio.Lock()
+        ctx.ask_in_phase = self._ask_in_phase
         self._stoppable = True
         ctx.resumed = ctx.state.phase != START
         approval = ctx.state.pending_approval
@@ -150,7 +150,8 @@ class RunDriver:
             return self._out_of_time()
         phase, calls, tools = state.phase, state.usage.llm_calls, len(state.outcomes)
         started, stop = self._clock(), self._time.start()
-        won = await race(self.loop.advance(self.ctx), limit_s=self._time.remaining_s)
+        advance = self.loop.advance(self.ctx)
+        won = await within(advance, self._time.remaining_s, self.ctx.pauses)
         elapsed_ms = stop()
         self.ctx.resumed = False
         state.trace.append(
@@ -165,8 +166,7 @@ class RunDriver:
         )
         if won is None:
             return self._out_of_time()
-        decision: Decision = won[1]
-        return decision
+        return won[0]
 
     def _out_of_time(self) -> Decision:
         """The time limit is reached: close what it cut off (the call in
@@ -241,6 +241,8 @@ class RunDriver:
                 question_id=question.question_id,
                 timeout_s=question.timeout_s,
                 answer_schema=question.answer_schema,
+                asked_by=question.asked_by,
+                url=question.url,
             )
         )
 
@@ -272,6 +274,33 @@ class RunDriver:
         assert approval is not None
         limit = approval.deadline - self._clock()
         return await control.wait_for_approval(approval.tool_call_id, limit)
+
+    async def _ask_in_phase(
+        self, question: PendingQuestion, announce: bool
+    ) -> WaitOutcome:
+        """A question a tool asks mid-call (`AgentContext.ask_in_phase`):
+        stored with a checkpoint, shown, and waited on with the run's clocks
+        stopped. One at a time (calls running at once take turns)."""
+        state, control = self.ctx.state, self.control
+        async with self._asking:
+            state.pending_question = question
+            with self.ctx.pauses.paused():
+                if announce:
+                    with self.ctx.held():
+                        self._announce_question()
+                        await self._save()
+                limit = question.deadline - self._clock()
+                outcome = await control.wait_for_answer(limit)
+            if isinstance(outcome, Suspended):
+                raise RunSuspended(state.run_id)  # parked with the question
+            state.pending_question = None
+            if isinstance(outcome, TimedOut):
+                self.ctx.emit(
+                    AgentRequestInputTimeout(
+                        step=question.step, question_id=question.question_id
+                    )
+                )
+            return outcome
 
     async def _save(self) -> None:
         if self._checkpoint is not None:

@@ -131,13 +131,13 @@ class LoopKit:
                 "without it."
             )
             return Final(None, "timeout", why)
-        ctx.history.append(Message.user(resolution.content))
+        ctx.history.append(Message.user(resolution.said()))
         state.record.results.append(
             ResultLine(
                 name="ask_user",
-                status="answered",
+                status="answered" if resolution.action == "accept" else "declined",
                 arguments=pending.question,
-                content=resolution.content,
+                content=resolution.said(),
             )
         )
         state.phase = then

@@ -11,27 +11,39 @@ returns a `Decision`:
 - `Stopped(mode)` — a stop ends the run;
 - `AwaitInput(question)` / `AwaitApproval(approval)` — the run needs the user.
 
-A phase never waits for a person. The driver (`agent/driver.py`) alone waits,
-racing the stop events, and records how the wait ended in
-`state.resolution`, which the next phase reads. Progress is reported through
-`ctx.emit` with payloads from `backend.protocol`.
+A phase never waits for a person, but for one thing: a tool that asks the
+user in the middle of its call (`ctx.ask_in_phase`, an MCP server's
+elicitation), which pauses the run's clocks meanwhile. Otherwise the driver
+(`agent/driver.py`) alone waits, racing the stop events, and records how the
+wait ended in `state.resolution`, which the next phase reads. Progress is
+reported through `ctx.emit` with payloads from `backend.protocol`.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
-from backend.agent.state import PendingApproval, PendingQuestion, RunState
+from backend.agent.state import (
+    PendingApproval,
+    PendingQuestion,
+    RunState,
+    WaitOutcome,
+)
 from backend.history import History
 from backend.llm.base import Usage
+from backend.pauses import Pauses
 from backend.protocol import CompletionReason, FileInfo, RunEvent, StopMode
 
 Emit = Callable[[RunEvent], None]
 """Reports a run event; never blocks and never fails (safe during cleanup)."""
+AskInPhase = Callable[[PendingQuestion, bool], Awaitable[WaitOutcome]]
+"""Asks `question` (announced unless the bool says it is shown already) and
+waits: the answer, a decline, the deadline or a graceful stop; a shutdown
+raises `RunSuspended` instead."""
 
 
 @dataclass(slots=True)
@@ -54,6 +66,11 @@ class AgentContext:
     epoch: int | None = None
     """The fencing epoch its conversation is owned at here (None: no store);
     tools that change data pass it to the store with their idempotency key."""
+    pauses: Pauses = field(default_factory=Pauses)
+    """Its waits for a person inside a phase: no clock of the run counts them."""
+    ask_in_phase: AskInPhase | None = None
+    """Shows a question asked inside a phase (a tool call's) and waits for
+    the reply (the driver's; None: nobody can be asked)."""
 
 
 # ------------------------------------------------------------------ decisions

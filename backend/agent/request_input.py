@@ -12,9 +12,9 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from backend.agent.answer_forms import MAX_CHOICES, accept_schema
 from backend.agent.loop import AgentContext, AwaitInput, Continue, Decision, Final
 from backend.agent.state import Answered, PendingQuestion
+from backend.answer_forms import MAX_CHOICES, accept_schema
 from backend.llm.base import Message, ToolCall, ToolSpec
 from backend.prompts import ResultLine
 from backend.protocol import AgentRequestInputTimeout
@@ -78,11 +78,11 @@ def settle(ctx: AgentContext, call: ToolCall, pending: PendingQuestion) -> Decis
     state.pending_question = None
     state.queue.pop(0)
     if isinstance(resolution, Answered):
-        answer = resolution.content
+        answer = resolution.said()
         ctx.history.append(Message.tool(call.id, REQUEST_INPUT, answer))
         line = ResultLine(
             name=REQUEST_INPUT,
-            status="answered",
+            status="answered" if resolution.action == "accept" else "declined",
             arguments=pending.question,
             content=answer,
         )

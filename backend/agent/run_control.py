@@ -27,7 +27,7 @@ from backend.agent.state import (
     WaitOutcome,
 )
 from backend.errors import NoPendingApproval
-from backend.protocol import StopMode
+from backend.protocol import AnswerAction, StopMode
 
 
 class Suspended:
@@ -46,9 +46,10 @@ class UserAnswer:
     content: str
     error: bool = False
     """A client tool's result that says its call failed."""
+    action: AnswerAction = "accept"
 
     def outcome(self) -> Answered:
-        return Answered(content=self.content, error=self.error)
+        return Answered(content=self.content, error=self.error, action=self.action)
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 from backend.llm.base import ToolCall, ToolSpec, Usage
 from backend.prompts import ResultLine
 from backend.protocol import (
+    AnswerAction,
     CompletionReason,
     Remember,
     SourceRef,
@@ -83,8 +84,14 @@ class PendingQuestion(_Value):
     arguments: ToolArguments | None = None
     """The client tool call's arguments."""
     answer_schema: dict[str, Any] | None = None
-    """The JSON Schema the answer must fit (`agent/answer_forms.py`); None:
+    """The JSON Schema the answer must fit (`answer_forms.py`); None:
     free text."""
+    asked_by: str | None = None
+    """Asked by the tool call `tool_call_id` in the middle of its run (an MCP
+    server's elicitation, `agent/elicitations.py`), not by the model: this
+    names the asker for the person."""
+    url: str | None = None
+    """The page the asker wants the person to open (MCP's URL mode)."""
 
 
 class PendingApproval(_Value):
@@ -108,6 +115,16 @@ class Answered(_Value):
     content: str
     error: bool = False
     """A client tool's result that says its call failed."""
+    action: AnswerAction = "accept"
+    """A question declined or dismissed instead (`content` is then empty)."""
+
+    def said(self) -> str:
+        """The answer, or what the model hears when none was given."""
+        if self.action == "decline":
+            return "(The user declined to answer this question.)"
+        if self.action == "cancel":
+            return "(The user dismissed this question without answering.)"
+        return self.content
 
 
 class Approved(_Value):
@@ -138,6 +155,11 @@ WaitOutcome = Annotated[
 """How a wait ended. The driver records it in `RunState.resolution`; the
 phase that asked reads it when the run goes on (`StopRequested` the driver
 handles itself)."""
+
+
+class AskedInCall(_Value):
+    question: PendingQuestion
+    reply: WaitOutcome | None = None
 
 
 class StepRecord(BaseModel):
@@ -243,6 +265,10 @@ class RunState(BaseModel):
     pending_question: PendingQuestion | None = None
     pending_approval: PendingApproval | None = None
     resolution: WaitOutcome | None = None
+    asked_in_call: AskedInCall | None = None
+    """A question the call in flight asked mid-call when the run was parked
+    or its process died, and the reply if one came since: given to the same
+    question when the call is made again (`agent/elicitations.py`)."""
     ending: Ending | None = None
     """Set when a phase ends the run; a run resumed with it only finishes."""
 

@@ -1,12 +1,13 @@
 """A run's time limit, counted in active time.
 
-A run may work for `TimeLimit.active_s` seconds. Only its phases count —
-the driver times each one — so a run paused on a question or an approval
-for an hour loses nothing. The total is kept in `RunState.active_ms`, so it
-survives a checkpoint: a run continued after a restart has only what was
-left. When the time is up the phase in flight is cancelled and the model
-writes the final answer, for which it gets whatever the budget has left and
-never less than `TimeLimit.final_answer_s` (then the run answers without it).
+A run may work for `TimeLimit.active_s` seconds. Only its phases count — the
+driver times each one, less any wait for a person inside it — so a run
+paused on a question or an approval for an hour loses nothing. The total is
+kept in `RunState.active_ms`, so it survives a checkpoint: a run continued
+after a restart has only what was left. When the time is up the phase in
+flight is cancelled and the model writes the final answer, for which it gets
+whatever the budget has left and never less than `TimeLimit.final_answer_s`
+(then the run answers without it).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from backend.agent.state import RunState
+from backend.pauses import Pauses
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,10 +48,14 @@ class ActiveTime:
         state: RunState,
         limit: TimeLimit,
         monotonic: Callable[[], float] = time.perf_counter,
+        pauses: Pauses | None = None,
     ) -> None:
+        """`pauses`: the run's waits for a person inside a phase, which do
+        not count (`backend/pauses.py`)."""
         self.state = state
         self.limit = limit
         self._monotonic = monotonic
+        self._pauses = pauses
 
     @property
     def remaining_s(self) -> float:
@@ -67,9 +73,14 @@ class ActiveTime:
         """Start timing a phase; the function returned stops it, adds its time
         to the run's and returns it in milliseconds."""
         begun = self._monotonic()
+        pauses = self._pauses
+        paused = pauses.total_s() if pauses is not None else 0.0
 
         def stop() -> float:
-            elapsed_ms = (self._monotonic() - begun) * 1000
+            elapsed_s = self._monotonic() - begun
+            if pauses is not None:
+                elapsed_s -= pauses.total_s() - paused
+            elapsed_ms = max(elapsed_s, 0.0) * 1000
             self.state.active_ms += elapsed_ms
             return elapsed_ms
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from backend.agent import client_tools
+from backend.agent import client_tools, elicitations
 from backend.agent.cutoffs import INTERRUPTED_NOTE
 from backend.agent.loop import AgentContext
 from backend.agent.request_input import is_request_input
@@ -35,11 +35,17 @@ from backend.tools.executor import CallScope, Ready, Refused, ToolExecutor
 from backend.tools.outcome import ToolOutcome, parse_arguments
 
 
-def tool_context(ctx: AgentContext, call: ToolCall | None = None) -> ToolContext:
-    """What `call` (default: the head of the queue) may know about its run."""
+def tool_context(
+    ctx: AgentContext, call: ToolCall | None = None, *, asking_s: float | None = None
+) -> ToolContext:
+    """What `call` (default: the head of the queue) may know about its run;
+    with `asking_s`, a way to ask the person mid-call (within that long)."""
     state = ctx.state
     if call is None and state.queue:
         call = state.queue[0]
+    ask = None
+    if call is not None and asking_s is not None:
+        ask = elicitations.asker(ctx, call, asking_s)
     return ToolContext(
         state.session_id,
         state.run_id,
@@ -48,6 +54,8 @@ def tool_context(ctx: AgentContext, call: ToolCall | None = None) -> ToolContext
         data_sources=state.request.data_sources,
         idempotency_key=f"{state.run_id}:{call.id}" if call else None,
         epoch=ctx.epoch,
+        ask=ask,
+        pauses=ctx.pauses,
     )
 
 
@@ -113,6 +121,7 @@ async def run_at_once(
     executor: ToolExecutor,
     scope: CallScope,
     clock: Callable[[], float],
+    asking_s: float,
 ) -> list[ToolOutcome]:
     """Run the batch `calls` at once; their outcomes in the same order, each
     timed from the batch's announcement to its own end.
@@ -123,7 +132,7 @@ async def run_at_once(
     started = flight.started_at if flight is not None else clock()
 
     async def one(call: ToolCall) -> ToolOutcome:
-        outcome = await _outcome(ctx, call, registry, executor, scope)
+        outcome = await _outcome(ctx, call, registry, executor, scope, asking_s)
         elapsed = round(max(clock() - started, 0.0) * 1000, 3)
         return outcome.model_copy(update={"duration_ms": elapsed})
 
@@ -141,6 +150,7 @@ async def _outcome(
     registry: ToolRegistry,
     executor: ToolExecutor,
     scope: CallScope,
+    asking_s: float,
 ) -> ToolOutcome:
     if ctx.resumed and registry.get(call.name) is None:
         gone = Refused("cancelled", INTERRUPTED_NOTE.format(name=call.name))
@@ -149,7 +159,8 @@ async def _outcome(
     if isinstance(check, Refused):
         return _refused(ctx, call, check)
     assert isinstance(check, Ready)
-    return await executor.execute(check, call, tool_context(ctx, call))
+    context = tool_context(ctx, call, asking_s=asking_s)
+    return await executor.execute(check, call, context)
 
 
 def _refused(ctx: AgentContext, call: ToolCall, refused: Refused) -> ToolOutcome:

@@ -31,7 +31,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from backend.agent import citations, client_tools, request_input, tool_batch
+from backend.agent import (
+    citations,
+    client_tools,
+    elicitations,
+    request_input,
+    tool_batch,
+)
 from backend.agent.call_ids import fresh_ids
 from backend.agent.config import LoopConfig
 from backend.agent.context_fit import fitted_tools
@@ -49,10 +55,10 @@ from backend.agent.state import (
     WaitOutcome,
 )
 from backend.agent.tool_batch import tool_context
-from backend.agent.tool_reports import note_untrusted, report
+from backend.agent.tool_reports import decided, note_untrusted, report
 from backend.llm.base import Completion, Message, ToolCall, ToolSpec
 from backend.prompts import ResultLine
-from backend.protocol import AgentDuplicateCall, Remember, ToolApprovalDecided
+from backend.protocol import AgentDuplicateCall
 from backend.tools.base import ToolRegistry
 from backend.tools.executor import (
     CallScope,
@@ -157,6 +163,8 @@ class ToolCalls:
         """
         state = ctx.state
         call = state.queue[0]
+        if ctx.resumed:
+            elicitations.resumed(ctx)  # a question it asked mid-call
         if is_request_input(ctx, call):
             return self._question(ctx, call)
         if client_tools.is_client_tool(ctx, call):
@@ -279,6 +287,7 @@ class ToolCalls:
             executor=self.executor,
             scope=self._scope(ctx),
             clock=self._clock,
+            asking_s=self.config.request_input_timeout_s,
         )
         decisions = [self._settle(ctx, outcome) for outcome in outcomes]
         state.batch = []
@@ -298,7 +307,7 @@ class ToolCalls:
         match resolution:
             case Approved(arguments=edited, remember=remember):
                 if edited is not None or remember is not None:  # worth a frame
-                    ctx.emit(_decided(call, ctx.state.step, edited, remember))
+                    ctx.emit(decided(call, ctx.state.step, edited, remember))
                 if edited is not None:
                     ctx.state.edited[call.id] = edited
                     ctx.state.queue[0] = call.model_copy(
@@ -324,7 +333,9 @@ class ToolCalls:
         if not isinstance(check, Ready):
             assert isinstance(check, Refused)
             return self._settle(ctx, self._refused_outcome(ctx, call, check))
-        outcome = await self.executor.execute(check, call, tool_context(ctx))
+        asking_s = self.config.request_input_timeout_s
+        context = tool_context(ctx, asking_s=asking_s)
+        outcome = await self.executor.execute(check, call, context)
         duration = {"duration_ms": self._since(ctx)}
         return self._settle(ctx, outcome.model_copy(update=duration))
 
@@ -407,7 +418,7 @@ class ToolCalls:
 
     def _pop(self, ctx: AgentContext) -> None:
         ctx.state.queue.pop(0)
-        ctx.state.in_flight = None
+        ctx.state.in_flight = ctx.state.asked_in_call = None
 
     def _client_call(self, ctx: AgentContext, call: ToolCall) -> Decision:
         """A call of a client tool: announced, then a wait for the client's
@@ -431,20 +442,3 @@ class ToolCalls:
             timeout = self.config.request_input_timeout_s
             return request_input.ask(ctx, call, timeout, self._clock())
         return request_input.settle(ctx, call, pending)
-
-
-def _decided(
-    call: ToolCall,
-    step: int,
-    edited: dict[str, Any] | None,
-    remember: Remember | None,
-) -> ToolApprovalDecided:
-    """The frame of a "yes" that changed something: the call's arguments
-    (`edited`), or what runs without asking from now on (`remember`)."""
-    return ToolApprovalDecided(
-        tool_call_id=call.id,
-        tool_name=call.name,
-        step=step,
-        arguments=edited,
-        remember=remember,
-    )

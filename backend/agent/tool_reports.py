@@ -1,11 +1,21 @@
 """What a settled tool call tells: its frame for the client (`report`),
 and, for a tool whose result someone other than the user wrote, the run's
-note of it (`note_untrusted`)."""
+note of it (`note_untrusted`); and the frame of an approval that changed
+something (`decided`)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from backend.agent.state import RunState
-from backend.protocol import ToolComplete, ToolError, UntrustedSource
+from backend.llm.base import ToolCall
+from backend.protocol import (
+    Remember,
+    ToolApprovalDecided,
+    ToolComplete,
+    ToolError,
+    UntrustedSource,
+)
 from backend.tools.base import AnyTool
 from backend.tools.outcome import ToolOutcome
 
@@ -38,4 +48,21 @@ def report(outcome: ToolOutcome) -> ToolComplete | ToolError:
         status=status,
         duration_ms=outcome.duration_ms,
         step=outcome.step,
+    )
+
+
+def decided(
+    call: ToolCall,
+    step: int,
+    edited: dict[str, Any] | None,
+    remember: Remember | None,
+) -> ToolApprovalDecided:
+    """The frame of a "yes" that changed something: the call's arguments
+    (`edited`), or what runs without asking from now on (`remember`)."""
+    return ToolApprovalDecided(
+        tool_call_id=call.id,
+        tool_name=call.name,
+        step=step,
+        arguments=edited,
+        remember=remember,
     )

@@ -14,8 +14,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from backend.agent.answer_forms import check_answer
 from backend.agent.state import Answered
+from backend.answer_forms import check_answer
 from backend.chat.approval_decisions import ApprovalDecisions
 from backend.chat.held_inputs import HeldInputs
 from backend.chat.inbox import Held
@@ -97,12 +97,17 @@ class MessageDispatcher:
                 await self._replace_and_start(session, message)
             case AgentControlMessage():
                 self._control(session, message)
-            case AgentUserInputMessage(content=content, question_id=question_id):
+            case AgentUserInputMessage(
+                content=content, question_id=question_id, action=given
+            ):
+                action = given or "accept"
                 run = session.answerable(question_id)
                 pending = run.state.pending_question
-                check_answer(pending.answer_schema if pending else None, content)
-                await self.runs.decided(session, run, Answered(content=content))
-                session.submit_answer(content, question_id)
+                if action == "accept":
+                    check_answer(pending.answer_schema if pending else None, content)
+                answered = Answered(content=content, action=action)
+                await self.runs.decided(session, run, answered)
+                session.submit_answer(content, question_id, action=action)
             case ToolResultMessage(
                 tool_call_id=call_id, content=content, is_error=failed
             ):

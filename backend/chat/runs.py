@@ -26,7 +26,7 @@ import time
 from collections.abc import Awaitable, Callable
 
 from backend.agent.cutoffs import CANCELLED_NOTE
-from backend.agent.driver import RunDriver, RunSuspended
+from backend.agent.driver import RunDriver
 from backend.agent.loop import AgentContext, AgentResult
 from backend.agent.registry import StrategyRegistry
 from backend.agent.state import ENDING, Ending, RunState, WaitOutcome
@@ -39,6 +39,7 @@ from backend.errors import (
     InvalidMessage,
     Moved,
     OwnershipLost,
+    RunSuspended,
     StoreUnavailable,
     incident,
 )

@@ -35,7 +35,13 @@ from backend.errors import (
 )
 from backend.history import History
 from backend.notifications import Notifications
-from backend.protocol import ClientMessage, ErrorType, FileInfo, ServerInfo
+from backend.protocol import (
+    AnswerAction,
+    ClientMessage,
+    ErrorType,
+    FileInfo,
+    ServerInfo,
+)
 from backend.protocol.client import named_in
 from backend.transcript import Frame
 
@@ -346,14 +352,21 @@ class Session:
         )
 
     def submit_answer(
-        self, content: str, question_id: str | None, *, error: bool | None = None
+        self,
+        content: str,
+        question_id: str | None,
+        *,
+        error: bool | None = None,
+        action: AnswerAction = "accept",
     ) -> None:
-        """Hand the user's answer to the run waiting on a question, or
-        (`error` given) a client tool's result to the run waiting on it."""
+        """Hand the user's answer (or `action`: none) to the run waiting on a
+        question, or (`error` given) a client tool's result to the run
+        waiting on it."""
         run = self.answerable(question_id, result=error is not None)
         pending = run.state.pending_question
         assert pending is not None
-        run.control.answer(UserAnswer(pending.question_id, content, bool(error)))
+        answer = UserAnswer(pending.question_id, content, bool(error), action)
+        run.control.answer(answer)
 
     def answerable(self, question_id: str | None, *, result: bool = False) -> ActiveRun:
         """The run whose pending question an answer (to `question_id`, or

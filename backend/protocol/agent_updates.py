@@ -95,6 +95,13 @@ class AgentRequestInput(BaseAgentUpdate):
     answer_schema: dict[str, Any] | None = None
     """The JSON Schema the answer must fit (a choice, yes/no, a bounded
     number, a small object); None: free text."""
+    asked_by: str | None = None
+    """Not the model: a tool asks in the middle of its call (an MCP server's
+    elicitation), named for the person ("the MCP server 'coffee'"). It may
+    be declined or dismissed (`agent_user_input.action`)."""
+    url: str | None = None
+    """The asker wants the person to open this page (MCP's URL mode): accept
+    once it is done there; no text comes back."""
 
 
 class AgentRequestInputTimeout(BaseAgentUpdate):

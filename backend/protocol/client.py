@@ -128,12 +128,27 @@ class AgentControlMessage(_Frame):
         return self
 
 
+AnswerAction = Literal["accept", "decline", "cancel"]
+"""An answer (`accept`), or none: the person said no to the question
+(`decline`) or dismissed it (`cancel`). MCP's three replies to a server's
+question; the model, when it asked, hears that no answer was given."""
+
+
 class AgentUserInputMessage(_Frame):
-    """The user's answer to a pending `request_input` question."""
+    """The user's answer to a pending question (the model's `request_input`,
+    or an MCP server's question during a tool call)."""
 
     type: Literal["agent_user_input"]
-    content: str
+    content: str = ""
     question_id: Id | None = None
+    action: AnswerAction | None = None
+    """None: `accept`."""
+
+    @model_validator(mode="after")
+    def _content_with_accept(self) -> AgentUserInputMessage:
+        if self.action not in (None, "accept") and self.content:
+            raise ValueError(f"an answer with action {self.action!r} has no content")
+        return self
 
 
 Remember = Literal["conversation", "user"]

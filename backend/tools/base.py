@@ -43,7 +43,7 @@ import asyncio
 import importlib
 import inspect
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Generic, Literal, TypeVar, cast
 
 from pydantic import BaseModel, ValidationError
@@ -51,8 +51,10 @@ from pydantic import BaseModel, ValidationError
 from backend.errors import ConfigError
 from backend.llm.base import ToolSpec
 from backend.llm.offline_skill import OfflineSkill, Skill
+from backend.pauses import Pauses
 from backend.protocol import ToolArguments
 from backend.schema_check import schema_problem
+from backend.tools.elicitation import Asker
 
 A = TypeVar("A", bound=BaseModel)
 
@@ -109,6 +111,15 @@ class ToolContext:
     """The fencing epoch the conversation is owned at by the instance
     running the call (None: no store): a store write that names it is
     refused once another instance has taken the conversation over."""
+    ask: Asker | None = field(default=None, compare=False, repr=False)
+    """Asks the person behind the run something mid-call (an MCP server's
+    elicitation; `tools/elicitation.py`); None where nobody can be asked."""
+    pauses: Pauses | None = field(default=None, compare=False, repr=False)
+    """The run's waits for a person, which the call's timeout does not count."""
+
+    def detached(self) -> ToolContext:
+        """Without the run's live parts (for a worker process)."""
+        return replace(self, ask=None, pauses=None)
 
 
 @dataclass(frozen=True, slots=True)

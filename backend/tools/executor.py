@@ -6,7 +6,8 @@
 4. ask for approval when the tool requires it: `check` answers
    `NeedsApproval`, the run's driver asks the user, and a decline becomes
    `declined(...)` (`rejected` / `timeout` / `cancelled`)
-5. run it with its timeout (`timeout`), retrying idempotent tools on
+5. run it with its timeout (`timeout`; a question it asks the user
+   mid-call does not count), retrying idempotent tools on
    transient failures (bounded): an async function on the loop, a plain one
    in a worker thread (abandoned at the timeout: a thread cannot be
    stopped), a `cpu_bound` one in a worker process (killed at the timeout)
@@ -36,8 +37,9 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel
 
-from backend.errors import OwnershipLost, ToolError
+from backend.errors import OwnershipLost, RunSuspended, ToolError
 from backend.llm.base import ToolCall, ToolStatus
+from backend.pauses import wait_unpaused
 from backend.tools.base import AnyTool, ToolContext, ToolRegistry
 from backend.tools.config import ExecutorConfig
 from backend.tools.outcome import ToolOutcome, jsonable, parse_arguments
@@ -253,8 +255,8 @@ class ToolExecutor:
             return _Try("timeout", _still_running(timeout), transient=False)
         except ToolError as exc:
             return _Try("failed", str(exc), transient=exc.retryable)
-        except OwnershipLost:
-            raise  # another instance owns the run now: nothing more here
+        except (OwnershipLost, RunSuspended):
+            raise  # not the tool's failure: the run ends or is parked here
         except Exception as exc:  # a tool's bug must not take the run down
             log.warning("tool %s crashed", tool.name, exc_info=True)
             return _Try(
@@ -268,7 +270,8 @@ class ToolExecutor:
     ) -> Any:
         """An async tool's call, bounded even when it ignores its cancellation.
 
-        At the timeout it is cancelled; one that has not ended
+        The time it waits for a person (an MCP server's question) does not
+        count (`ctx.pauses`). At the timeout it is cancelled; one that has not ended
         `CANCEL_GRACE_S` later (it caught the cancellation, or shields its
         work) is left to run on, watched in `_abandoned`, and reported as
         still running: it is not tried again. A tool that blocks the event
@@ -276,8 +279,7 @@ class ToolExecutor:
         thread or process (`Tool.runs_in`)."""
         call = asyncio.ensure_future(tool.fn(args, ctx))
         try:
-            done, _ = await asyncio.wait({call}, timeout=limit_s)
-            if done:
+            if await wait_unpaused(call, limit_s, ctx.pauses):
                 return call.result()
             call.cancel()
             await asyncio.wait({call}, timeout=CANCEL_GRACE_S)
@@ -315,7 +317,7 @@ class ToolExecutor:
     async def _run(self, tool: AnyTool, args: BaseModel, ctx: ToolContext) -> Any:
         """Call a plain tool function where it belongs (`Tool.runs_in`)."""
         if tool.runs_in == "process":
-            return await self._processes.run(tool.fn, args, ctx)
+            return await self._processes.run(tool.fn, args, ctx.detached())
         value = await self._threads.run(tool.fn, args, ctx)
         if inspect.isawaitable(value):  # a plain function wrapping an async one
             value = await value

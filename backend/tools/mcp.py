@@ -18,6 +18,8 @@ are the server's input schema; the server validates the arguments. Its
 effect comes from the config (`MCPServerConfig.effect_for`): a tool the
 config says nothing about asks the user for approval before each call.
 
+- A server's question during a call (`elicitation/create`, a form or a
+  link) is put to the person behind the run (`mcp_elicitation.py`).
 - A result with `isError` raises `ToolError` with the server's text.
 - Stop (the calling task cancelled, or the executor's timeout) propagates;
   the SDK tells the server on the way out: `notifications/cancelled` for the
@@ -46,6 +48,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from backend.errors import ToolError
 from backend.tools.base import AnyTool, Tool, ToolContext
+from backend.tools.elicitation import Asker
 from backend.tools.mcp_config import (
     MCPServerConfig,
     load_mcp_config,
@@ -54,6 +57,7 @@ from backend.tools.mcp_config import (
     tool_names,
 )
 from backend.tools.mcp_connection import Connection, StartFailed, describe_failure
+from backend.tools.mcp_elicitation import Routes
 
 __all__ = ["MCPArguments", "MCPManager", "MCPServerConfig", "load_mcp_config"]
 
@@ -196,7 +200,8 @@ def _log_default_approvals(
 def _as_tool(server: _Server, spec: mcp_types.Tool, name: str) -> Tool[MCPArguments]:
     async def call(args: MCPArguments, ctx: ToolContext) -> Any:
         meta = {IDEMPOTENCY_META: ctx.idempotency_key} if ctx.idempotency_key else None
-        return result_value(await server.call(spec.name, args.arguments(), meta))
+        found = await server.call(spec.name, args.arguments(), meta, ask=ctx.ask)
+        return result_value(found)
 
     summary = spec.description or spec.title or f"The {spec.name!r} tool."
     return Tool(
@@ -220,6 +225,7 @@ class _Server:
     def __init__(self, config: MCPServerConfig) -> None:
         self.config = config
         self.name = config.name
+        self.routes = Routes(config.name)
         self._conn: Connection | None = None
         self._lost: str | None = None
         self._gave_up: str | None = None
@@ -235,22 +241,29 @@ class _Server:
         return "up" if reason is None else f"down: {reason}"
 
     async def start(self) -> list[mcp_types.Tool]:
-        conn = Connection(self.config)
+        conn = Connection(self.config, self.routes.callback)
         await conn.open()
         self._conn = conn
         return conn.tools
 
     async def call(
-        self, tool: str, arguments: dict[str, Any], meta: dict[str, Any] | None = None
+        self,
+        tool: str,
+        arguments: dict[str, Any],
+        meta: dict[str, Any] | None = None,
+        *,
+        ask: Asker | None = None,
     ) -> mcp_types.CallToolResult:
+        """`ask`: how to put the server's questions during the call to the
+        person behind it (`mcp_elicitation.py`)."""
         conn = await self._live()
         client = conn.client
         if client is None:
             raise self._lose(conn, conn.end_reason())
         try:
-            return await client.call_tool(
-                tool, arguments, meta=cast(mcp_types.RequestParamsMeta, meta)
-            )
+            request = cast(mcp_types.RequestParamsMeta, meta)
+            work = client.call_tool(tool, arguments, meta=request)
+            return await self.routes.call(ask, work)
         except MCPError as exc:
             if exc.code == mcp_types.CONNECTION_CLOSED:
                 reason = f"the connection closed during the call ({exc.error.message})"
@@ -292,7 +305,7 @@ class _Server:
         log.info("MCP server %r: reconnecting (%s)", self.name, self._lost)
         stale, self._stale = self._stale, []
         await asyncio.gather(*(c.close() for c in stale))
-        conn = Connection(self.config)
+        conn = Connection(self.config, self.routes.callback)
         try:
             await conn.open()
         except StartFailed as exc:

@@ -19,6 +19,7 @@ import anyio
 import httpx2
 import mcp_types
 from mcp import Client, MCPError, StdioServerParameters, stdio_client
+from mcp.client.session import ElicitationFnT
 from mcp.client.streamable_http import streamable_http_client
 
 from backend.errors import LoopwireError
@@ -42,8 +43,12 @@ class Connection:
     `close()` or until the transport ends. Calls may come from any task.
     """
 
-    def __init__(self, config: MCPServerConfig) -> None:
+    def __init__(
+        self, config: MCPServerConfig, elicitation: ElicitationFnT | None = None
+    ) -> None:
+        """`elicitation`: where the server's questions go (None: refused)."""
         self.config = config
+        self._elicitation = elicitation
         self.client: Client | None = None
         self.tools: list[mcp_types.Tool] = []
         self.failure: BaseException | None = None
@@ -103,7 +108,11 @@ class Connection:
     async def _serve(self, stack: AsyncExitStack) -> None:
         transport = _watch(await _transport(self.config, stack), on_end=self._wake.set)
         client = Client(
-            transport, mode=self.config.protocol, client_info=CLIENT_INFO, cache=None
+            transport,
+            mode=self.config.protocol,
+            client_info=CLIENT_INFO,
+            cache=None,
+            elicitation_callback=self._elicitation,
         )
         await stack.enter_async_context(client)
         self.tools = await _list_tools(client)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, model_validator
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -28,6 +28,7 @@ from backend.errors import NoSuchConversation, ProtocolError
 from backend.protocol import (
     AgentControlMessage,
     AgentUserInputMessage,
+    AnswerAction,
     ClientMessage,
     Id,
     Remember,
@@ -42,8 +43,16 @@ from backend.transport.refusal import Refused
 
 
 class InputBody(StrictBody):
-    content: str
+    content: str = ""
     question_id: Id | None = None
+    action: AnswerAction = "accept"
+    """`decline` or `cancel`: no answer (then without `content`)."""
+
+    @model_validator(mode="after")
+    def _content_with_accept(self) -> InputBody:
+        if self.action != "accept" and self.content:
+            raise ValueError(f"an answer with action {self.action!r} has no content")
+        return self
 
 
 class StopBody(StrictBody):
@@ -69,7 +78,10 @@ class ToolResultBody(StrictBody):
 async def answer(request: Request) -> Response:
     body = await read_model(request, InputBody, "answer")
     message = AgentUserInputMessage(
-        type="agent_user_input", content=body.content, question_id=body.question_id
+        type="agent_user_input",
+        content=body.content,
+        question_id=body.question_id,
+        action=body.action,
     )
     await _control(request, message)
     return JSONResponse({"status": "answered"})

@@ -1,0 +1,113 @@
+"""`Pauses`: time a run spends waiting for a person inside timed work.
+
+Most waits for a person sit between a run's phases, where no clock runs.
+One does not: an MCP server asking the user something in the middle of a
+tool call (elicitation). While it waits, the bounds on the work around it —
+the tool's timeout, the run's active time — must not count, or a person who
+takes a minute to answer would time the call out. The asker opens a pause
+(`with pauses.paused():`) and the timers wait with `wait_unpaused`, which
+counts only time outside pauses.
+
+One per run: a pause stops every clock of the run, as the run waits anyway.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Coroutine, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+class Pauses:
+    def __init__(self) -> None:
+        self._open = 0
+        self._since = 0.0
+        self._total_s = 0.0
+        self._changed: asyncio.Future[None] | None = None
+
+    @property
+    def active(self) -> bool:
+        return self._open > 0
+
+    def total_s(self) -> float:
+        """Seconds spent in pauses so far (an open one counted up to now)."""
+        if self._open:
+            return self._total_s + time.perf_counter() - self._since
+        return self._total_s
+
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        """A wait for a person: the run's clocks stop until it ends."""
+        if self._open == 0:
+            self._since = time.perf_counter()
+            self._signal()
+        self._open += 1
+        try:
+            yield
+        finally:
+            self._open -= 1
+            if self._open == 0:
+                self._total_s += time.perf_counter() - self._since
+                self._signal()
+
+    def changed(self) -> asyncio.Future[None]:
+        """A future resolved when the next pause opens or the last one ends."""
+        if self._changed is None or self._changed.done():
+            self._changed = asyncio.get_running_loop().create_future()
+        return self._changed
+
+    def _signal(self) -> None:
+        changed, self._changed = self._changed, None
+        if changed is not None and not changed.done():
+            changed.set_result(None)
+
+
+async def wait_unpaused(
+    work: asyncio.Future[Any], limit_s: float | None, pauses: Pauses | None
+) -> bool:
+    """Wait until `work` is done (True) or `limit_s` seconds outside pauses
+    have passed (False); `work` is left as it is either way.
+
+    Costs one `asyncio.wait` when no pause happens: the pauses are looked
+    at only when the time is up, and the wait extended by what they took."""
+    loop = asyncio.get_running_loop()
+    began = loop.time()
+    before = pauses.total_s() if pauses is not None else 0.0
+    left = limit_s
+    while True:
+        done, _ = await asyncio.wait({work}, timeout=left)
+        if done:
+            return True
+        if pauses is None or limit_s is None:
+            return False
+        if pauses.active:
+            changed = pauses.changed()
+            await asyncio.wait({work, changed}, return_when=asyncio.FIRST_COMPLETED)
+        used = loop.time() - began - (pauses.total_s() - before)
+        left = limit_s - used
+        if work.done():
+            return True
+        if left <= 0 and not pauses.active:
+            return False
+        left = max(left, 0.0)
+
+
+async def within(
+    coro: Coroutine[Any, Any, T], limit_s: float | None, pauses: Pauses | None
+) -> tuple[T] | None:
+    """`coro`'s result (in a 1-tuple) if it ends within `limit_s` seconds
+    outside pauses; None (it is cancelled) if not. Its exception propagates;
+    a cancelled caller cancels it too."""
+    task = asyncio.ensure_future(coro)
+    try:
+        if await wait_unpaused(task, limit_s, pauses):
+            return (task.result(),)
+        return None
+    finally:
+        if not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
