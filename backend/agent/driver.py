@@ -259,6 +259,11 @@ class RunDriver:
                 step=approval.step,
                 in_doubt=approval.in_doubt,
                 untrusted_sources=list(approval.untrusted_sources),
+                also=[
+                    upcoming
+                    for upcoming in approval.also
+                    if upcoming.tool_call_id not in self.ctx.state.decided_ahead
+                ],
             )
         )
 

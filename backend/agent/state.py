@@ -30,6 +30,7 @@ from backend.protocol import (
     StopMode,
     ToolArguments,
     UntrustedSource,
+    UpcomingApproval,
 )
 from backend.tools.outcome import ToolOutcome
 
@@ -108,6 +109,12 @@ class PendingApproval(_Value):
     effect: approving runs it again, declining reports it as may-have-run."""
     untrusted_sources: tuple[UntrustedSource, ...] = ()
     """What the run had read that the user did not write, when it asked."""
+    also: tuple[UpcomingApproval, ...] = ()
+    """The reply's later calls that will ask too, shown with this one: each
+    may be decided now (`RunState.decided_ahead`)."""
+
+    def upcoming(self, tool_call_id: str) -> UpcomingApproval | None:
+        return next((a for a in self.also if a.tool_call_id == tool_call_id), None)
 
 
 class Answered(_Value):
@@ -256,6 +263,9 @@ class RunState(BaseModel):
     granted: list[str] = Field(default_factory=list)
     """Tools that run without asking in this run (`chat/tool_grants.py`),
     unless it read what the user did not write (`untrusted`)."""
+    decided_ahead: dict[str, Approved | Declined] = Field(default_factory=dict)
+    """Tool call id → a person's decision on a call asked about ahead of its
+    turn (`PendingApproval.also`), taken when the call comes up."""
     edited: dict[str, dict[str, Any]] = Field(default_factory=dict)
     """Tool call id → the arguments a person approved instead of the model's."""
     interjected: list[str] = Field(default_factory=list)

@@ -14,7 +14,9 @@ stop and checkpoints between calls:
   it runs now); otherwise the user is asked whether to run it again (an
   approval with `in_doubt`), and a "no" reports it as one that may have run.
 - otherwise: `tool_start`, the executor's checks, `AwaitApproval` when the
-  tool asks first, the call itself, then `tool_complete` / `tool_error`.
+  tool asks first (with the reply's later calls that will ask too, which
+  a person may decide at once: `agent/approvals.py`), the call itself,
+  then `tool_complete` / `tool_error`.
   A read-only head that runs without asking takes the read-only calls after
   it along, all run at once in one phase (`agent/tool_batch.py`).
 
@@ -32,6 +34,7 @@ from collections.abc import Callable
 from typing import Any
 
 from backend.agent import (
+    approvals,
     citations,
     client_tools,
     elicitations,
@@ -49,8 +52,6 @@ from backend.agent.state import (
     Approved,
     Declined,
     InFlight,
-    PendingApproval,
-    RunState,
     TimedOut,
     WaitOutcome,
 )
@@ -73,11 +74,6 @@ from backend.tools.results import to_json_text
 from backend.transcript import EDITED_NOTE
 
 log = logging.getLogger(__name__)
-
-IN_DOUBT = (
-    "{name} was running when the server running it stopped, and it cannot "
-    "tell whether it took effect. Run it again?"
-)
 
 
 class ToolCalls:
@@ -182,24 +178,29 @@ class ToolCalls:
         earlier = self.rules.earlier(state, call)
         if earlier is not None:
             return self._duplicate(ctx, call, earlier)
+        return self._checked(ctx, call)
+
+    def _checked(self, ctx: AgentContext, call: ToolCall) -> Decision:
+        """Announce a new call and check it: refused, asking, or ready to run."""
+        state = ctx.state
         self._announce(ctx, call)
+        ahead = approvals.ahead_of(state, call)
+        if isinstance(ahead, Declined):  # said no before its turn came
+            return self._approval_decided(ctx, call, ahead)
         scope = self._scope(ctx)
         match self.executor.check(call, scope):
             case Refused() as refused:
                 return self._settle(ctx, self._refused_outcome(ctx, call, refused))
-            case NeedsApproval(tool=tool) if self._granted(state, tool.name):
+            case NeedsApproval(tool=tool) if approvals.granted(state, tool.name):
                 return Continue(stoppable=False)  # allowed: it runs next phase
+            case NeedsApproval() if ahead is not None:
+                return self._approval_decided(ctx, call, ahead)
             case NeedsApproval(tool=tool):
+                also = approvals.upcoming(
+                    ctx, executor=self.executor, rules=self.rules, scope=scope
+                )
                 return AwaitApproval(
-                    PendingApproval(
-                        tool_call_id=call.id,
-                        tool_name=tool.name,
-                        arguments=parse_arguments(call.arguments),
-                        description=tool.people_summary,
-                        step=state.step,
-                        deadline=self._clock() + self.config.approval_timeout_s,
-                        untrusted_sources=tuple(state.untrusted),
-                    )
+                    approvals.request(ctx, call, tool, self._deadline(), also=also)
                 )
             case Ready(tool=tool):
                 if tool.effect.read_only:
@@ -219,19 +220,11 @@ class ToolCalls:
                 return self._settle(ctx, self._reconciled(ctx, call, found.result))
             if found is not None:
                 return await self._run(ctx, call)  # it never took effect
-        state = ctx.state
-        return AwaitApproval(
-            PendingApproval(
-                tool_call_id=call.id,
-                tool_name=tool.name,
-                arguments=parse_arguments(call.arguments),
-                description=IN_DOUBT.format(name=tool.name),
-                step=state.step,
-                deadline=self._clock() + self.config.approval_timeout_s,
-                in_doubt=True,
-                untrusted_sources=tuple(state.untrusted),
-            )
-        )
+        pending = approvals.request(ctx, call, tool, self._deadline(), in_doubt=True)
+        return AwaitApproval(pending)
+
+    def _deadline(self) -> float:
+        return self._clock() + self.config.approval_timeout_s
 
     def _reconciled(
         self, ctx: AgentContext, call: ToolCall, result: Any
@@ -293,12 +286,6 @@ class ToolCalls:
         state.batch = []
         ending = [d for d in decisions if not isinstance(d, Continue)]
         return ending[0] if ending else Continue()
-
-    @staticmethod
-    def _granted(state: RunState, tool: str) -> bool:
-        """The user allowed `tool` to run without asking, and nothing the
-        run read could have asked for this call instead of them."""
-        return tool in state.granted and not state.untrusted
 
     def _approval_decided(
         self, ctx: AgentContext, call: ToolCall, resolution: WaitOutcome
@@ -417,8 +404,10 @@ class ToolCalls:
         return self.rules.after_duplicate(state)
 
     def _pop(self, ctx: AgentContext) -> None:
-        ctx.state.queue.pop(0)
-        ctx.state.in_flight = ctx.state.asked_in_call = None
+        state = ctx.state
+        call = state.queue.pop(0)
+        state.in_flight = state.asked_in_call = None
+        state.decided_ahead.pop(call.id, None)
 
     def _client_call(self, ctx: AgentContext, call: ToolCall) -> Decision:
         """A call of a client tool: announced, then a wait for the client's

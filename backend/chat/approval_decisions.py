@@ -12,6 +12,10 @@
 A call in doubt (it may have run before a crash) runs again as it was or
 not at all: neither edited nor remembered. Like every decision, it is
 stored before the run is handed it (`RunSupervisor.decided`).
+
+A request may name the reply's later calls that will ask too (`also`): a
+decision on one of those, while the request waits, is kept in the run's
+state (`decided_ahead`) and taken when that call's turn comes.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from backend.chat.runs import RunSupervisor
 from backend.chat.session import ActiveRun, Session
 from backend.chat.tool_grants import ToolGrants
 from backend.errors import InvalidAnswer, InvalidMessage
-from backend.protocol import ToolApprovalResponseMessage
+from backend.protocol import ToolApprovalResponseMessage, UpcomingApproval
 from backend.tools.base import ToolRegistry
 
 IN_DOUBT = (
@@ -45,6 +49,10 @@ class ApprovalDecisions:
         run = session.approvable(call_id, blind=ok and not message.in_doubt)
         pending = run.state.pending_approval
         assert pending is not None
+        upcoming = pending.upcoming(call_id)
+        if upcoming is not None:
+            await self._ahead(session, run, upcoming, message)
+            return
         if not ok:
             decided: Approved | Declined = Declined(reason=message.reason)
         else:
@@ -59,11 +67,36 @@ class ApprovalDecisions:
             approval=decided if isinstance(decided, Approved) else None,
         )
 
+    async def _ahead(
+        self,
+        session: Session,
+        run: ActiveRun,
+        upcoming: UpcomingApproval,
+        message: ToolApprovalResponseMessage,
+    ) -> None:
+        """A decision on a call asked about ahead of its turn: kept in the
+        run's state (stored now, the run waiting) until the call comes up."""
+        decided: Approved | Declined = Declined(reason=message.reason)
+        if message.approved:
+            decided = self._approval(upcoming, message)
+        if isinstance(decided, Approved) and decided.remember is not None:
+            await self._remember(session, run, upcoming.tool_name, decided)
+        state = run.state
+        state.decided_ahead[upcoming.tool_call_id] = decided
+        try:
+            await self.runs.decided(session, run, None)
+        except BaseException:
+            state.decided_ahead.pop(upcoming.tool_call_id, None)  # not taken
+            raise
+
     def _approval(
-        self, pending: PendingApproval, message: ToolApprovalResponseMessage
+        self,
+        pending: PendingApproval | UpcomingApproval,
+        message: ToolApprovalResponseMessage,
     ) -> Approved:
         edited, remember = message.arguments, message.remember
-        if pending.in_doubt and (edited is not None or remember is not None):
+        in_doubt = isinstance(pending, PendingApproval) and pending.in_doubt
+        if in_doubt and (edited is not None or remember is not None):
             raise InvalidMessage(IN_DOUBT)
         if edited is not None:
             tool = self.registry.get(pending.tool_name)

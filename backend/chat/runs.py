@@ -265,18 +265,19 @@ class RunSupervisor:
             await self._flush_patiently(session)
 
     async def decided(
-        self, session: Session, run: ActiveRun, outcome: WaitOutcome
+        self, session: Session, run: ActiveRun, outcome: WaitOutcome | None
     ) -> None:
         """Store a person's decision before the run acts on it: the run's
         record, still waiting, with the decision as its resolution (a run
-        continued from it acts on it, on any instance). An instance that no
+        continued from it acts on it, on any instance); `outcome` None: the
+        decision is in the state already (`decided_ahead`). An instance that no
         longer owns the conversation is refused by the store's fence: the
         decision is not taken, the client is told to send it again
         (`moved`), and the conversation is let go here."""
         state = run.state
         if session.journal is None or not state.request.save_chat:
             return
-        decided = state.model_copy(update={"resolution": outcome})
+        decided = state.model_copy(update={"resolution": outcome or state.resolution})
         session.journal.run(self._record(decided, "waiting"))
         await self.stored_now(session)
 

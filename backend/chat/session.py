@@ -403,14 +403,28 @@ class Session:
                 f"no approval is pending for tool call {tool_call_id!r}: "
                 "no run is active"
             )
-        self.run.control.check_approval(tool_call_id)
         pending = self.run.state.pending_approval
+        if pending is not None and pending.upcoming(tool_call_id) is not None:
+            return self._ahead(self.run, tool_call_id)
+        self.run.control.check_approval(tool_call_id)
         if blind and pending is not None and pending.in_doubt:
             raise NoPendingApproval(
                 f"tool call {tool_call_id!r} is in doubt now (it was running when "
                 "its server stopped): to run it again, approve with in_doubt: true"
             )
         return self.run
+
+    def _ahead(self, run: ActiveRun, tool_call_id: str) -> ActiveRun:
+        """The run asking about `tool_call_id` ahead of its turn, while it
+        still waits on the call before it."""
+        state = run.state
+        if not state.waiting or tool_call_id in state.decided_ahead:
+            raise NoPendingApproval(
+                f"tool call {tool_call_id!r} cannot be decided now: it was "
+                "decided already, or the call asked with it has been decided "
+                "(it is asked again when its turn comes)"
+            )
+        return run
 
 
 def _not_that_wait(client_tool: str | None, call_id: str) -> str:

@@ -85,6 +85,7 @@ from backend.protocol.payloads import (
     ToolInfo,
     ToolStart,
     UntrustedSource,
+    UpcomingApproval,
 )
 from backend.protocol.schema import (
     json_schema,
@@ -176,6 +177,7 @@ __all__ = [
     "ToolResultMessage",
     "ToolStart",
     "UntrustedSource",
+    "UpcomingApproval",
     "UsageInfo",
     "client_message_adapter",
     "json_schema",

@@ -129,6 +129,17 @@ class UntrustedSource(BaseModel):
     "docs/handbook.md", "the MCP server web"); empty: the tool says it."""
 
 
+class UpcomingApproval(BaseModel):
+    """A later call of the same reply that will ask for approval too."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    tool_call_id: str
+    tool_name: str
+    arguments: ToolArguments
+    description: str
+
+
 class ToolApprovalRequest(Payload):
     type: Literal["tool_approval_request"] = "tool_approval_request"
     tool_call_id: str
@@ -143,6 +154,11 @@ class ToolApprovalRequest(Payload):
     """What the run had read before asking that the user did not write, in
     the order read: the request to make this call may have come from
     there, not from the user (prompt injection). Empty: nothing yet."""
+    also: list[UpcomingApproval] = Field(default_factory=list)
+    """The reply's later calls that will ask too, in order: each may be
+    decided now, while this request waits, with a `tool_approval_response`
+    for its id (send those before this one's); one not decided by the time
+    its turn comes is asked then."""
 
 
 class ToolApprovalDecided(Payload):

@@ -180,6 +180,16 @@ class ToolExecutor:
             return NeedsApproval(tool, parsed)
         return Ready(tool, parsed)
 
+    def would_ask(self, call: ToolCall, scope: CallScope) -> AnyTool | None:
+        """The tool, if `call` would wait for approval were it made now (a
+        look ahead: no rate-limit token is taken, nothing is refused)."""
+        tool = self._registry.get(call.name)
+        if tool is None or _refuse(call.name, tool, scope) is not None:
+            return None
+        if isinstance(tool.validate(parse_arguments(call.arguments)), str):
+            return None
+        return tool if tool.effect.asks(scope.untrusted_read) else None
+
     def declined(
         self, tool_name: str, decision: ApprovalDecision, *, waited_s: float
     ) -> Refused:
