@@ -60,6 +60,7 @@ async def test_a_queued_message_runs_after_the_run(start_server: StartServer) ->
         0,
     )
     assert queued["run_id"] is None
+    assert queued["agent_mode"] is False  # as the chat asked
     slow.release.set()
     first = await client.run()
     second = await client.run()
@@ -86,9 +87,15 @@ async def test_a_steer_is_told_to_the_run_once_at_a_phase_boundary(
         *slow_step(observe("Metric it is.")),
         reason("done", finish=True, final="In km."),
     )
-    await client.send(type="chat", content="use metric", when_busy="steer")
+    await client.send(
+        type="chat", content="use metric", when_busy="steer", agent_mode=True
+    )
     queued = (await client.until_label("pending_input"))[-1]
-    assert (queued["mode"], queued["state"]) == ("steer", "queued")
+    assert (queued["mode"], queued["state"], queued["agent_mode"]) == (
+        "steer",
+        "queued",
+        True,
+    )
     slow.release.set()
     rest = await client.run()
     assert labels(rest) == [

@@ -113,6 +113,7 @@ def frame(
         input_id=held.id,
         mode=held.mode,
         content=held.message.content,
+        agent_mode=held.message.agent_mode,
         state=state,
         position=place,
         started_run_id=run_id,

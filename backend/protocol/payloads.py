@@ -186,6 +186,8 @@ class PendingInput(Payload):
     input_id: str
     mode: Literal["queue", "steer", "interrupt"]
     content: str
+    agent_mode: bool = False
+    """The message asks for an agent run (as its `chat` said)."""
     state: Literal["queued", "started", "cancelled"]
     position: int = 0
     started_run_id: str | None = None
