@@ -226,16 +226,17 @@ async def test_a_form_loopwire_cannot_show_is_refused_to_the_server(
     assert "asks for several choices at once" in failed["error"]
 
 
-async def test_stop_after_step_dismisses_the_question(
+async def test_stop_after_step_waits_for_the_answer(
     start_server: StartServer, tmp_path: Path
 ) -> None:
-    """A graceful stop while the server asks: the server hears `cancel`, its
-    call ends with that, and the run stops after the step."""
+    """A graceful stop while the server asks keeps the question: the answer
+    reaches the server, its call ends, and the run stops after the step."""
     llm = ScriptedLLM(*ordering()[:2])
     harness = await start_server(llm, test_registry(), mcp_config=cafe_config(tmp_path))
     client, _ = await harness.ready_client()
-    await asked(client)
+    question = await asked(client)
     await client.send(type="agent_control", action="stop_after_step")
+    await reply(client, question, content='{"size": "small", "cups": 1}')
     frames = await client.run()
     assert labels(frames) == [
         "tool_complete:cafe__order",
@@ -243,7 +244,8 @@ async def test_stop_after_step_dismisses_the_question(
         "agent_completion",
         "response_complete",
     ]
-    assert frames[0]["result"] == "cancel"
+    chosen = '{"size":"small","cups":1,"oat_milk":false}'
+    assert frames[0]["result"] == f"accept {chosen}"
     assert (frames[1]["mode"], frames[2]["reason"]) == ("after_step", "stopped")
 
 

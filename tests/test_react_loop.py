@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from backend.agent.run_control import UserAnswer
 from backend.agent.strategies.react import ReasonActObserve
 from backend.errors import LLMError
 from backend.llm.base import Completion, Message
@@ -417,16 +418,22 @@ async def test_stop_after_step_stops_at_the_next_boundary_after_the_tool() -> No
 
 
 async def test_stop_after_step_while_waiting_for_input() -> None:
-    """An `after_step` stop while awaiting `request_input` ends the run and question."""
+    """An `after_step` stop while a question waits keeps the question: its
+    answer ends the step, and the run stops then (no observe)."""
     llm = ScriptedLLM(reason(), calls(("request_input", {"question": "Which?"})))
     run = Run(make_loop(llm))
-    run.on_event = lambda e: (
-        run.control.stop("after_step") if isinstance(e, AgentRequestInput) else None
-    )
+
+    def on_event(event: object) -> None:
+        if isinstance(event, AgentRequestInput):
+            run.control.stop("after_step")
+            run.control.answer(UserAnswer(event.question_id, "the blue one"))
+
+    run.on_event = on_event
     result = await run.go()
     assert result.reason == "stopped" and result.stop_mode == "after_step"
     assert run.state.pending_question is None
-    assert run.history[-1].role == "tool"
+    assert (run.history[-1].role, run.history[-1].content) == ("tool", "the blue one")
+    assert llm.purposes == ["reason", "act"]
 
 
 async def test_grant_steps_extends_the_running_budget() -> None:

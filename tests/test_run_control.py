@@ -56,22 +56,36 @@ async def test_the_deadline_ends_the_wait() -> None:
     assert control.answered
 
 
-@pytest.mark.parametrize(
-    ("lever", "outcome"),
-    [
-        (lambda c: c.stop("after_step"), StopRequested()),
-        (lambda c: c.park(), SUSPENDED),
-    ],
-)
-async def test_stop_and_park_end_a_wait_and_the_next_one(
-    lever: object, outcome: object
-) -> None:
-    """A stop after the step, or a park, ends the current wait and every later one."""
+async def test_park_ends_a_wait_and_the_next_one() -> None:
+    """A park ends the current wait and every later one."""
     control = RunControl()
     task = await waiting_for_answer(control)
-    lever(control)  # type: ignore[operator]
-    assert await task == outcome
-    assert await control.wait_for_answer(LONG_S) == outcome
+    control.park()
+    assert await task is SUSPENDED
+    assert await control.wait_for_answer(LONG_S) is SUSPENDED
+
+
+async def test_a_graceful_stop_leaves_a_question_to_its_answer() -> None:
+    """A stop after the step does not end a wait for an answer (the question
+    is part of the step): the answer does."""
+    control = RunControl()
+    task = await waiting_for_answer(control)
+    control.stop("after_step")
+    await asyncio.sleep(0)
+    assert not task.done()
+    control.answer(UserAnswer("q1", "blue"))
+    assert await task == Answered(content="blue")
+
+
+async def test_a_graceful_stop_ends_an_approval_wait() -> None:
+    """A stop after the step ends a wait for an approval, and any later one."""
+    control = RunControl()
+    control.expect_approval("call-1")
+    task = asyncio.ensure_future(control.wait_for_approval("call-1", LONG_S))
+    await asyncio.sleep(0)
+    control.stop("after_step")
+    assert await task == StopRequested()
+    assert await control.wait_for_approval("call-2", LONG_S) == StopRequested()
 
 
 async def test_an_immediate_stop_leaves_the_wait_to_be_cancelled() -> None:
@@ -86,15 +100,14 @@ async def test_an_immediate_stop_leaves_the_wait_to_be_cancelled() -> None:
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    assert await control.wait_for_answer(LONG_S) == StopRequested()
+    assert await control.wait_for_approval("call-1", LONG_S) == StopRequested()
 
 
-async def test_parked_comes_before_stopped_before_an_early_answer() -> None:
-    """A stop outranks a queued answer, a park outranks a stop; the answer is kept."""
+async def test_parked_comes_before_an_early_answer() -> None:
+    """A park outranks a queued answer, which is kept; a graceful stop does not."""
     control = RunControl()
     control.answer(UserAnswer("q1", "yes"))
     control.stop("after_step")
-    assert await control.wait_for_answer(LONG_S) == StopRequested()
     control.park()
     assert await control.wait_for_answer(LONG_S) is SUSPENDED
     assert control.answered  # never taken: the restart asks again

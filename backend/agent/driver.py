@@ -92,6 +92,8 @@ class RunDriver:
         self._clock = clock
         self._time = ActiveTime(ctx.state, time_limit, monotonic, ctx.pauses)
         self._asking = asyncio.Lock()
+        self._withheld = False
+        """The pending question was not shown: a stop came before it."""
         ctx.ask_in_phase = self._ask_in_phase
         self._stoppable = True
         ctx.resumed = ctx.state.phase != START
@@ -221,7 +223,8 @@ class RunDriver:
 
     def _announce_question(self) -> None:
         question = self.ctx.state.pending_question
-        if question is None or self._ending_anyway():
+        self._withheld = question is not None and self._ending_anyway()
+        if question is None or self._withheld:
             return  # do not ask only to withdraw it
         if question.client_tool is not None:
             self.ctx.emit(
@@ -274,6 +277,8 @@ class RunDriver:
     async def _wait(self) -> WaitOutcome | Suspended:
         state, control = self.ctx.state, self.control
         question, approval = state.pending_question, state.pending_approval
+        if question is not None and self._withheld:
+            return StopRequested()  # not asked: the stop came first
         if question is not None:
             return await control.wait_for_answer(question.deadline - self._clock())
         assert approval is not None
@@ -295,7 +300,11 @@ class RunDriver:
                         self._announce_question()
                         await self._save()
                 limit = question.deadline - self._clock()
-                outcome = await control.wait_for_answer(limit)
+                outcome = (
+                    StopRequested()
+                    if announce and self._withheld
+                    else await control.wait_for_answer(limit)
+                )
             if isinstance(outcome, Suspended):
                 raise RunSuspended(state.run_id)  # parked with the question
             state.pending_question = None

@@ -4,7 +4,9 @@ Fresh per run (events are never cleared and reused). Transports reach it
 through the session: `stop`, `answer`, `resolve_approval`; a shutdown
 `park`s it. The run's driver alone waits on it: `wait_for_answer` and
 `wait_for_approval` end with a typed `WaitOutcome` (the answer or decision,
-a graceful stop, the deadline) or `SUSPENDED` (park now). A paused run waits
+a graceful stop, the deadline) or `SUSPENDED` (park now). A graceful stop
+ends a wait for an approval at once, but not one for an answer already
+asked: the answer finishes the step, and the run stops after it. A paused run waits
 on one future that those levers resolve and one timer, with no helper tasks:
 a session paused on a question costs little more than its state. An
 immediate stop is not a wait outcome: the driver races the whole run
@@ -83,7 +85,9 @@ class RunControl:
             # the driver's race cancels the run where it waits: waking the
             # wait would let it run on (to its ending's writes) meanwhile
             self.stop_now.set()
-        else:
+        elif self._waiting_for != _ANSWER:
+            # an approval is withdrawn (no call runs after a stop), but a
+            # question shown is part of the step: its answer ends the step
             self._wake(StopRequested())
 
     def park(self) -> None:
@@ -103,7 +107,7 @@ class RunControl:
         return bool(self._answers)
 
     async def wait_for_answer(self, limit_s: float) -> WaitOutcome | Suspended:
-        early = self._early(limit_s)
+        early = self._early(limit_s, stopping=False)
         if early is not None:
             return early
         if self._answers:
@@ -163,11 +167,14 @@ class RunControl:
 
     # ------------------------------------------------------------ the wait
 
-    def _early(self, limit_s: float) -> WaitOutcome | Suspended | None:
-        """How a wait ends before it starts: parked, stopped or past its deadline."""
+    def _early(
+        self, limit_s: float, *, stopping: bool = True
+    ) -> WaitOutcome | Suspended | None:
+        """How a wait ends before it starts: parked, stopped (`stopping`: a
+        graceful stop ends it) or past its deadline."""
         if self.suspend.is_set():
             return SUSPENDED
-        if self.stop_after_step.is_set():
+        if stopping and self.stop_after_step.is_set():
             return StopRequested()
         if limit_s <= 0:
             return TimedOut()
