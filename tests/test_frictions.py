@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import httpx
 
-from tests.conftest import StartServer
+from tests.conftest import Harness, StartServer
 from tests.fakes import ScriptedLLM, calls, reason, test_registry
 from tests.ws_client import labels
 
@@ -35,3 +35,67 @@ async def test_stop_after_step_keeps_the_waiting_question(
     async with httpx.AsyncClient() as http:
         kept = (await http.get(url)).json()["messages"]
     assert [m["content"] for m in kept if m["role"] == "tool"] == ["km"]
+
+
+async def titles(harness: Harness) -> list[tuple[str, str]]:
+    """The caller's conversations as the list shows them: (id, title), in order."""
+    async with httpx.AsyncClient(base_url=harness.server.url("")) as http:
+        page = (await http.get("/api/conversations")).json()
+    return [(c["id"], c["title"]) for c in page["items"]]
+
+
+async def test_a_conversation_started_by_a_file_takes_its_first_message_as_title(
+    start_server: StartServer,
+) -> None:
+    """A file attached first stores an untitled conversation; the first
+    message then titles it, as it titles any conversation."""
+    harness = await start_server(ScriptedLLM("It lists milk."), test_registry())
+    client, ready = await harness.ready_client()
+    conversation = ready["session_id"]
+    async with httpx.AsyncClient(base_url=harness.server.url("")) as http:
+        uploaded = await http.post(
+            f"/api/conversations/{conversation}/files",
+            files={"file": ("shopping.txt", b"milk\n", "text/plain")},
+        )
+    assert uploaded.status_code == 201, uploaded.text
+    assert await titles(harness) == [(conversation, "")]
+    await client.chat("what does shopping.txt say?")
+    assert await titles(harness) == [(conversation, "what does shopping.txt say?")]
+
+
+async def test_editing_the_first_message_retitles_unless_renamed(
+    start_server: StartServer,
+) -> None:
+    """An edit of the first message changes the title it gave; a title the
+    person chose stays through edits."""
+    llm = ScriptedLLM("Paris.", "Rome.", "Madrid.")
+    harness = await start_server(llm, test_registry())
+    client, ready = await harness.ready_client()
+    conversation = ready["session_id"]
+    first = await client.chat("capital of France?")
+    edited = await client.chat("capital of Italy?", replace_from=first[-1]["run_id"])
+    assert await titles(harness) == [(conversation, "capital of Italy?")]
+    async with httpx.AsyncClient(base_url=harness.server.url("")) as http:
+        url = f"/api/conversations/{conversation}"
+        assert (await http.patch(url, json={"title": "Capitals"})).status_code == 200
+    await client.chat("capital of Spain?", replace_from=edited[-1]["run_id"])
+    assert await titles(harness) == [(conversation, "Capitals")]
+
+
+async def test_renaming_keeps_the_conversations_place(
+    start_server: StartServer,
+) -> None:
+    """The list is ordered by activity: renaming an older conversation does
+    not move it to the top."""
+    harness = await start_server(ScriptedLLM("one", "two"), test_registry())
+    older, first = await harness.ready_client()
+    await older.chat("first question")
+    newer, second = await harness.ready_client()
+    await newer.chat("second question")
+    async with httpx.AsyncClient(base_url=harness.server.url("")) as http:
+        url = f"/api/conversations/{first['session_id']}"
+        assert (await http.patch(url, json={"title": "Renamed"})).status_code == 200
+    assert await titles(harness) == [
+        (second["session_id"], "second question"),
+        (first["session_id"], "Renamed"),
+    ]

@@ -178,18 +178,19 @@ async def test_conversations_page_newest_first_for_their_owner_only(
 async def test_rename_and_delete_say_whether_the_conversation_existed(
     store: SqlStore,
 ) -> None:
-    """Rename and delete say if the conversation existed; delete drops its data."""
+    """Rename and delete say if the conversation existed; delete drops its
+    data; a rename keeps the conversation's time (its place in the list)."""
     await store.create_conversation(conversation("c1"))
     await store.write(
         Batch("c1", 101.0, messages=[(0, Message.user("hi"))], frames=[frame(1)])
     )
-    assert await store.rename_conversation("c1", "Trip", 102.0)
+    assert await store.rename_conversation("c1", "Trip")
     renamed = await store.conversation("c1")
     assert renamed is not None and (renamed.title, renamed.updated_at) == (
         "Trip",
-        102.0,
+        101.0,
     )
-    assert not await store.rename_conversation("nope", "x", 1.0)
+    assert not await store.rename_conversation("nope", "x")
     assert await store.delete_conversation("c1")
     assert not await store.delete_conversation("c1")
     assert await store.conversation("c1") is None
@@ -198,6 +199,27 @@ async def test_rename_and_delete_say_whether_the_conversation_existed(
 
 
 # ---------------------------------------------------------------- batches
+
+
+async def test_a_title_from_the_first_message_never_replaces_a_chosen_one(
+    store: SqlStore,
+) -> None:
+    """A batch's title applies to an untitled conversation, or one whose
+    title the old first message gave (`title_was`); a chosen one stays."""
+    await store.create_conversation(conversation("c1"))
+    said = [(0, Message.user("hi"))]
+
+    async def titled(title: str, was: str) -> str:
+        batch = Batch("c1", 101.0, messages=said, title=title, title_was=was)
+        await store.write(batch)
+        record = await store.conversation("c1")
+        assert record is not None
+        return record.title
+
+    assert await titled("hi", "") == "hi"  # untitled: a file came first
+    assert await titled("hello", "hi") == "hello"  # the first message edited
+    assert await store.rename_conversation("c1", "Greetings")
+    assert await titled("hey", "hello") == "Greetings"  # chosen: it stays
 
 
 async def test_a_batch_creates_the_conversation_and_round_trips_every_message(

@@ -44,8 +44,10 @@ class Journal:
         stored: bool,
         epoch: int = 1,
         saved_messages: int = 0,
+        first_said: str | None = None,
         on_change: Callable[[], None] = lambda: None,
     ) -> None:
+        """`first_said`: the stored history's first user message, if any."""
         self.conversation = conversation
         self.epoch = epoch
         """The epoch this instance owns the conversation at (the fence every
@@ -77,6 +79,8 @@ class Journal:
         """Held inputs used: the next batch deletes them."""
         self.on_change = on_change
         """Called whenever something new is pending."""
+        self.auto_title = title_of(first_said) if first_said is not None else ""
+        """The title the stored first user message gives (see `_retitle`)."""
 
     # ------------------------------------------------------------ recording
 
@@ -171,6 +175,8 @@ class Journal:
         )
         if not self.stored:
             batch.create = self._first_record(history, now)
+        else:
+            self._retitle(batch, history)
         if keep_frames_from > self.kept_from:
             batch.keep_frames_from = keep_frames_from
         self.frames, self.runs, self.deleted_runs = [], {}, []
@@ -209,11 +215,41 @@ class Journal:
                 self.saved_messages = min(self.saved_messages, position)
 
     def _first_record(self, history: History, now: float) -> ConversationRecord:
-        first = next((m.content for m in history if m.role == "user"), None)
-        title = " ".join((first or "").split())[:TITLE_CHARS]
+        first = _first_said(history)
+        self.auto_title = title_of(first[1]) if first is not None else ""
         return self.conversation.model_copy(
-            update={"title": self.conversation.title or title, "updated_at": now}
+            update={
+                "title": self.conversation.title or self.auto_title,
+                "updated_at": now,
+            }
         )
+
+    def _retitle(self, batch: Batch, history: History) -> None:
+        """A conversation titled by its first user message keeps that title
+        in step with it: set when the message comes after the conversation
+        was stored (a file came first), changed when an edit changes it. The
+        store applies it only while the title is still the one the old
+        message gave (or none): a title a person chose stays."""
+        first = _first_said(history)
+        if first is None or not batch.messages or first[0] < batch.messages[0][0]:
+            return  # the first user message is not new in this batch
+        title = title_of(first[1])
+        if title != self.auto_title:
+            batch.title, batch.title_was = title, self.auto_title
+            self.auto_title = title
+
+
+def title_of(said: str) -> str:
+    """A conversation's title from its first user message."""
+    return " ".join(said.split())[:TITLE_CHARS]
+
+
+def _first_said(history: History) -> tuple[int, str] | None:
+    """The position and text of the history's first user message."""
+    return next(
+        ((n, m.content or "") for n, m in enumerate(history) if m.role == "user"),
+        None,
+    )
 
 
 def _earliest(a: int | None, b: int | None) -> int | None:

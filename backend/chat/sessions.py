@@ -130,8 +130,15 @@ class SessionTable:
         stored: bool,
         saved: int = 0,
         epoch: int = 1,
+        first_said: str | None = None,
     ) -> Journal:
-        journal = Journal(record, stored=stored, saved_messages=saved, epoch=epoch)
+        journal = Journal(
+            record,
+            stored=stored,
+            saved_messages=saved,
+            epoch=epoch,
+            first_said=first_said,
+        )
         session_id = record.id
 
         def changed() -> None:
@@ -191,7 +198,14 @@ class SessionTable:
             history=History(loaded.messages),
             last_seq=loaded.last_seq,
             journal=self._journal(
-                record, stored=True, saved=len(loaded.messages), epoch=loaded.epoch
+                record,
+                stored=True,
+                saved=len(loaded.messages),
+                epoch=loaded.epoch,
+                first_said=next(
+                    (m.content or "" for m in loaded.messages if m.role == "user"),
+                    None,
+                ),
             ),
         )
         session.files = [info(file) for file in loaded.files]

@@ -170,6 +170,9 @@ class Batch:
     """Runs of this conversation an edit removed: their records are deleted
     (after `runs` are saved, so a late record of one does not bring it back)."""
     title: str | None = None
+    """A new title from the first user message, applied only if the stored
+    title is still `title_was` (the old message's) or empty."""
+    title_was: str = ""
     inputs: list[PendingInputRecord] = field(default_factory=list)
     delete_inputs: list[str] = field(default_factory=list)
     """Pending inputs used (deleted after `inputs` are added)."""
@@ -302,9 +305,9 @@ class Store(Protocol):
         self, owner: str, *, limit: int, cursor: str | None = None
     ) -> Page: ...
 
-    async def rename_conversation(
-        self, conversation_id: str, title: str, updated_at: float
-    ) -> bool: ...
+    async def rename_conversation(self, conversation_id: str, title: str) -> bool:
+        """Retitle it (its place in the list, by last activity, stays)."""
+        ...
 
     async def delete_conversation(self, conversation_id: str) -> bool: ...
 

@@ -87,13 +87,9 @@ class SqlStore:
         async with self._db.connect() as conn:
             return await sql_conversations.page(conn, owner, limit, after)
 
-    async def rename_conversation(
-        self, conversation_id: str, title: str, updated_at: float
-    ) -> bool:
+    async def rename_conversation(self, conversation_id: str, title: str) -> bool:
         async with self._db.begin() as conn:
-            return await sql_conversations.rename(
-                conn, conversation_id, title, updated_at
-            )
+            return await sql_conversations.rename(conn, conversation_id, title)
 
     async def delete_conversation(self, conversation_id: str) -> bool:
         async with self._db.begin() as conn:

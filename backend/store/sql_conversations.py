@@ -108,14 +108,8 @@ async def page(
     return Page(items=items, next=encode_cursor(items[-1]) if more else None)
 
 
-async def rename(
-    conn: AsyncConnection, conversation_id: str, title: str, updated_at: float
-) -> bool:
-    query = (
-        update(conversations)
-        .where(c.id == conversation_id)
-        .values(title=title, updated_at=updated_at)
-    )
+async def rename(conn: AsyncConnection, conversation_id: str, title: str) -> bool:
+    query = update(conversations).where(c.id == conversation_id).values(title=title)
     return rowcount(await conn.execute(query)) > 0
 
 

@@ -11,9 +11,11 @@ from typing import Any
 
 from sqlalchemy import (
     Executable,
+    String,
     Table,
     and_,
     bindparam,
+    case,
     delete,
     func,
     insert,
@@ -106,7 +108,16 @@ class Statements:
             .where(c.id == bindparam("cid"))
             .values(
                 updated_at=bindparam("at"),
-                title=func.coalesce(bindparam("title"), c.title),
+                title=case(
+                    (
+                        and_(
+                            bindparam("title", type_=String) != None,  # noqa: E711
+                            c.title.in_([bindparam("was", type_=String), ""]),
+                        ),
+                        bindparam("title", type_=String),
+                    ),
+                    else_=c.title,
+                ),
             )
         )
         self.touch_fenced = self.touch.where(c.epoch == bindparam("held"))
@@ -140,7 +151,12 @@ def _touches(batch: Batch) -> bool:
 
 
 def _touch(b: Batch) -> dict[str, Any]:
-    return {"cid": b.conversation_id, "at": b.updated_at, "title": b.title}
+    return {
+        "cid": b.conversation_id,
+        "at": b.updated_at,
+        "title": b.title,
+        "was": b.title_was,
+    }
 
 
 def _created(b: Batch) -> Rows:

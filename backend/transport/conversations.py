@@ -101,12 +101,9 @@ async def get_conversation(request: Request) -> Response:
 async def rename_conversation(request: Request) -> Response:
     service, store, record = await _found(request)
     rename = await read_model(request, Rename, "rename")
-    now = service.now()
-    if not await store.rename_conversation(record.id, rename.title, now):
+    if not await store.rename_conversation(record.id, rename.title):
         raise Refused(404, "not_found", f"no conversation {record.id!r}")
-    return JSONResponse(
-        _summary(record.model_copy(update={"title": rename.title, "updated_at": now}))
-    )
+    return JSONResponse(_summary(record.model_copy(update={"title": rename.title})))
 
 
 async def delete_conversation(request: Request) -> Response:
