@@ -99,7 +99,7 @@ async def get_conversation(request: Request) -> Response:
 
 
 async def rename_conversation(request: Request) -> Response:
-    service, store, record = await _found(request)
+    _, store, record = await _found(request)
     rename = await read_model(request, Rename, "rename")
     if not await store.rename_conversation(record.id, rename.title):
         raise Refused(404, "not_found", f"no conversation {record.id!r}")
