@@ -3,10 +3,13 @@ failed before the fix. Browser-only ones are in tests/browser/."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import httpx
 
 from tests.conftest import Harness, StartServer
 from tests.fakes import ScriptedLLM, calls, reason, test_registry
+from tests.test_retrieval import with_sources
 from tests.ws_client import labels
 
 
@@ -99,3 +102,59 @@ async def test_renaming_keeps_the_conversations_place(
         (second["session_id"], "second question"),
         (first["session_id"], "Renamed"),
     ]
+
+
+async def test_a_greeting_in_retrieval_mode_gets_a_greeting(
+    start_server: StartServer, tmp_path: Path
+) -> None:
+    """Agent off, tools none, documents on: "hi there" is small talk, not a
+    question for the documents (the offline model said "I found nothing
+    about 'hi there'")."""
+    _, client = await with_sources(start_server, tmp_path)  # the offline model
+    frames = await client.chat(
+        "hi there", selected_tools=[], selected_data_sources=["garden"]
+    )
+    answer = next(f for f in frames if f["type"] == "chat_response")["message"]
+    assert answer.startswith("Hello! I'm loopwire's built-in offline demo model.")
+    assert "found nothing" not in answer
+
+
+async def test_a_greeting_with_a_question_answers_the_question(
+    start_server: StartServer,
+) -> None:
+    """ "Hello! What is the capital of France?" is the question, greeted: the
+    offline model says it cannot answer it, naming it; "Hello! what is
+    2+3*4" is worked out (both were a bare greeting before)."""
+    harness = await start_server()  # the offline model, every tool
+    client, _ = await harness.ready_client()
+    capital = (await client.chat("Hello! What is the capital of France?"))[-2]
+    assert capital["message"].startswith(
+        "Hello! I'm loopwire's built-in offline demo model: simple rules, no "
+        "network and no AI, so I can't answer “What is the capital of France?”."
+    )
+    sums = await client.chat("Hello! what is 2+3*4", selected_tools=["calculator"])
+    assert labels(sums)[:2] == ["tool_start:calculator", "tool_complete:calculator"]
+    assert "14" in sums[-2]["message"]
+
+
+async def test_the_offline_model_reads_an_attached_file_by_name(
+    start_server: StartServer,
+) -> None:
+    """ "what does shopping.txt say?" reads the attached file (by its name)
+    and quotes it (the offline model said "I can't answer that one")."""
+    harness = await start_server()
+    client, ready = await harness.ready_client()
+    conversation = ready["session_id"]
+    async with httpx.AsyncClient(base_url=harness.server.url("")) as http:
+        uploaded = await http.post(
+            f"/api/conversations/{conversation}/files",
+            files={"file": ("shopping.txt", b"milk\neggs\n", "text/plain")},
+        )
+    assert uploaded.status_code == 201, uploaded.text
+    assert (await client.recv())["type"] == "files_update"
+    frames = await client.chat(
+        "what does shopping.txt say?", selected_tools=["read_file", "calculator"]
+    )
+    assert labels(frames)[:2] == ["tool_start:read_file", "tool_complete:read_file"]
+    assert frames[0]["arguments"] == {"file_id": "shopping.txt"}
+    assert frames[-2]["message"] == "shopping.txt says:\n\n> milk\n> eggs"

@@ -1,7 +1,8 @@
 """`read_file` and `write_file`: tools that work with the conversation's files.
 
 A tool names a file by its id (the manifest in the reason prompt lists
-them), never by a path. `read_file` gives text files' text (PDFs' text
+them) or, for `read_file`, by its name (the newest of that name), never by
+a path. `read_file` gives text files' text (PDFs' text
 when `pypdf` can read them); `write_file` makes a text artifact that joins
 the conversation's files, announced to its clients with `files_update`.
 
@@ -22,6 +23,7 @@ from pydantic import BaseModel, Field
 from backend.errors import ToolError
 from backend.files.kinds import FileRefused
 from backend.files.shelf import FileShelf
+from backend.files.skill import ReadFileSkill
 from backend.store.base import FileRecord, LimitReached
 from backend.tools.base import Reconciled, Tool, ToolContext, ToolEffect
 from backend.tools.effects import effect_key
@@ -35,7 +37,9 @@ PDF_PAGES = 50
 
 class ReadFileArgs(BaseModel):
     file_id: str = Field(
-        min_length=1, max_length=64, description="The file's id, from the file list."
+        min_length=1,
+        max_length=200,
+        description="The file's id from the file list, or its name.",
     )
 
 
@@ -73,8 +77,14 @@ class _FileActions:
 
     async def read_file(self, args: ReadFileArgs, ctx: ToolContext) -> dict[str, Any]:
         found = await self.shelf.read(ctx.session_id, args.file_id)
-        if found is None:
+        listed = None
+        if found is None:  # a name, perhaps: the newest file of that name
             listed = await self.shelf.files(ctx.session_id)
+            named = [f for f in listed if f.name.casefold() == args.file_id.casefold()]
+            if named:
+                found = await self.shelf.read(ctx.session_id, named[-1].id)
+        if found is None:
+            listed = listed or await self.shelf.files(ctx.session_id)
             ids = ", ".join(f"{f.id} ({f.name})" for f in listed[-10:]) or "none"
             raise ToolError(
                 f"this conversation has no file {args.file_id!r}; files: {ids}"
@@ -126,12 +136,13 @@ def file_tools(shelf: FileShelf, pdfs: Runner) -> list[Tool[Any]]:
         Tool(
             "read_file",
             "Read a file of this conversation (an upload or an earlier tool's "
-            "file) by its id: text, or a PDF's text.",
+            "file) by its id or its name: text, or a PDF's text.",
             ReadFileArgs,
             act.read_file,
             ToolEffect(read_only=True, idempotent=True),
             summary="Reads one of this conversation's files.",
             origin=lambda result: f"the file {result['name']}",
+            offline=ReadFileSkill(),
         ),
         Tool(
             "write_file",

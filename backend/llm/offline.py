@@ -228,6 +228,9 @@ def _chat(turn: _Turn) -> PhaseOutput:
             case _:
                 texts.append(_missing_tool(turn, todo))
                 break
+    small_talk = turn.words.small_talk(turn.conversation.request)
+    if not texts and small_talk is not None:
+        return small_talk, ()  # "hi there" is no question for the documents
     if not texts:
         texts = _unplanned_results(turn)
     if not texts:

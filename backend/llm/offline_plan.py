@@ -27,7 +27,7 @@ from backend.llm.offline_skill import (
     Reply,
     Skill,
 )
-from backend.llm.offline_words import Words
+from backend.llm.offline_words import Words, after_greeting
 
 _SEPARATOR = re.compile(
     r"\s*(?:;|,?\s+and\s+then\s+|,?\s+and\s+also\s+|,?\s+and\s+|,?\s+then\s+|\s+&\s+)\s*",
@@ -103,7 +103,13 @@ def plan(conversation: Conversation, skills: Sequence[Skill], words: Words) -> P
 def _parts_of_request(
     request: str, skills: Sequence[Skill], words: Words
 ) -> list[Todo | Done] | str:
-    return parts(request, skills) or words.small_talk(request) or words.introduction()
+    found = parts(request, skills) or words.small_talk(request)
+    if found:
+        return found
+    rest = after_greeting(request)
+    if rest is None:
+        return words.introduction()
+    return parts(rest, skills) or words.introduction(rest)
 
 
 def parts(text: str, skills: Sequence[Skill]) -> list[Todo | Done] | None:

@@ -24,7 +24,9 @@ _THANKS = re.compile(
 )
 _GREETING = re.compile(
     r"^\W*(?:hi|hello|hey|hiya|howdy|greetings|yo|hallo|bonjour|hola|"
-    r"good\s+(?:morning|afternoon|evening|day))\b",
+    r"good\s+(?:morning|afternoon|evening|day))\b"
+    r"(?:\s+(?:there|all|everyone|everybody|folks|friend|again|loopwire))?"
+    r"[\s,.!;:~-]*",
     re.IGNORECASE,
 )
 
@@ -64,19 +66,27 @@ class Words:
             f"{self.capability_list()}\n\n{REAL_MODEL_HINT}"
         )
 
-    def introduction(self) -> str:
-        """For a request no skill understands."""
+    def introduction(self, request: str | None = None) -> str:
+        """For a request no skill understands (`request`: after a greeting,
+        named, so the person sees it was read)."""
+        if request is None:
+            return (
+                f"{IDENTITY}: simple rules, no network and no AI, so I can't "
+                f"answer that one.\n\n{self.capability_list()}\n\n{REAL_MODEL_HINT}"
+            )
         return (
-            f"{IDENTITY}: simple rules, no network and no AI, so I can't answer "
-            f"that one.\n\n{self.capability_list()}\n\n{REAL_MODEL_HINT}"
+            f"Hello! {IDENTITY}: simple rules, no network and no AI, so I can't "
+            f"answer “{request}”.\n\n{self.capability_list()}\n\n{REAL_MODEL_HINT}"
         )
 
     def small_talk(self, text: str) -> str | None:
+        """The answer to small talk; None for anything else (a greeting
+        followed by a request is the request: `after_greeting`)."""
         if _HELP.search(text):
             return self.help()
         if _THANKS.search(text):
             return self.thanks()
-        if _GREETING.search(text):
+        if _GREETING.search(text) and after_greeting(text) is None:
             return self.greeting()
         return None
 
@@ -87,6 +97,16 @@ class Words:
             f"agent mode and ask again.\n\n{self.capability_list()}\n\n"
             f"{REAL_MODEL_HINT}"
         )
+
+
+def after_greeting(text: str) -> str | None:
+    """What `text` asks after a greeting ("Hello! What is the capital of
+    France?" → "What is the capital of France?"); None without one."""
+    found = _GREETING.match(text)
+    if found is None:
+        return None
+    rest = text[found.end() :].strip()
+    return rest if any(c.isalnum() for c in rest) else None
 
 
 def unavailable(tool: str, goal: str) -> str:
