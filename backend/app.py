@@ -55,6 +55,7 @@ from backend.transport import (
     files,
     http,
     openai_api,
+    source_documents,
     tool_grants,
 )
 from backend.transport.ag_ui import routes as ag_ui_routes
@@ -411,6 +412,7 @@ def _routes(
         Route("/openapi.json", openapi_route),
         *conversations.routes(),
         *files.routes(),
+        *source_documents.routes(),
         WebSocketRoute("/ws", websocket_endpoint),
     ]
 

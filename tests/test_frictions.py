@@ -7,6 +7,7 @@ from pathlib import Path
 
 import httpx
 
+from backend.sources.links import document_url
 from tests.conftest import Harness, StartServer
 from tests.fakes import ScriptedLLM, calls, reason, test_registry
 from tests.test_retrieval import with_sources
@@ -158,3 +159,44 @@ async def test_the_offline_model_reads_an_attached_file_by_name(
     assert labels(frames)[:2] == ["tool_start:read_file", "tool_complete:read_file"]
     assert frames[0]["arguments"] == {"file_id": "shopping.txt"}
     assert frames[-2]["message"] == "shopping.txt says:\n\n> milk\n> eggs"
+
+
+async def test_a_citation_opens_its_document_and_quotes_whole_lines(
+    start_server: StartServer, tmp_path: Path
+) -> None:
+    """A citation carries the URL its document opens at (served as plain
+    text, sandboxed); the quoted passage joins the file's hard line breaks
+    (they cut sentences in the answer before)."""
+    harness, client = await with_sources(start_server, tmp_path)
+    frames = await client.chat(
+        "how do I keep slugs away?", selected_tools=[], selected_data_sources=["garden"]
+    )
+    answer = next(f for f in frames if f["type"] == "chat_response")
+    assert (
+        "> Slugs eat seedlings overnight. Sink beer traps level with the soil and "
+        "put copper tape around the strawberry bed. Never use slug pellets: "
+        "hedgehogs visit the garden." in answer["message"]
+    )
+    url = answer["sources"][0]["url"]
+    assert url == "/api/sources/garden/documents/pests.md"
+    async with httpx.AsyncClient(base_url=harness.server.url("")) as http:
+        opened = await http.get(url)
+        missing = await http.get("/api/sources/garden/documents/nope.md")
+        escape = await http.get("/api/sources/garden/documents/..%2F..%2Fetc%2Fpasswd")
+        unknown = await http.get("/api/sources/attic/documents/pests.md")
+    assert opened.status_code == 200
+    assert opened.text == (tmp_path / "garden" / "pests.md").read_text()
+    assert opened.headers["content-type"] == "text/plain; charset=utf-8"
+    assert opened.headers["x-content-type-options"] == "nosniff"
+    assert opened.headers["content-security-policy"] == "sandbox"
+    assert [r.status_code for r in (missing, escape, unknown)] == [404, 404, 404]
+
+
+def test_a_pdf_citation_opens_at_its_page() -> None:
+    """A PDF passage's link names its page; names are escaped."""
+    assert document_url("garden", "rules.pdf", "page 2") == (
+        "/api/sources/garden/documents/rules.pdf#page=2"
+    )
+    assert document_url("my docs", "a b/c#d.md", "Intro") == (
+        "/api/sources/my%20docs/documents/a%20b/c%23d.md"
+    )

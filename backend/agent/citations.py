@@ -15,6 +15,7 @@ from pydantic import ValidationError
 
 from backend.agent.state import RunState
 from backend.protocol import SourceRef
+from backend.sources.links import document_url
 from backend.tools.base import AnyTool
 
 MAX_SOURCES = 20
@@ -44,7 +45,7 @@ def _ref(passage: Any) -> SourceRef | None:
     text = passage.get("text")
     excerpt = " ".join(text.split())[:EXCERPT_CHARS] if isinstance(text, str) else ""
     try:
-        return SourceRef(
+        ref = SourceRef(
             source=passage.get("source"),
             path=passage.get("path"),
             location=passage.get("location", ""),
@@ -53,3 +54,5 @@ def _ref(passage: Any) -> SourceRef | None:
         )
     except ValidationError:
         return None  # a passage without the fields a citation needs
+    url = document_url(ref.source, ref.path, ref.location)
+    return ref.model_copy(update={"url": url})

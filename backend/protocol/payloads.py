@@ -242,6 +242,9 @@ class SourceRef(BaseModel):
     """Where in it: a heading path, `page 3`, or a range of lines."""
     score: float | None = None
     excerpt: str = ""
+    url: str | None = None
+    """Where the document opens (`GET /api/sources/{source}/documents/{path}`,
+    relative to the server; a PDF at its page)."""
 
 
 class ChatResponse(Payload):

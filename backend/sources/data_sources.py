@@ -67,6 +67,9 @@ class DataSources:
     async def problems(self, name: str) -> list[Problem]:
         return await self.index.problems(name)
 
+    async def document(self, name: str, path: str) -> Path | None:
+        return await self.index.document(name, path)
+
     async def aclose(self) -> None:
         await self.index.aclose()
 

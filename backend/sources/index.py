@@ -142,6 +142,22 @@ class SourceIndex:
         )
         return {path: count for path, count in rows}
 
+    async def document(self, source: str, path: str) -> Path | None:
+        """The file of the indexed document `path` of `source` (None if it
+        is not one, or no longer inside the source's folder)."""
+        folder = self._folder(source)
+        rows = await self._database.run(
+            fetch,
+            "SELECT 1 FROM documents WHERE source = ? AND path = ?",
+            (source, path),
+        )
+        if not rows:
+            return None
+        file = (folder / path).resolve()
+        if not file.is_relative_to(folder.resolve()) or not file.is_file():
+            return None
+        return file
+
     async def search(
         self, query: str, sources: Sequence[str] | None = None, limit: int = 5
     ) -> list[Hit]:

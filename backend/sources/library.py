@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
 from typing import Any
 
 from backend.aio import stop_if_cancelled
@@ -60,6 +61,12 @@ class Library:
                 retryable=True,
             )
         return await self.sources.search(query, sources, limit)
+
+    async def document(self, source: str, path: str) -> Path | None:
+        """The file of an indexed document (None: not one, or not open yet)."""
+        if self.sources is None or source not in self._names:
+            return None
+        return await self.sources.document(source, path)
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[Library]:

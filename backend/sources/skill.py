@@ -29,6 +29,7 @@ from backend.llm.offline_skill import (
     Question,
     Reply,
 )
+from backend.text import unwrap
 
 TOOL = "search_documents"
 MAX_QUERY_CHARS = 500
@@ -227,7 +228,8 @@ def _citation(passage: Any) -> str | None:
 
 
 def _quoted(text: str) -> list[str]:
-    text = text.strip()
+    """The passage as quoted lines: its paragraphs' hard line breaks joined."""
+    text = unwrap(text.strip())
     if len(text) > QUOTE_CHARS:
         words = text[: QUOTE_CHARS - 1].rsplit(None, 1)
         text = (words[0] if len(words) > 1 else text[: QUOTE_CHARS - 1]) + "…"
