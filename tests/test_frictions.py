@@ -3,11 +3,15 @@ failed before the fix. Browser-only ones are in tests/browser/."""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import httpx
+import pytest
 
 from backend.sources.links import document_url
+from backend.store.migrate import head
+from backend.store.sql import SqlStore
 from tests.conftest import Harness, StartServer
 from tests.fakes import ScriptedLLM, calls, reason, test_registry
 from tests.test_retrieval import with_sources
@@ -200,3 +204,26 @@ def test_a_pdf_citation_opens_at_its_page() -> None:
     assert document_url("my docs", "a b/c#d.md", "Intro") == (
         "/api/sources/my%20docs/documents/a%20b/c%23d.md"
     )
+
+
+async def test_a_new_database_says_one_line_at_start_up(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """`make run` on a fresh clone: the new database is one line of log, not
+    Alembic's account of each migration (read as errors by a newcomer); a
+    second start says nothing of it."""
+    url = f"sqlite:///{tmp_path / 'fresh.db'}"
+    for _ in range(2):
+        store = SqlStore(url)
+        with caplog.at_level(logging.INFO):  # as the server logs
+            await store.open()
+        await store.close()
+    said = [(r.name, r.levelno, r.getMessage()) for r in caplog.records]
+    assert [s for s in said if s[0].startswith("alembic")] == []
+    assert [s for s in said if "schema" in s[2]] == [
+        (
+            "backend.store.migrate",
+            logging.INFO,
+            f"database schema created (revision {head()})",
+        )
+    ]

@@ -7,6 +7,9 @@ from the command line, and `loopwire db current` tells the revision.
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from alembic import command
@@ -16,6 +19,9 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import Connection
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
+_ALEMBIC = logging.getLogger("alembic")
+
+log = logging.getLogger(__name__)
 
 
 def _config(connection: Connection) -> Config:
@@ -26,13 +32,24 @@ def _config(connection: Connection) -> Config:
 
 
 def upgrade(connection: Connection, revision: str = "head") -> None:
-    """Apply every migration up to `revision` (run with `run_sync`)."""
-    command.upgrade(_config(connection), revision)
+    """Apply every migration up to `revision` (run with `run_sync`): one
+    line of log when the schema changed, none when it was up to date (what
+    Alembic says of each step is for `loopwire db upgrade`, at DEBUG)."""
+    before = current(connection)
+    with _quiet(_ALEMBIC):
+        command.upgrade(_config(connection), revision)
+    after = current(connection)
+    if after != before:
+        if before is None:
+            log.info("database schema created (revision %s)", after)
+        else:
+            log.info("database schema upgraded from %s to %s", before, after)
 
 
 def current(connection: Connection) -> str | None:
     """The revision the database is at (None: never migrated)."""
-    return MigrationContext.configure(connection).get_current_revision()
+    with _quiet(_ALEMBIC):
+        return MigrationContext.configure(connection).get_current_revision()
 
 
 def head() -> str:
@@ -41,6 +58,18 @@ def head() -> str:
     revision = script.get_current_head()
     assert revision is not None
     return revision
+
+
+@contextmanager
+def _quiet(logger: logging.Logger) -> Iterator[None]:
+    """`logger` at WARNING meanwhile, unless it was asked for more (DEBUG)."""
+    level = logger.level
+    if logger.getEffectiveLevel() > logging.DEBUG:
+        logger.setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
 
 
 def _config_without_connection() -> Config:
