@@ -112,24 +112,25 @@ async def test_a_link_to_a_conversation_opens_it_in_a_fresh_tab(
 
 
 async def test_rename_in_place(start_server: StartServer, open_app: OpenApp) -> None:
-    """Enter saves a rename on the server and Escape discards one."""
+    """Enter saves a rename on the server and Escape discards one; a rename
+    keeps the conversation's place in the list (ordered by activity)."""
     app = await two_conversations(start_server, open_app)
     await app.page.get_by_role("button", name="Rename “what is 2+2?”").click()
     field = app.page.get_by_label("New title")
     await expect(field).to_be_focused()
     await field.fill("Sums")
     await field.press("Enter")
-    await titles(app).to_have_text(["Sums", "what is 3+3?"])  # renamed: updated
+    await titles(app).to_have_text(["what is 3+3?", "Sums"])  # in its place
     await expect(app.page.get_by_role("link", name="Sums")).to_be_focused()
 
     await app.page.get_by_role("button", name="Rename “Sums”").click()
     await app.page.get_by_label("New title").fill("Not this")
     await app.page.keyboard.press("Escape")
-    await titles(app).to_have_text(["Sums", "what is 3+3?"])
+    await titles(app).to_have_text(["what is 3+3?", "Sums"])
 
     async with httpx.AsyncClient() as http:
         listed = (await http.get(app.base_url + "/api/conversations")).json()
-    assert [c["title"] for c in listed["items"]] == ["Sums", "what is 3+3?"]
+    assert [c["title"] for c in listed["items"]] == ["what is 3+3?", "Sums"]
 
 
 async def test_delete_can_be_undone_then_happens(

@@ -50,6 +50,7 @@ export class Sidebar {
     this.element.dataset.open = String(open);
     this.toggle.setAttribute('aria-expanded', String(open));
     document.body.dataset.sidebar = open ? 'open' : 'closed';
+    this.coverChat(open && NARROW.matches);
     if (!NARROW.matches) {
       try {
         this.storage.setItem(COLLAPSED_KEY, open ? '0' : '1');
@@ -79,6 +80,14 @@ export class Sidebar {
     this.element.dataset.open = String(open);
     this.toggle.setAttribute('aria-expanded', String(open));
     document.body.dataset.sidebar = open ? 'open' : 'closed';
+    this.coverChat(false);
+  }
+
+  /** The drawer covers the chat: nothing under it can be reached meanwhile
+   * (by a tap, Tab or a screen reader) until it closes. */
+  coverChat(covered) {
+    const chat = document.getElementById('chat');
+    if (chat) chat.inert = covered;
   }
 
   // ---------------------------------------------------------------- the list
