@@ -56,3 +56,23 @@ async def test_the_theme_button_cycles_and_is_remembered(
     await expect(app.loc("#code-dark")).to_have_attribute(
         "media", "(prefers-color-scheme: dark)"
     )
+
+
+async def test_on_a_light_system_the_first_click_goes_dark(
+    start_server: StartServer, open_app: OpenApp
+) -> None:
+    """Every click changes what is seen: on a light system the first goes
+    dark (it went to "light" and seemed to do nothing), then light, then
+    back to the system's."""
+    harness = await start_server(ScriptedLLM(), test_registry())
+    app = await open_app(harness, color_scheme="light")
+    button, html = app.loc("#theme-button"), app.loc("html")
+    assert await background(app) == LIGHT_BG
+    await button.click()
+    await expect(html).to_have_attribute("data-theme", "dark")
+    assert await background(app) == DARK_BG
+    await button.click()
+    await expect(html).to_have_attribute("data-theme", "light")
+    await button.click()
+    await expect(button).to_have_attribute("aria-label", "Theme: as the system")
+    assert await background(app) == LIGHT_BG

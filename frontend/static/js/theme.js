@@ -5,6 +5,7 @@ import { byId } from './dom.js';
 
 const KEY = 'loopwire.theme';
 const ORDER = ['system', 'light', 'dark'];
+const OPPOSITE = { light: 'dark', dark: 'light' };
 const LABELS = { system: 'Theme: as the system', light: 'Theme: light', dark: 'Theme: dark' };
 const SYSTEM_MEDIA = { light: '(prefers-color-scheme: light)', dark: '(prefers-color-scheme: dark)' };
 
@@ -20,7 +21,17 @@ export class Theme {
       saved = null;
     }
     this.apply(ORDER.includes(saved) ? saved : 'system');
-    this.button.addEventListener('click', () => this.choose(ORDER[(ORDER.indexOf(this.current) + 1) % ORDER.length]));
+    this.button.addEventListener('click', () => this.choose(this.next()));
+  }
+
+  /** What a click chooses: every click changes what is seen. From the
+   * system's theme it goes to the other one, then to the system's own
+   * (chosen, so it stays when the system changes), then back. */
+  next() {
+    const system = window.matchMedia(SYSTEM_MEDIA.dark).matches ? 'dark' : 'light';
+    if (this.current === 'system') return OPPOSITE[system];
+    if (this.current === OPPOSITE[system]) return system;
+    return 'system';
   }
 
   choose(theme) {
