@@ -63,6 +63,7 @@ export class Toolbar extends EventTarget {
     this.strategy.addEventListener('change', () => this.update({ strategy: this.strategy.value }));
     this.model.addEventListener('change', () => this.update({ model: this.model.value }));
     this.maxSteps.addEventListener('change', () => this.stepsChanged());
+    this.maxSteps.addEventListener('input', () => this.stepsTyped());
     this.toolList.addEventListener('change', (event) => this.toolChanged(event.target));
     byId('tools-all').addEventListener('click', () => this.setAllTools(true));
     byId('tools-none').addEventListener('click', () => this.setAllTools(false));
@@ -74,7 +75,8 @@ export class Toolbar extends EventTarget {
     const { max_steps_cap: cap, default_max_steps: fallback } = info.limits;
     this.maxSteps.max = String(cap);
     this.maxSteps.value = String(this.settings.stepsFor(info.limits));
-    this.maxStepsNote.textContent = `Default ${fallback}, server cap ${cap}.`;
+    this.maxStepsNote.textContent = this.stepsNote();
+    this.stepsUnit();
     this.maxStepsChip.title = `Max steps of a run: default ${fallback}, at most ${cap}`;
     const tools = JSON.stringify(info.tools);
     if (tools !== this.renderedTools) {
@@ -151,6 +153,35 @@ export class Toolbar extends EventTarget {
     this.refresh();
   }
 
+  /** What the limits are, for screen readers (the field's description). */
+  stepsNote() {
+    if (!this.info) return 'Server cap: —';
+    const { max_steps_cap: cap, default_max_steps: fallback } = this.info.limits;
+    return `Default ${fallback}, server cap ${cap}.`;
+  }
+
+  /** "1 step", "10 steps". */
+  stepsUnit() {
+    const unit = this.maxStepsChip.querySelector('.chip-text');
+    if (unit) unit.textContent = this.maxSteps.value === '1' ? 'step' : 'steps';
+  }
+
+  /** While typing: what will happen to the number, said at once (not only
+   * after leaving the field), and cleared when it fits again. */
+  stepsTyped() {
+    const cap = Number(this.maxSteps.max) || Infinity;
+    const value = Number.parseInt(this.maxSteps.value, 10);
+    let hint = null;
+    if (Number.isFinite(value) && value > cap) hint = `Capped at ${cap}: the server allows no more.`;
+    else if (Number.isFinite(value) && value < 1) hint = 'At least 1 step: a run needs one.';
+    this.maxStepsNote.textContent = hint ?? this.stepsNote();
+    this.stepsUnit();
+    if (hint !== this.stepsHint) {
+      this.stepsHint = hint;
+      this.dispatchEvent(new CustomEvent('notice', { detail: hint }));
+    }
+  }
+
   stepsChanged() {
     const cap = Number(this.maxSteps.max) || Infinity;
     const value = Number.parseInt(this.maxSteps.value, 10);
@@ -159,12 +190,14 @@ export class Toolbar extends EventTarget {
       this.maxSteps.value = this.info ? String(this.info.limits.default_max_steps) : '';
     } else {
       this.maxSteps.value = String(steps);
-      if (value > cap) {
-        const text = `Capped at ${cap}: the server allows no more.`;
-        this.maxStepsNote.textContent = text;
-        this.dispatchEvent(new CustomEvent('notice', { detail: text }));
-      }
     }
+    let hint = null;
+    if (steps !== null && value > cap) hint = `Capped at ${cap}: the server allows no more.`;
+    else if (steps !== null && value < 1) hint = 'Set to 1: a run needs at least one step.';
+    this.maxStepsNote.textContent = hint ?? this.stepsNote();
+    this.stepsUnit();
+    this.stepsHint = hint;
+    this.dispatchEvent(new CustomEvent('notice', { detail: hint }));
     this.update({ maxSteps: steps });
   }
 
