@@ -23,13 +23,16 @@ RESTARTING = "The server is restarting: the page reconnects and carries on."
 
 
 async def restart(app: App, server: ServerProcess, database_url: str) -> ServerProcess:
-    """SIGTERM `server`, start its successor, and have the page reconnect now."""
+    """SIGTERM `server`, start its successor, and have the page reconnect now;
+    the page says the server restarts while it is away, and no more after."""
     await server.terminate()
     await expect(app.loc("#connection")).to_have_attribute("data-state", "reconnecting")
+    await expect(app.loc(".notice")).to_have_text(["Server restarting" + RESTARTING])
     successor = ServerProcess(database_url, port=server.port, llm_provider="offline")
     await successor.start()
     await app.connection("connection.reconnectNow()")
     await app.expect_connected()
+    await expect(app.loc(".notice")).to_have_count(0)
     return successor
 
 
@@ -67,10 +70,6 @@ async def test_a_pending_approval_and_question_survive_a_restart(
                 await answer.press("Enter")
                 await app.wait_idle()
                 await expect(app.answers().last).to_contain_text("16.09")
-                notices = app.loc(".notice")
-                await expect(notices).to_have_text(
-                    ["Server restarting" + RESTARTING] * 2
-                )
                 texts = await app.texts(".turn-user .bubble-text")
                 assert texts == ["remember: buy milk", "convert 10 miles"]
             finally:

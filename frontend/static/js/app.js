@@ -139,6 +139,7 @@ byId('examples').addEventListener('click', (event) => {
   const button = event.target.closest('[data-prompt]');
   if (!button) return;
   composer.setText(button.dataset.prompt);
+  composer.submit(); // an example is sent, as its button says: try it
 });
 
 // ---------------------------------------------------------------- tool permissions

@@ -57,6 +57,8 @@ export class Controller extends EventTarget {
       data_sources: frame.data_sources ?? [],
     };
     if (changedSession) this.sessionLost();
+    this.restartNotice?.remove(); // the server is back: nothing to say any more
+    this.restartNotice = null;
     this.transcript.useSession(frame.session_id);
     this.state.awaitingReplay = true;
     if (!this.connection.replaying) this.afterReplay();
@@ -385,7 +387,8 @@ export class Controller extends EventTarget {
       this.answerRefused();
     } else if (frame.error_type === ERROR.SERVER_RESTARTING) {
       // nothing is lost: the connection comes back and the run goes on
-      this.messages.notice({ kind: 'info', title: 'Server restarting', text: 'The server is restarting: the page reconnects and carries on.' });
+      this.restartNotice?.remove();
+      this.restartNotice = this.messages.notice({ kind: 'info', title: 'Server restarting', text: 'The server is restarting: the page reconnects and carries on.' });
       return;
     }
     this.messages.errorNotice(frame);
