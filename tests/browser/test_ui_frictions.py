@@ -8,7 +8,7 @@ from playwright.async_api import expect
 
 from tests.browser.ui import OpenApp
 from tests.conftest import StartServer
-from tests.fakes import ScriptedLLM, test_registry
+from tests.fakes import ScriptedLLM, calls, reason, test_registry
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -44,3 +44,30 @@ async def test_max_steps_says_what_it_will_do_while_typing(
     await steps.press("Tab")
     await expect(unit).to_have_text("steps")
     await expect(hint).to_have_attribute("data-alert", "false")
+
+
+ONE_LINE = """(element) => {
+  const style = getComputedStyle(element);
+  const line = parseFloat(style.lineHeight) || parseFloat(style.fontSize) * 1.4;
+  return element.getBoundingClientRect().height - parseFloat(style.paddingTop)
+    - parseFloat(style.paddingBottom) < line * 1.5;
+}"""
+
+
+async def test_the_question_banner_keeps_its_words_whole_on_a_phone(
+    start_server: StartServer, open_app: OpenApp
+) -> None:
+    """On a phone the banner's step and "Show the question" each stay on one
+    line (they wrapped a word a line beside the title)."""
+    llm = ScriptedLLM(
+        reason("ask"),
+        calls(("request_input", {"question": "Which unit should I use?"})),
+    )
+    harness = await start_server(llm, test_registry())
+    app = await open_app(harness, viewport={"width": 390, "height": 844}, touch=True)
+    await app.type_and_send("convert 10 miles")
+    await expect(app.banner).to_be_visible()
+    for part in ("#question-step", "#question-show"):
+        assert await app.loc(part).evaluate(ONE_LINE), f"{part} wraps"
+    await app.stop_button.click()
+    await app.wait_idle()
