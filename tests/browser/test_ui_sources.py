@@ -21,7 +21,8 @@ DEMO = Path(__file__).resolve().parents[2] / "demo" / "documents"
 async def test_a_retrieval_answers_with_citations(
     start_server: StartServer, open_app: OpenApp
 ) -> None:
-    """With documents chosen the answer cites them; with none, no search is offered."""
+    """With documents chosen the answer cites them, each citation opening its
+    document; with none, no search is offered."""
     harness = await start_server(data_sources=f"demo={DEMO}", sources_index=":memory:")
     await harness.server.app.state.library.ready.wait()
     app = await open_app(harness)
@@ -42,7 +43,17 @@ async def test_a_retrieval_answers_with_citations(
     await expect(app.answers()).to_contain_text("According to demo/backups.md")
     first = app.loc(".citations .citation").first
     await expect(first.locator(".citation-source")).to_have_text("demo")
-    await expect(first.locator(".citation-path")).to_have_text("backups.md")
+    path = first.locator(".citation-path")
+    await expect(path).to_have_text("backups.md")
+    await expect(path).to_have_attribute(
+        "href", "/api/sources/demo/documents/backups.md"
+    )
+    async with app.context.expect_page() as opening:  # opens the document
+        await path.click()
+    document = await opening.value
+    await document.wait_for_load_state()
+    assert "kestrel restore" in await document.content()
+    await document.close()
     await expect(first.locator(".citation-location")).to_have_text(
         "Backups › Restoring"  # noqa: RUF001
     )

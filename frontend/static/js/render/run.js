@@ -444,6 +444,14 @@ export class RunView {
   }
 }
 
+/** A cited document's path: a link that opens it (in a new tab), when the
+ * server gave one of its own document URLs. */
+function citationPath(source) {
+  const url = typeof source.url === 'string' && source.url.startsWith('/api/sources/') ? source.url : null;
+  if (!url) return h('span', { class: 'citation-path', text: source.path });
+  return h('a', { class: 'citation-path', href: url, target: '_blank', rel: 'noopener noreferrer', title: `Open ${source.path}`, text: source.path });
+}
+
 /** The passages an answer rests on (`chat_response.sources`), numbered. */
 function citationList(sources) {
   const items = sources.map((source) =>
@@ -451,7 +459,7 @@ function citationList(sources) {
       'li',
       { class: 'citation', title: source.excerpt || '' },
       h('span', { class: 'citation-source', text: source.source }),
-      h('span', { class: 'citation-path', text: source.path }),
+      citationPath(source),
       source.location ? h('span', { class: 'citation-location', text: source.location }) : null,
       source.excerpt ? h('q', { class: 'citation-excerpt', text: source.excerpt }) : null,
     ),
