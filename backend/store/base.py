@@ -29,6 +29,7 @@ from typing import Any, Literal, Protocol
 from pydantic import BaseModel, ConfigDict, Field
 
 from backend.errors import LoopwireError, OwnershipLost
+from backend.store.search import SearchHit
 from backend.store.user_records import (
     SignInRecord,
     ToolGrantRecord,
@@ -304,6 +305,8 @@ class Store(Protocol):
     async def conversations(
         self, owner: str, *, limit: int, cursor: str | None = None
     ) -> Page: ...
+
+    async def search(self, owner: str, text: str, *, limit: int) -> list[SearchHit]: ...
 
     async def rename_conversation(self, conversation_id: str, title: str) -> bool:
         """Retitle it (its place in the list, by last activity, stays)."""

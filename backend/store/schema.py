@@ -190,3 +190,9 @@ tool_grants = Table(
 """A tool a user allowed to run without asking ("always allow"), in one
 conversation or (`conversation_id` NULL) in all of theirs; deleted with its
 conversation, or when the user revokes it (`chat/tool_grants.py`)."""
+
+ENGINE_ONLY = "search_"
+"""Objects named with this prefix belong to one database engine (migration
+0008: SQLite's FTS5 tables, PostgreSQL's GIN expression indexes, for
+`store/sql_search.py`): they are not in `metadata`, and the comparison of
+the migrated schema with it leaves them out."""

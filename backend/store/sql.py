@@ -23,6 +23,7 @@ from backend.store import (
     sql_grants,
     sql_identity,
     sql_notes,
+    sql_search,
     writes,
 )
 from backend.store.base import (
@@ -38,6 +39,7 @@ from backend.store.base import (
 )
 from backend.store.engine import Database, failing
 from backend.store.rows import decode_cursor
+from backend.store.search import SearchHit
 from backend.store.user_records import SignInRecord, ToolGrantRecord, UsageRecord
 from backend.transcript import Frame, Message
 
@@ -86,6 +88,13 @@ class SqlStore:
         after = None if cursor is None else decode_cursor(cursor)
         async with self._db.connect() as conn:
             return await sql_conversations.page(conn, owner, limit, after)
+
+    async def search(self, owner: str, text: str, *, limit: int) -> list[SearchHit]:
+        postgresql = self._db.dialect == "postgresql"
+        async with failing("cannot search conversations"), self._db.connect() as conn:
+            return await sql_search.search(
+                conn, owner, text, limit, postgresql=postgresql
+            )
 
     async def rename_conversation(self, conversation_id: str, title: str) -> bool:
         async with self._db.begin() as conn:

@@ -2,6 +2,10 @@
 
 - `GET /api/conversations?limit=20&cursor=…` — the caller's conversations,
   newest first; `next` is the cursor of the following page (null: no more).
+- `GET /api/conversations?q=milk&limit=20` — a search: the caller's
+  conversations whose title or a message holds every word (the last one
+  as a prefix), best match first, each with `match` (`in`, `position`,
+  `snippet`); one list, `next` is null (`store/search.py`).
 - `GET /api/conversations/{id}` — one conversation: its messages (the whole
   history, as stored) and its runs (the user's message that started each,
   its mode, status, steps, usage, timings, trace).
@@ -27,12 +31,15 @@ from backend.chat.run_views import run_view
 from backend.chat.service import ChatService
 from backend.errors import NoSuchConversation, ProtocolError
 from backend.store.base import ConversationRecord, Store
+from backend.store.search import SearchHit
 from backend.transport.auth import user_of
 from backend.transport.bodies import StrictBody, read_model, whole_number
 from backend.transport.refusal import Refused
 
 DEFAULT_PAGE = 20
 MAX_PAGE = 100
+MAX_QUERY = 500
+"""The longest search (`q`), in characters."""
 
 
 class Rename(StrictBody):
@@ -72,6 +79,8 @@ async def _found(request: Request) -> tuple[ChatService, Store, ConversationReco
 async def list_conversations(request: Request) -> Response:
     _, store = _context(request)
     limit = _limit(request)
+    if "q" in request.query_params:
+        return await _search(request, store, limit)
     try:
         page = await store.conversations(
             user_of(request), limit=limit, cursor=request.query_params.get("cursor")
@@ -80,6 +89,24 @@ async def list_conversations(request: Request) -> Response:
         raise Refused(400, "invalid_message", str(exc)) from exc
     items = [_summary(record) for record in page.items]
     return JSONResponse({"items": items, "next": page.next})
+
+
+async def _search(request: Request, store: Store, limit: int) -> Response:
+    """The caller's conversations matching `q`, best first: one list, no cursor."""
+    text = request.query_params["q"]
+    if not text.strip() or len(text) > MAX_QUERY:
+        raise Refused(
+            400, "invalid_message", f"q must be 1 to {MAX_QUERY} characters, not blank"
+        )
+    if "cursor" in request.query_params:
+        raise Refused(400, "invalid_message", "a search (q) takes no cursor")
+    hits = await store.search(user_of(request), text, limit=limit)
+    return JSONResponse({"items": [_found_in(hit) for hit in hits], "next": None})
+
+
+def _found_in(hit: SearchHit) -> dict[str, Any]:
+    match = {"in": hit.where, "position": hit.position, "snippet": hit.snippet}
+    return {**_summary(hit.conversation), "match": match}
 
 
 async def get_conversation(request: Request) -> Response:

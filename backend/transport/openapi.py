@@ -303,10 +303,12 @@ def _conversation_paths(base: str) -> dict[str, Any]:
     return {
         "/api/conversations": {
             "get": {
-                "summary": "The caller's conversations, newest first",
+                "summary": "The caller's conversations, newest first; with `q`, "
+                "those matching its words, best first (docs/search.md)",
                 "parameters": [
                     {"name": "limit", "in": "query", "schema": {"type": "integer"}},
                     {"name": "cursor", "in": "query", "schema": {"type": "string"}},
+                    {"name": "q", "in": "query", "schema": {"type": "string"}},
                 ],
                 "responses": {"200": _json("a page"), **_errors(400)},
             }
