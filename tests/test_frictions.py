@@ -8,14 +8,17 @@ from pathlib import Path
 
 import httpx
 import pytest
+from websockets.asyncio.client import connect
 
+from backend.app import create_app
 from backend.sources.links import document_url
 from backend.store.migrate import head
 from backend.store.sql import SqlStore
-from tests.conftest import Harness, StartServer
+from tests.conftest import Harness, StartServer, make_settings
 from tests.fakes import ScriptedLLM, calls, reason, test_registry
+from tests.live_server import serving
 from tests.test_retrieval import with_sources
-from tests.ws_client import labels
+from tests.ws_client import Client, labels
 
 
 async def test_stop_after_step_keeps_the_waiting_question(
@@ -226,4 +229,32 @@ async def test_a_new_database_says_one_line_at_start_up(
             logging.INFO,
             f"database schema created (revision {head()})",
         )
+    ]
+
+
+async def test_the_first_message_retitles_after_a_restart(tmp_path: Path) -> None:
+    """The title the first message gave is known to the next server too: an
+    edit of that message there retitles the conversation."""
+    settings = make_settings(database_url=f"sqlite:///{tmp_path / 'titles.db'}")
+    app = create_app(settings, llm=ScriptedLLM("Paris."), registry=test_registry())
+    async with (
+        serving(app, settings=settings) as server,
+        connect(server.url("/ws", scheme="ws")) as connection,
+    ):
+        client = Client(connection)
+        conversation = (await client.recv())["session_id"]
+        first = await client.chat("capital of France?")
+    app = create_app(settings, llm=ScriptedLLM("Rome."), registry=test_registry())
+    query = f"/ws?session_id={conversation}&last_seq={first[-1]['seq']}"
+    async with (
+        serving(app, settings=settings) as server,
+        connect(server.url(query, scheme="ws")) as connection,
+    ):
+        client = Client(connection)
+        assert (await client.recv())["resumed"] is True
+        await client.chat("capital of Italy?", replace_from=first[-1]["run_id"])
+        async with httpx.AsyncClient(base_url=server.url("")) as http:
+            listed = (await http.get("/api/conversations")).json()["items"]
+    assert [(c["id"], c["title"]) for c in listed] == [
+        (conversation, "capital of Italy?")
     ]
