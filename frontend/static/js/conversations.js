@@ -34,6 +34,13 @@ export function listConversations(cursor = null) {
   return call(`${BASE}?${query}`);
 }
 
+/** The conversations matching `q`, best first: `{items: [{id, title, …,
+ * match: {in, position, snippet}}]}` (the snippet's matches between « »). */
+export function searchConversations(q, limit = 30) {
+  const query = new URLSearchParams({ q, limit: String(limit) });
+  return call(`${BASE}?${query}`);
+}
+
 /** One conversation with its messages and runs (each run's `request` and `mode`). */
 export function getConversation(id) {
   return call(`${BASE}/${encodeURIComponent(id)}`);

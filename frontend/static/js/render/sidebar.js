@@ -3,12 +3,15 @@
 // they open in a new tab too; a plain click switches without a reload.
 // Under 900px it is a drawer; above, it can be collapsed. What it asks for
 // goes out as callbacks: onOpen(id), onNew(), onRename(id, title), onDelete(id).
+// The search box above the list asks the server (`GET /api/conversations?q=`)
+// as you type, and lists what matches, each with the words found marked.
 import { byId, h, icon } from '../dom.js';
-import { urlOf } from '../conversations.js';
+import { searchConversations, urlOf } from '../conversations.js';
 
 const COLLAPSED_KEY = 'loopwire.sidebar_collapsed';
 const NARROW = window.matchMedia('(max-width: 900px)');
 const UNTITLED = 'New conversation';
+const SEARCH_DELAY_MS = 200;
 
 export class Sidebar {
   constructor({ onOpen, onNew, onRename, onDelete, storage = window.localStorage }) {
@@ -22,6 +25,11 @@ export class Sidebar {
     this.newButton = byId('new-chat');
     this.items = [];
     this.hidden = new Set();
+    this.searchBox = byId('conversation-query');
+    this.heading = byId('conversations-title');
+    this.found = null;
+    /** What matches the search box's words (null: no search). */
+    this.searching = null;
     this.currentId = null;
     this.editing = null;
 
@@ -37,6 +45,43 @@ export class Sidebar {
     });
     NARROW.addEventListener('change', () => this.layout());
     this.layout();
+    this.searchBox.addEventListener('input', () => this.searchSoon());
+    byId('conversation-search').addEventListener('submit', (event) => {
+      event.preventDefault();
+      this.searchNow();
+    });
+    this.searchBox.addEventListener('keydown', (event) => {
+      if (event.key !== 'Escape' || !this.searchBox.value) return;
+      event.stopPropagation(); // clears the search; a second Esc closes the drawer
+      this.searchBox.value = '';
+      this.searchNow();
+    });
+  }
+
+  // ---------------------------------------------------------------- search
+
+  searchSoon() {
+    clearTimeout(this.searchTimer);
+    this.searchTimer = setTimeout(() => this.searchNow(), SEARCH_DELAY_MS);
+  }
+
+  async searchNow() {
+    clearTimeout(this.searchTimer);
+    const q = this.searchBox.value.trim();
+    this.searching = q || null;
+    if (!q) {
+      this.found = null;
+      this.render();
+      return;
+    }
+    try {
+      const { items } = await searchConversations(q);
+      if (this.searching !== q) return; // typed on meanwhile
+      this.found = items;
+      this.render();
+    } catch (error) {
+      if (this.searching === q) this.failed(error.message);
+    }
   }
 
   // ---------------------------------------------------------------- open / collapse
@@ -126,8 +171,13 @@ export class Sidebar {
   render() {
     if (this.editing !== null) return; // a rename in progress: after it
     const focused = this.focusedControl();
-    const shown = this.items.filter((item) => !this.hidden.has(item.id));
+    const searched = this.found !== null;
+    const shown = (searched ? this.found : this.items).filter((item) => !this.hidden.has(item.id));
     this.list.replaceChildren(...shown.map((item) => this.row(item)));
+    this.heading.textContent = searched ? 'Found' : 'Conversations';
+    this.empty.textContent = searched
+      ? `Nothing found for “${this.searching}”.`
+      : 'Your conversations will be listed here.';
     this.empty.hidden = shown.length > 0;
     this.status.hidden = true;
     if (focused) this.list.querySelector(focused)?.focus();
@@ -156,6 +206,7 @@ export class Sidebar {
         title,
       },
       h('span', { class: 'conversation-title', text: title }),
+      item.match?.snippet ? snippet(item.match.snippet) : null,
     );
     const actions = h(
       'div',
@@ -228,4 +279,14 @@ export class Sidebar {
     input.focus();
     input.select();
   }
+}
+
+/** A search match's text, its matched words (between « ») marked. */
+function snippet(text) {
+  const parts = text.split(/[«»]/);
+  return h(
+    'span',
+    { class: 'conversation-snippet' },
+    ...parts.map((part, index) => (index % 2 ? h('mark', { text: part }) : document.createTextNode(part))),
+  );
 }
