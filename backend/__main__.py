@@ -23,7 +23,7 @@ CHAT_HELP = """Send one message and show the run as it happens.
 exit status: 0 finished, 1 error, 2 bad arguments or settings, 3 stopped,
 4 max steps reached, 5 a tool call declined, 6 a question or approval timed
 out, 7 an answer was needed and none could be given, 8 no connection,
-130 interrupted (Ctrl-C stops the run)."""
+130 interrupted (Ctrl-C stops the run), 141 its output was closed (| head)."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -107,6 +107,17 @@ def _schema_arguments(schema: argparse.ArgumentParser) -> None:
     )
 
 
+def _steps(text: str) -> int:
+    """A step budget: a whole number of at least 1 (else a usage error, 2)."""
+    try:
+        steps = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if steps < 1:
+        raise argparse.ArgumentTypeError(f"{steps} is too few: at least 1")
+    return steps
+
+
 def _chat_arguments(chat: argparse.ArgumentParser) -> None:
     chat.add_argument("message")
     chat.add_argument(
@@ -119,7 +130,9 @@ def _chat_arguments(chat: argparse.ArgumentParser) -> None:
     chat.add_argument(
         "--strategy", help="agent mode with this strategy (react, act, …)"
     )
-    chat.add_argument("--max-steps", type=int, default=None, help="step budget")
+    chat.add_argument(
+        "--max-steps", type=_steps, default=None, help="step budget (at least 1)"
+    )
     chat.add_argument(
         "--system",
         metavar="TEXT",

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 import time
 import urllib.error
@@ -91,6 +92,26 @@ def chat_command(args: argparse.Namespace) -> int:
         return asyncio.run(_chat(args, sys.stdout, sys.stderr, sys.stdin))
     except KeyboardInterrupt:
         return ExitCode.INTERRUPTED
+    except (BrokenPipeError, BaseExceptionGroup) as exc:
+        if not _only_broken_pipes(exc):
+            raise
+        return _pipe_closed()  # `| head`: the reader has all it wanted
+
+
+def _only_broken_pipes(exc: BaseException) -> bool:
+    if isinstance(exc, BaseExceptionGroup):
+        found, rest = exc.split(BrokenPipeError)
+        return found is not None and rest is None
+    return isinstance(exc, BrokenPipeError)
+
+
+def _pipe_closed() -> int:
+    """Stdout was closed under us: say nothing more (Python would print
+    an error flushing it at exit), and exit as other tools do."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return ExitCode.PIPE_CLOSED
 
 
 async def _chat(

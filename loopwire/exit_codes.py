@@ -29,6 +29,9 @@ class ExitCode(IntEnum):
     """No connection: unreachable, the handshake refused, or lost for good."""
     INTERRUPTED = 130
     """Ctrl-C: the run was stopped."""
+    PIPE_CLOSED = 141
+    """What it printed to was closed (`| head`): the run was stopped, quietly
+    (128 + SIGPIPE, as other tools say it)."""
 
 
 _BY_REASON: dict[CompletionReason, ExitCode] = {

@@ -86,9 +86,14 @@ async def follow(
             terminal.problem("loopwire: interrupted; stopping the run")
             await _stop_quietly(client)
             raise
+        except BrokenPipeError:  # its reader went (`| head`): so does the run
+            await _stop_quietly(client)
+            raise
         except AgentError as exc:
             terminal.problem(f"loopwire: {exc.error_type}: {exc.message}")
             await _stop_quietly(client)
+            if exc.error_type == "invalid_message" and client.run_id is None:
+                return ExitCode.USAGE  # the request itself: a bad argument
             return ExitCode.ERROR
         except ClientError as exc:  # raised past the group, not grouped
             lost = exc

@@ -239,17 +239,18 @@ async def test_a_request_in_several_parts_and_a_budget(
 
 
 async def test_an_error_frame_ends_the_command(start_server: StartServer) -> None:
-    """An error frame from the server exits with `ERROR`, printing only its message."""
+    """An error frame refusing the request exits with `USAGE`, printing only
+    its message."""
     harness = await start_server(llm_provider="offline")
     url = harness.server.url("/ws", "ws")
     status, lines, err = await run_chat(url, "hi", strategy="nope")
-    assert (status, lines) == (ExitCode.ERROR, [])
+    assert (status, lines) == (ExitCode.USAGE, [])  # refused as asked: a bad argument
     assert len(err) == 1 and err[0].startswith(
         "loopwire: invalid_message: unknown loop_strategy 'nope'"
     )
     for message, extra in [("", {}), ("hi", {"max_steps": 0})]:
         status, lines, err = await run_chat(url, message, **extra)
-        assert (status, lines) == (ExitCode.ERROR, [])
+        assert (status, lines) == (ExitCode.USAGE, [])
         assert len(err) == 1 and err[0].startswith(
             "loopwire: invalid_message: invalid chat message: "
         )
