@@ -68,7 +68,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     _conversations_arguments(
         sub.add_parser(
-            "conversations", help="list a running server's conversations, newest first"
+            "conversations",
+            help="list a running server's conversations, newest first "
+            "(`export ID`, `import FILE`: write one out, read one in)",
         )
     )
     _grants_arguments(
@@ -149,7 +151,8 @@ def _chat_arguments(chat: argparse.ArgumentParser) -> None:
     chat.add_argument(
         "--answer",
         action="append",
-        help="answer to the next question (repeatable; then the terminal or stdin)",
+        help="answer to the next question (repeatable; then the terminal or "
+        "stdin); /decline gives no answer, /dismiss puts aside a tool's question",
     )
     chat.add_argument(
         "--approve",
@@ -174,6 +177,16 @@ def _conversations_arguments(conversations: argparse.ArgumentParser) -> None:
     )
     conversations.add_argument("--limit", type=int, default=20)
     conversations.add_argument("--token", help="auth token (LOOPWIRE_AUTH_TOKEN)")
+    conversations.add_argument(
+        "action", nargs="?", choices=("list", "export", "import"), default="list"
+    )
+    conversations.add_argument(
+        "target", nargs="?", help="export: a conversation's id; import: FILE (-: stdin)"
+    )
+    conversations.add_argument(
+        "--format", choices=("markdown", "json"), help="export as (default markdown)"
+    )
+    conversations.add_argument("-o", "--output", metavar="FILE", help="export to FILE")
 
 
 def _grants_arguments(grants: argparse.ArgumentParser) -> None:

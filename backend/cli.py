@@ -158,8 +158,13 @@ async def _chat(
 
 
 def conversations_command(args: argparse.Namespace) -> int:
-    """`loopwire conversations`: the server's stored conversations, newest first."""
+    """`loopwire conversations`: the server's stored conversations, newest first
+    (`export ID`, `import FILE`: `cli_exports`)."""
     _target(args, "http", "")
+    if getattr(args, "action", "list") != "list" or getattr(args, "target", None):
+        from backend.cli_exports import transfer_command
+
+        return transfer_command(args)
     page = _api(args, "GET", f"/api/conversations?limit={args.limit}")
     if isinstance(page, int):
         return page

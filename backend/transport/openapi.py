@@ -29,6 +29,7 @@ from backend.transport.api import (
     ToolResultBody,
 )
 from backend.transport.conversations import Rename
+from backend.transport.exports import export_paths
 from backend.transport.openai_requests import ChatCompletionRequest, openapi_paths
 from backend.transport.tool_grants import tool_grant_paths
 from backend.transport.ui_stream import ui_stream_paths
@@ -414,6 +415,7 @@ def openapi() -> dict[str, Any]:
             **ui_stream_paths(),
             **tool_grant_paths(),
             **_conversation_paths(base),
+            **export_paths(),
             **_file_paths(base),
             **_admin_paths(),
             **openapi_paths(),
