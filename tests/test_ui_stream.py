@@ -332,6 +332,8 @@ async def test_a_question_is_answered_by_the_next_user_message(
                 "step": 1,
                 "timeoutS": 300.0,
                 "answerSchema": None,
+                "askedBy": None,
+                "url": None,
             },
         },
         {"type": "finish-step"},

@@ -79,6 +79,13 @@ APPROVAL_SCHEMA = {
     },
     "required": ["approved"],
 }
+LINK_SCHEMA = {
+    "type": "object",
+    "properties": {"action": {"enum": ["accept", "decline", "cancel"]}},
+    "required": ["action"],
+    "additionalProperties": False,
+}
+"""A question with a page to open (`url`): say it is done there, or not."""
 ENVELOPE = frozenset(Envelope.model_fields)
 
 
@@ -89,6 +96,13 @@ def _json(value: Any) -> str:
 def _payload(frame: BaseModel) -> dict[str, Any]:
     """A frame's own fields (its envelope left out), as JSON values."""
     return frame.model_dump(mode="json", exclude=set(ENVELOPE))
+
+
+def _response_schema(frame: AgentRequestInput) -> dict[str, Any]:
+    """What a resume's payload answers the question with."""
+    if frame.url is not None:
+        return LINK_SCHEMA
+    return frame.answer_schema or {"type": "string"}
 
 
 class AgUiRun:
@@ -312,7 +326,7 @@ class AgUiRun:
                 id=QUESTION + frame.question_id,
                 reason="input_required",
                 message=frame.question,
-                response_schema=frame.answer_schema or {"type": "string"},
+                response_schema=_response_schema(frame),
                 expires_at=expires.isoformat().replace("+00:00", "Z"),
                 metadata={"loopwire": _payload(frame)},
             )

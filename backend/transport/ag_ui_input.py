@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from backend.protocol import (
     AgentControlMessage,
     AgentUserInputMessage,
+    AnswerAction,
     ClientMessage,
     ClientTool,
     Name,
@@ -38,6 +39,7 @@ from backend.transport.bodies import describe
 from backend.transport.refusal import Refused
 
 HEX_ID = re.compile(r"[0-9a-f]{32}")
+ACTIONS: dict[str, AnswerAction] = {a: a for a in ("accept", "decline", "cancel")}
 
 
 class Props(BaseModel):
@@ -178,6 +180,11 @@ def _question_answer(
     if entry.status == "cancelled":
         return AgentControlMessage(type="agent_control", action="stop")
     payload = entry.payload
+    action = _action_of(payload)
+    if action is not None:
+        return AgentUserInputMessage(
+            type="agent_user_input", question_id=key, action=action
+        )
     if payload is None:
         content = said(body)
     elif isinstance(payload, str):
@@ -187,3 +194,12 @@ def _question_answer(
     return AgentUserInputMessage(
         type="agent_user_input", content=content, question_id=key
     )
+
+
+def _action_of(payload: Any) -> AnswerAction | None:
+    """`{"action": ...}` alone: the question declined, dismissed, or (a
+    page to open) done; any other payload is an answer."""
+    if not isinstance(payload, dict) or set(payload) != {"action"}:
+        return None
+    action = payload["action"]
+    return ACTIONS.get(action) if isinstance(action, str) else None

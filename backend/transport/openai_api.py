@@ -62,6 +62,7 @@ from backend.transport.openai_chunks import (
 from backend.transport.openai_requests import (
     MODEL_PREFIX,
     NEW,
+    REFUSALS,
     ChatCompletionRequest,
     approves,
     conversation_of,
@@ -248,8 +249,12 @@ async def _resume(
     answer = ask.body.last
     message: ClientMessage
     if isinstance(pause, AgentRequestInput):
+        refusal = REFUSALS.get(answer.strip())
         message = AgentUserInputMessage(
-            type="agent_user_input", content=answer, question_id=pause.question_id
+            type="agent_user_input",
+            content="" if refusal else answer,
+            question_id=pause.question_id,
+            action=refusal,
         )
     else:
         approved = approves(answer)

@@ -37,11 +37,13 @@ from backend.protocol import (
     ToolStart,
 )
 from backend.text import shorten
+from backend.transport.openai_requests import DECLINE, DISMISS
 
 ARGUMENTS_CHARS = 200
 RESULT_CHARS = 300
 """Tool arguments and results are shown in `reasoning_content` cut to these."""
 USAGE_FIELDS = ("prompt_tokens", "completion_tokens", "total_tokens")
+REFUSE_HINT = f"Reply {DECLINE} to decline, or {DISMISS} to dismiss the question."
 
 
 @dataclass
@@ -62,14 +64,48 @@ def _compact(value: Any, limit: int) -> str:
 
 def question_text(frame: AgentRequestInput) -> str:
     """The question, and what its answer must be when it has a form: a
-    chat client shows text only (the answer is checked all the same)."""
-    schema = frame.answer_schema or {}
+    chat client shows text only (the answer is checked all the same). A
+    tool's question names who asks, the page to open, and how to refuse."""
+    text = f"{frame.question}{_form_hint(frame.answer_schema or {})}"
+    if frame.asked_by is None:
+        return text
+    text = f"{frame.asked_by[:1].upper()}{frame.asked_by[1:]} asks: {text}"
+    if frame.url is not None:
+        text += f"\nOpen {frame.url}, then reply done."
+    return f"{text}\n{REFUSE_HINT}"
+
+
+def _form_hint(schema: dict[str, Any]) -> str:
     if isinstance(schema.get("enum"), list):
-        choices = ", ".join(str(choice) for choice in schema["enum"])
-        return f"{frame.question} (one of: {choices})"
+        return f" (one of: {_choices(schema)})"
     if schema.get("type") == "boolean":
-        return f"{frame.question} (true or false)"
-    return frame.question
+        return " (true or false)"
+    fields = schema.get("properties")
+    if schema.get("type") != "object" or not isinstance(fields, dict):
+        return ""
+    needed = schema.get("required") or []
+    named = "; ".join(
+        _field_hint(name, spec) + ("" if name in needed else " (optional)")
+        for name, spec in fields.items()
+    )
+    return f"\nReply with a JSON object: {named}."
+
+
+def _field_hint(name: str, spec: Any) -> str:
+    spec = spec if isinstance(spec, dict) else {}
+    if isinstance(spec.get("enum"), list):
+        what = f"one of {_choices(spec)}"
+    elif spec.get("type") in ("integer", "number"):
+        low, high = spec.get("minimum", "…"), spec.get("maximum", "…")
+        kind = "an integer" if spec["type"] == "integer" else "a number"
+        what = f"{kind} from {low} to {high}"
+    else:
+        what = {"boolean": "true or false"}.get(spec.get("type"), "text")
+    return f"{name}: {what}"
+
+
+def _choices(schema: dict[str, Any]) -> str:
+    return ", ".join(str(choice) for choice in schema["enum"])
 
 
 def approval_text(frame: ToolApprovalRequest) -> str:

@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from backend.protocol import SYSTEM_PROMPT_LIMIT
+from backend.protocol import SYSTEM_PROMPT_LIMIT, AnswerAction
 
 MODEL_PREFIX = "loopwire-"
 CONVERSATION_ID = re.compile(r"[0-9a-f]{32}")
@@ -23,6 +23,10 @@ NEW = "new"
 """The conversation id that starts a conversation the client will continue."""
 YES = frozenset({"yes", "y", "approve", "approved", "ok", "okay", "run it"})
 """The answers to an approval that approve it; any other declines it."""
+DECLINE, DISMISS = "/decline", "/dismiss"
+"""A last user message that is exactly one of these refuses the question
+that waits: declines it, or dismisses it (`agent_user_input.action`)."""
+REFUSALS: dict[str, AnswerAction] = {DECLINE: "decline", DISMISS: "cancel"}
 HISTORY_HEAD = "The conversation so far, as the client sent it:"
 HISTORY_TAIL = "The user's new message:"
 SYSTEMS = ("system", "developer")

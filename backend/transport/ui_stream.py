@@ -173,17 +173,22 @@ async def _begin(
         return Parts(session.id, run_id, turn.message_id, continued=True)
     if isinstance(turn, Answer) and run_id is not None:
         answer = AgentUserInputMessage(
-            type="agent_user_input", content=turn.content, question_id=turn.question_id
+            type="agent_user_input",
+            content=turn.content,
+            question_id=turn.question_id,
+            action=turn.action,
         )
         try:
             await service.dispatch_to(session, answer)
         except ProtocolError as exc:
-            if exc.error_type != "no_pending_input":
+            if exc.error_type != "no_pending_input" or turn.refusal:
                 raise Refused.by_service(exc) from exc
         else:
             # a message of its own, after the user's answer
             segment = turn.question_id or uuid.uuid4().hex
             return Parts(session.id, run_id, f"{run_id}{SEGMENT}{segment}")
+    if isinstance(turn, Answer) and turn.refusal:
+        raise Refused(409, "no_pending_input", "no question waits to be declined")
     replace_from = await _replaced(service, session, turn)
     limits: ClientLimits = request.app.state.limits
     limits.start_run(limits.key(request.scope, user_of(request)))

@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.requests import Request
 
 from backend.protocol import (
+    AnswerAction,
     ChatMessage,
     Id,
     Name,
@@ -49,6 +50,7 @@ so that a body missing its three required fields and carrying unknown ones
 still gets a short message."""
 SEGMENT = ":"
 """Between a run's id and the question it continues after, in a message id."""
+ACTIONS: dict[str, AnswerAction] = {a: a for a in ("accept", "decline", "cancel")}
 
 
 class UIPart(BaseModel):
@@ -129,11 +131,20 @@ class Ask:
 
 
 class Answer:
-    """The last user message: an answer if a question waits, else a chat."""
+    """The last user message: an answer if a question waits, else a chat.
+    With `action` "decline" or "cancel" (its `metadata.action`), only the
+    question's refusal, its text not sent."""
 
-    def __init__(self, content: str, question_id: str | None) -> None:
+    def __init__(
+        self, content: str, question_id: str | None, action: AnswerAction | None
+    ) -> None:
         self.content = content
         self.question_id = question_id
+        self.action = action
+
+    @property
+    def refusal(self) -> bool:
+        return self.action in ("decline", "cancel")
 
 
 class Decide:
@@ -208,7 +219,20 @@ def turn_of(body: UIStreamRequest) -> Turn:
     if body.messageId is not None and body.messageId == last.id:
         return _edit(body)
     earlier = body.messages[-2] if len(body.messages) > 1 else None
-    return Answer(text_of(last), _question_in(earlier))
+    action = _action_in(last)
+    content = "" if action in ("decline", "cancel") else text_of(last)
+    return Answer(content, _question_in(earlier), action)
+
+
+def _action_in(message: UIMessage) -> AnswerAction | None:
+    """What a user message's `metadata.action` does with the question."""
+    meta = message.metadata
+    action = meta.get("action") if isinstance(meta, dict) else None
+    if action is None:
+        return None
+    if not isinstance(action, str) or action not in ACTIONS:
+        raise _refused("metadata.action must be accept, decline or cancel")
+    return ACTIONS[action]
 
 
 def _edit(body: UIStreamRequest) -> Edit:

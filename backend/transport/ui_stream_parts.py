@@ -283,6 +283,8 @@ def _question(frame: AgentRequestInput) -> Chunk:
             "step": frame.step,
             "timeoutS": frame.timeout_s,
             "answerSchema": frame.answer_schema,
+            "askedBy": frame.asked_by,
+            "url": frame.url,
         },
     }
 
