@@ -4,7 +4,7 @@ See docs/clients.md. Events are the frame models of `backend.protocol`,
 named for client code in `loopwire.events`.
 """
 
-from loopwire.client import AgentClient, Decision, RunResult
+from loopwire.client import AgentClient, Decision, Declined, RunResult
 from loopwire.connection import Backoff, Event, envelope
 from loopwire.errors import (
     AgentError,
@@ -24,6 +24,7 @@ __all__ = [
     "ClientError",
     "ConnectionFailed",
     "Decision",
+    "Declined",
     "Event",
     "HandshakeRefused",
     "NoPendingQuestion",

@@ -7,6 +7,11 @@ one line per question or approval. Nothing with `--no-input`, nor once stdin
 has run out: then the caller says so and ends the run (see
 `ExitCode.NO_INPUT`).
 
+A question's line is the answer, or `/decline` (no answer: the model hears
+so; a tool that asked is told `decline`) or `/dismiss` (a tool that asked
+is told `cancel`). For a question with a page to open (`url`), any other
+line (an empty one: Enter) says it is done there.
+
 An approval's line is a choice, then what goes with it: `y` (yes), `n
 REASON` (no; anything not a choice is a no too), `e {JSON}` (yes, with
 these arguments: the JSON on the next line when not on this one, or in
@@ -27,8 +32,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from backend.protocol import Remember, ToolApprovalRequest
-from loopwire.client import Decision
+from backend.protocol import AgentRequestInput, Remember, ToolApprovalRequest
+from loopwire.client import Decision, Declined
 from loopwire.terminal import Terminal
 
 CHUNK = 65536
@@ -40,6 +45,8 @@ FLAG_DECISIONS = {
 }
 """`--approve`'s values."""
 CHOICES = "[y]es / [N]o / [e]dit / [a]lways here / always for [m]e"
+DECLINES = {"/decline": Declined(), "/dismiss": Declined(dismiss=True)}
+"""A question's lines that give no answer."""
 REMEMBER: dict[str, Remember] = {
     "a": "conversation",
     "always": "conversation",
@@ -129,13 +136,21 @@ class Answers:
             return "--no-input is set"
         return "stdin has no more lines" if self._lines else "there is no stdin"
 
-    async def answer(self, question: str) -> str | None:
-        """The answer to `question`, or None when there is none to give."""
+    async def answer(self, question: AgentRequestInput) -> str | Declined | None:
+        """The answer to `question` (`Declined` for `/decline`, `/dismiss`),
+        or None when there is none to give."""
+        prompt = _question_prompt(question)
         if self._given:
-            text = self._given.pop(0)
-            self._terminal.note(f"your answer> {text}")
-            return text
-        return await self._read("your answer> ")
+            text: str | None = self._given.pop(0)
+            self._terminal.note(f"{prompt}{text}")
+        else:
+            text = await self._read(prompt)
+        if text is None:
+            return None
+        declined = DECLINES.get(text.strip().lower())
+        if declined is not None:
+            return declined
+        return "" if question.url is not None else text
 
     async def approval(self, request: ToolApprovalRequest) -> Decision | None:
         """The decision on the call, or None when nobody can make one. A
@@ -212,6 +227,15 @@ class Answers:
         elif not self._interactive:
             self._terminal.note(prompt + line)  # the transcript shows the answer
         return line
+
+
+def _question_prompt(question: AgentRequestInput) -> str:
+    """What the answer prompt says: how to decline when a tool asks."""
+    if question.url is not None:
+        return "press Enter once done there (or /decline, /dismiss)> "
+    if question.asked_by is not None:
+        return "your answer (or /decline, /dismiss)> "
+    return "your answer> "
 
 
 def _yes(reply: str) -> bool:

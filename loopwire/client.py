@@ -10,17 +10,20 @@ async with AgentClient("ws://127.0.0.1:8000/ws", token=token) as client:
 `chat()` yields the run's frames as the protocol's models, in order and each
 once (across reconnects too), through `response_complete`; an `error` frame
 ends it with `AgentError`. Controls (`stop`, `stop_after_step`,
-`grant_steps`, `answer`, `approve`) may be called from the loop's body or
-from another task. `on_question` / `on_approval` answer without a person:
-they are called with the frame before it is yielded. An approval may change
-the call's arguments or always allow the tool (`approve(..., arguments=,
-remember=)`, or a `Decision` from `on_approval`); arguments that do not fit
-the tool are refused with an `invalid_answer` `Error`, yielded like a frame
-since the run goes on waiting (raised as `AgentError` when the decision was
-a handler's: nobody else would make another). An answer, approval or
-stop that a dropped socket (or an instance that no longer holds the
-conversation: `moved`) kept from the run is sent again after the reconnect,
-if the replay shows the run still waiting for it.
+`grant_steps`, `answer`, `decline`, `approve`) may be called from the loop's
+body or from another task. `on_question` / `on_approval` answer without a
+person: they are called with the frame before it is yielded. A question may
+be declined (`decline()`, or `Declined` from `on_question`); one that a tool
+asks names it (`asked_by`: an MCP server), and may send the person to a page
+(`url`). An approval may change the call's arguments or always allow the
+tool (`approve(..., arguments=, remember=)`, or a `Decision` from
+`on_approval`); arguments that do not fit the tool are refused with an
+`invalid_answer` `Error`, yielded like a frame since the run goes on waiting
+(raised as `AgentError` when the decision was a handler's: nobody else would
+make another). An answer, approval or stop that a dropped socket (or an
+instance that no longer holds the conversation: `moved`) kept from the run
+is sent again after the reconnect, if the replay shows the run still
+waiting for it.
 """
 
 from __future__ import annotations
@@ -63,8 +66,24 @@ from loopwire.connection import (
 from loopwire.errors import AgentError, ClientError, NoPendingQuestion
 
 T = TypeVar("T")
-QuestionHandler = Callable[[AgentRequestInput], str | Awaitable[str | None] | None]
-"""Returns the answer, or None to leave the question to the caller."""
+
+
+@dataclass(frozen=True)
+class Declined:
+    """What `on_question` may return instead of an answer: no answer to
+    give. The model hears that the user declined; a tool that asked (an MCP
+    server: `asked_by`) is told `decline`, or `cancel` when `dismiss` (the
+    question was put aside rather than refused)."""
+
+    dismiss: bool = False
+
+
+QuestionHandler = Callable[
+    [AgentRequestInput],
+    str | Declined | Awaitable[str | Declined | None] | None,
+]
+"""Returns the answer (a `Declined` to decline), or None to leave the
+question to the caller."""
 
 
 @dataclass(frozen=True)
@@ -301,7 +320,9 @@ class AgentClient:
             self.pending_question = frame
             if self.on_question is not None:
                 reply = await _settle(self.on_question(frame))
-                if reply is not None:
+                if isinstance(reply, Declined):
+                    await self.decline(dismiss=reply.dismiss)
+                elif reply is not None:
                     await self.answer(reply)
         elif isinstance(frame, ToolApprovalRequest):
             self._approvals[frame.tool_call_id] = frame
@@ -343,7 +364,19 @@ class AgentClient:
         )
 
     async def answer(self, text: str) -> None:
-        """Answer the question the agent is waiting on."""
+        """Answer the question the agent is waiting on (for a question with a
+        `url`, once done on that page: an empty `text`)."""
+        await self._reply(content=text)
+
+    async def decline(self, *, dismiss: bool = False) -> None:
+        """Give no answer to the question the run waits on: the model hears
+        that the user declined it; a tool that asked (`asked_by`) is told
+        `decline`, or `cancel` with `dismiss`."""
+        await self._reply(action="cancel" if dismiss else "decline")
+
+    async def _reply(self, **fields: Any) -> None:
+        """`agent_user_input` for the pending question. A plain answer has
+        no `action` (a server before MCP questions knows none)."""
         question = self.pending_question
         if question is None:
             raise NoPendingQuestion("the agent is not waiting for an answer")
@@ -352,8 +385,8 @@ class AgentClient:
             _validated(
                 AgentUserInputMessage,
                 type="agent_user_input",
-                content=text,
                 question_id=question.question_id,
+                **fields,
             ),
             until=_after(question),
         )

@@ -14,6 +14,12 @@ waiting for one); any other is raised as `loopwire.AgentError`:
 if isinstance(event, events.AgentRequestInput):
     await client.answer(ask_someone(event.question))
 ```
+
+An `AgentRequestInput` asked by a tool rather than the model (an MCP
+server's question during its call) names the asker in `asked_by` ("the MCP
+server 'cafe'"); with a `url` it asks the person to open that page and
+answer (with no text) once done there. Any question may be declined
+(`client.decline()`).
 """
 
 from backend.protocol import (

@@ -7,7 +7,8 @@ run, another client answers. The run's next frame withdraws the prompt.
 Ctrl-C (the task cancelled) and an `error` frame stop the run before the
 command ends; nothing is left running on the server. An `invalid_answer`
 error (edited arguments that do not fit the tool) is shown and the same
-request asked again: it still waits.
+request asked again: it still waits. A question may be declined or
+dismissed (`/decline`, `/dismiss`).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from backend.protocol import (
     ToolApprovalRequest,
 )
 from loopwire.answers import Answers
-from loopwire.client import AgentClient, Decision
+from loopwire.client import AgentClient, Decision, Declined
 from loopwire.connection import INVALID_ANSWER
 from loopwire.errors import AgentError, ClientError
 from loopwire.exit_codes import ExitCode, for_reason
@@ -192,12 +193,15 @@ async def _answer(
     answers: Answers,
     ending: _Ending,
 ) -> None:
-    text = await answers.answer(event.question)
-    if text is not None:
-        await client.answer(text)
+    reply = await answers.answer(event)
+    if isinstance(reply, Declined):
+        await client.decline(dismiss=reply.dismiss)
+        return
+    if reply is not None:
+        await client.answer(reply)
         return
     terminal.problem(
-        f"loopwire: the agent asks “{event.question}” but "
+        f"loopwire: {event.asked_by or 'the agent'} asks “{event.question}” but "
         f"{answers.why_none}; stopping the run"
     )
     ending.no_input = True

@@ -115,6 +115,9 @@ class SyncAgentClient:
     def answer(self, text: str) -> None:
         self._call(self.client.answer(text))
 
+    def decline(self, *, dismiss: bool = False) -> None:
+        self._call(self.client.decline(dismiss=dismiss))
+
     def approve(
         self,
         call_id: str,

@@ -86,6 +86,53 @@ def _untrusted(request: ToolApprovalRequest) -> str:
     )
 
 
+def _question(event: AgentRequestInput) -> str:
+    """`  ? the MCP server 'cafe' asks: …` (a tool's question names who asks),
+    and the page to open, if any."""
+    line = f"  ? {event.question}"
+    if event.asked_by is not None:
+        line = f"  ? {event.asked_by} asks: {event.question}"
+    if event.url is not None:
+        line += f"\n    open {event.url} and press Enter here once done there"
+    hint = answer_hint(event.answer_schema or {})
+    return f"{line}\n    {hint}" if hint else line
+
+
+def answer_hint(schema: dict[str, Any]) -> str:
+    """What a form's answer looks like, as the server reads it: a string's
+    text itself, any other value as JSON ('' for free text)."""
+    kind = schema.get("type")
+    if kind == "object":
+        required = set(schema.get("required", ()))
+        fields = ", ".join(
+            f"{_json(name)}{'' if name in required else '?'}: {_value(field)}"
+            for name, field in schema.get("properties", {}).items()
+        )
+        return f"answer as JSON: {{{fields}}}"
+    if kind == "string" and "enum" in schema:
+        return "answer one of: " + ", ".join(map(str, schema["enum"]))
+    if kind == "boolean":
+        return "answer true or false"
+    if kind in ("integer", "number"):
+        return f"answer {_value(schema)}"
+    return ""
+
+
+def _value(schema: dict[str, Any]) -> str:
+    """`"small" | "large"`, `true | false`, `integer 1…4`, `"…"`."""
+    kind = schema.get("type")
+    if "enum" in schema:
+        return " | ".join(_json(choice) for choice in schema["enum"])
+    if kind == "boolean":
+        return "true | false"
+    if kind in ("integer", "number"):
+        low, high = schema.get("minimum"), schema.get("maximum")
+        if low is None and high is None:
+            return str(kind)
+        return f"{kind} {'' if low is None else low}…{'' if high is None else high}"
+    return '"…"'
+
+
 def _describe_update(event: Event) -> str:
     if isinstance(event, AgentTurnStart):
         return f"— step {event.step} / {event.max_steps}"
@@ -98,7 +145,7 @@ def _describe_update(event: Event) -> str:
     if isinstance(event, AgentObserve):
         return f"  [observe] {event.content}"
     if isinstance(event, AgentRequestInput):
-        return f"  ? {event.question}"
+        return _question(event)
     if isinstance(event, AgentRequestInputTimeout):
         return "  (the question timed out)"
     if isinstance(event, AgentStepsGranted):
