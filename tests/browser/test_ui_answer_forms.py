@@ -123,11 +123,12 @@ async def test_a_number_is_answered_in_its_box(
     assert [f["content"] for f in app.sent_of("agent_user_input")] == ["3"]
 
 
-async def test_an_object_answer_is_typed_as_json(
+async def test_an_object_answer_is_a_form(
     start_server: StartServer, open_app: OpenApp
 ) -> None:
-    """An object answer falls back to the message box, with a hint of its
-    shape; one the server refuses is asked again, with the reason shown."""
+    """An object answer is a form of labelled fields; JSON typed in the
+    message box still answers, one the server refuses is asked again with
+    the reason shown, and the form then sends the object's JSON text."""
     schema = {
         "type": "object",
         "properties": {"unit": {"type": "string", "enum": ["km", "mi"]}},
@@ -136,24 +137,25 @@ async def test_an_object_answer_is_typed_as_json(
     harness = await start_server(llm, test_registry())
     app = await open_app(harness, viewport=DESKTOP)
     await app.type_and_send("convert 10 miles")
+    form = app.page.get_by_role("form", name="Which unit?")
+    unit = form.get_by_role("combobox", name="unit")
+    await expect(unit).to_be_focused()
+    await expect(app.loc("#question-hint")).to_contain_text("Fill in the form")
     answer_box = app.page.get_by_role("textbox", name="Your answer")
-    await expect(answer_box).to_be_focused()
-    await expect(app.loc("#question-hint")).to_contain_text(
-        'Type your answer as JSON in the message box: {"unit": "km" | "mi"}'
-    )
-    await expect(app.loc(".answer-form")).to_have_count(0)
     await answer_box.fill('{"unit": "miles"}')
     await answer_box.press("Enter")
     await expect(
         app.page.get_by_text("field 'unit' must be one of: km, mi")
     ).to_be_visible()
-    await expect(answer_box).to_be_focused()  # asked again
+    await expect(unit).to_be_focused()  # asked again
     await expect(app.loc(".question-answer")).to_have_text("Waiting for your answer…")
-    await answer_box.fill('{"unit": "km"}')
-    await answer_box.press("Enter")
+    await unit.select_option(label="km")
+    send = form.get_by_role("button", name="Send answer")
+    assert await why_not_clickable(send) == []
+    await send.click()
     await app.wait_idle()
     await expect(app.answers()).to_have_text("km, then.")
     assert [f["content"] for f in app.sent_of("agent_user_input")] == [
         '{"unit": "miles"}',
-        '{"unit": "km"}',
+        '{"unit":"km"}',
     ]

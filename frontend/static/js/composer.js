@@ -47,7 +47,7 @@ export class Composer {
     });
     this.stopButton.addEventListener('click', () => controller.stop());
     this.whenBusy.addEventListener('change', () => this.refresh());
-    banner.onAnswer = (content) => this.sendAnswer(content);
+    banner.onAnswer = (content, action) => this.sendAnswer(content, action);
   }
 
   focus() {
@@ -123,12 +123,13 @@ export class Composer {
     this.autosize();
   }
 
-  /** Send `content` (typed, or picked in the question's form) as the answer. */
-  sendAnswer(content) {
+  /** Send `content` (typed, or picked in the question's form) as the answer;
+   * `action` 'decline' / 'cancel' (no content) says no to the question. */
+  sendAnswer(content, action = null) {
     const { input, controller, banner } = this;
     const typed = input.value;
     input.value = ''; // before the banner goes: it puts back a set-aside draft
-    if (controller.answer(content, banner.questionId)) {
+    if (controller.answer(content, banner.questionId, action)) {
       this.setHint(null);
     } else {
       input.value = typed.trim() ? typed : content;

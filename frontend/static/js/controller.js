@@ -11,6 +11,7 @@
 // still waiting for it; the user is not asked again. After a reload the
 // same holds for the decisions this tab remembers (`Transcript`).
 import { CLIENT, ERROR, FRAME, UPDATE } from './protocol.js';
+import { answerFields, answerText } from './render/answer_form.js';
 import { OWN_CANCEL } from './render/pending.js';
 import { RunView, phaseAfter } from './render/run.js';
 import { RunState } from './state.js';
@@ -274,7 +275,7 @@ export class Controller extends EventTarget {
       this.banner.show(frame, { live: !replaying });
       return;
     }
-    run.questionAnswered(frame.question_id, said);
+    run.questionAnswered(frame.question_id, answerText(said));
     this.awaitEffect(frame, answerFrame(frame, said));
   }
 
@@ -296,15 +297,17 @@ export class Controller extends EventTarget {
     const questionId = this.banner.questionId;
     this.state.questionRun = null;
     if (questionId === null) return;
-    run.questionAnswered(questionId, this.transcript.answer(run.runId, questionId));
+    run.questionAnswered(questionId, answerText(this.transcript.answer(run.runId, questionId)));
     this.banner.clear();
   }
 
   // ---------------------------------------------------------------- decisions in flight
 
-  /** `decision` (a client frame) answers `request`: keep it until the run moves on. */
+  /** `decision` (a client frame) answers `request`: keep it until the run moves on.
+   * A call decided ahead (`ahead_of`) shares its request's seq: kept apart. */
   awaitEffect(request, decision) {
-    this.state.unacked.set(`${request.run_id} ${request.seq}`, { frame: decision, runId: request.run_id, seq: request.seq });
+    const key = request.ahead_of ? `${request.run_id} ${request.seq} ${request.tool_call_id}` : `${request.run_id} ${request.seq}`;
+    this.state.unacked.set(key, { frame: decision, runId: request.run_id, seq: request.seq });
   }
 
   /** The run's next frame after a request shows what became of the decision on
@@ -508,18 +511,21 @@ export class Controller extends EventTarget {
     this.connection.send({ type: CLIENT.AGENT_CONTROL, action: 'grant_steps', steps });
   }
 
-  answer(content, questionId) {
+  /** Answer the pending question; `action` 'decline' / 'cancel' (no
+   * `content`) says no to it or dismisses it. True when it went out. */
+  answer(content, questionId, action = null) {
     const question = this.banner.pending;
-    const frame = { type: CLIENT.AGENT_USER_INPUT, content, question_id: questionId };
+    const said = action ? { action } : content; // as the transcript keeps it
+    const frame = answerFrame({ question_id: questionId }, said);
     if (!this.connection.send(frame)) return false;
     if (question?.question_id === questionId) {
-      this.transcript.rememberAnswer(question.run_id, questionId, content);
+      this.transcript.rememberAnswer(question.run_id, questionId, said);
       this.awaitEffect(question, frame);
     }
     const run = this.state.questionRun;
     this.refusable = question ? { question, run } : null;
     this.state.questionRun = null;
-    run?.questionAnswered(questionId, content);
+    run?.questionAnswered(questionId, answerText(said));
     run?.setPhase('Observing…');
     this.banner.clear();
     this.changed();
@@ -541,12 +547,15 @@ export class Controller extends EventTarget {
     this.changed();
   }
 
-  /** The user's decision on `request`; sent now, or (offline) after the reconnect's replay. */
+  /** The user's decision on `request`; sent now, or (offline) after the reconnect's replay.
+   * A call decided ahead of its turn (`request.ahead_of`, render/approval.js) is
+   * not remembered as answered: should it be asked after all (the server
+   * refused the decision), it is asked as usual. */
   decide(request, decision) {
     const { approved } = decision;
     const frame = approvalFrame(request, decision);
     const sent = this.connection.send(frame);
-    this.transcript.rememberApproval(request, decision);
+    if (!request.ahead_of) this.transcript.rememberApproval(request, decision);
     this.awaitEffect(request, frame);
     const run = this.runs.get(request.run_id) ?? this.state.active;
     run?.approvalDecided(request.tool_call_id, decision);
@@ -610,8 +619,8 @@ export class Controller extends EventTarget {
   }
 }
 
-function answerFrame(question, content) {
-  return { type: CLIENT.AGENT_USER_INPUT, content, question_id: question.question_id };
+function answerFrame(question, said) {
+  return { type: CLIENT.AGENT_USER_INPUT, ...answerFields(said), question_id: question.question_id };
 }
 
 function approvalFrame(request, { approved, reason, arguments: args, remember }) {

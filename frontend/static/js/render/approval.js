@@ -20,8 +20,18 @@
 //
 // A request with `untrusted_sources` comes from a run that had read text the
 // user did not write (documents, files, other systems): the dialog warns that
-// the call may have been asked for there, and lists what was read.
-import { byId } from '../dom.js';
+// the call may have been asked for there, and lists what was read. "Always
+// allow" then says it applies from the next run on: such a run asks anyway.
+//
+// A request may name the later calls of the same reply that will ask too
+// (`also`). They are listed under the request's own controls, each with
+// Approve / Reject / Ask later (the default). Approve or Reject sends each
+// row decided here first, in list order, then the request's own decision
+// (the server takes a decision ahead only while the request waits);
+// Approve all approves them all. A row decided here never comes back as a
+// request of its own, unless the server refused the decision; then it is
+// asked as usual. A row left to Ask later is asked when its turn comes.
+import { byId, h } from '../dom.js';
 import { prettyJson } from '../format.js';
 
 const IN_DOUBT =
@@ -35,6 +45,83 @@ function canonical(value) {
     return `{${keys.map((key) => `${JSON.stringify(key)}:${canonical(value[key])}`).join(',')}}`;
   }
   return JSON.stringify(value);
+}
+
+const CHOICES = [
+  ['approve', 'Approve'],
+  ['reject', 'Reject'],
+  ['later', 'Ask later'],
+];
+
+/** The list of calls asked in the same reply (`also`), each with its choice. */
+class AlsoAsked {
+  constructor() {
+    this.section = byId('approval-also');
+    this.list = byId('approval-also-list');
+    this.rows = [];
+  }
+
+  show(items) {
+    const total = items.length + 1;
+    this.rows = items.map((item, index) => row(item, `${index + 2} of ${total}`));
+    this.list.replaceChildren(...this.rows.map((r) => r.element));
+    this.section.hidden = items.length === 0;
+  }
+
+  get size() {
+    return this.rows.length;
+  }
+
+  /** The rows decided here and not sent yet, in order: `[{item, approved}]`. */
+  decided() {
+    return this.rows
+      .filter((r) => !r.sent)
+      .map((r) => ({ item: r.item, choice: r.inputs.find((input) => input.checked)?.value }))
+      .filter(({ choice }) => choice === 'approve' || choice === 'reject')
+      .map(({ item, choice }) => ({ item, approved: choice === 'approve' }));
+  }
+
+  approveAll() {
+    for (const r of this.rows) if (!r.sent) r.inputs[0].checked = true;
+  }
+
+  /** The decision on `callId` went out: it cannot be changed any more. */
+  sent(callId) {
+    const r = this.rows.find((candidate) => candidate.item.tool_call_id === callId);
+    if (!r) return;
+    r.sent = true;
+    r.element.dataset.sent = 'true';
+    r.status.hidden = false;
+    for (const input of r.inputs) input.disabled = true;
+  }
+
+  setBusy(busy) {
+    for (const r of this.rows) for (const input of r.inputs) input.disabled = busy || r.sent;
+  }
+}
+
+/** One row of the list: the call, its arguments and its choice (`which`: "2 of 3"). */
+function row(item, which) {
+  const name = `approval-also-${item.tool_call_id}`;
+  const inputs = CHOICES.map(([value]) => h('input', { type: 'radio', name, value, checked: value === 'later' }));
+  const options = CHOICES.map(([value, text], index) =>
+    h('label', { class: 'approval-also-option', dataset: { choice: value } }, inputs[index], text),
+  );
+  const status = h('span', { class: 'approval-also-sent', text: 'Decision sent', hidden: true });
+  const element = h(
+    'li',
+    { class: 'approval-also-item', dataset: { callId: item.tool_call_id } },
+    h('p', { class: 'approval-also-head' }, h('code', { text: item.tool_name }), status),
+    h('p', { class: 'approval-also-description', text: item.description || 'No description.' }),
+    h('pre', { class: 'code approval-also-args', tabindex: '0', 'aria-label': `Arguments of ${item.tool_name} (${which})`, text: prettyJson(item.arguments) }),
+    h(
+      'fieldset',
+      { class: 'approval-also-choice' },
+      h('legend', { class: 'visually-hidden', text: `Your decision on ${item.tool_name} (${which})` }),
+      ...options,
+    ),
+  );
+  return { item, element, inputs, status, sent: false };
 }
 
 /** The arguments typed in `text`: `{value}`, or `{error}` for people. */
@@ -69,6 +156,9 @@ export class ApprovalDialog {
     this.always = byId('approval-always');
     this.rememberTool = byId('approval-remember-tool');
     this.scopes = [...this.remember.querySelectorAll('input[type=radio]')];
+    this.rememberNote = byId('approval-remember-note');
+    this.also = new AlsoAsked();
+    this.approveAllButton = byId('approval-approve-all');
     this.untrusted = byId('approval-untrusted');
     this.untrustedList = byId('approval-untrusted-list');
     this.reasonField = byId('approval-reason-field');
@@ -81,6 +171,7 @@ export class ApprovalDialog {
     this.onDecide = onDecide;
     this.approveButton.addEventListener('click', () => this.decide(true));
     this.rejectButton.addEventListener('click', () => this.decide(false));
+    this.approveAllButton.addEventListener('click', () => this.approveAll());
     this.editToggle.addEventListener('click', () => this.setEditing(this.editField.hidden));
     this.editInput.addEventListener('input', () => this.showError(null));
     this.always.addEventListener('change', () => this.syncScopes());
@@ -122,6 +213,8 @@ export class ApprovalDialog {
     this.editToggle.hidden = again;
     this.setEditing(false);
     this.showUntrusted(frame.untrusted_sources ?? []);
+    this.also.show(frame.also ?? []);
+    this.approveAllButton.hidden = again || this.also.size === 0;
     this.reason.value = '';
     this.reasonField.hidden = again;
     this.remember.hidden = again;
@@ -163,6 +256,8 @@ export class ApprovalDialog {
   setBusy(busy) {
     this.approveButton.disabled = busy;
     this.rejectButton.disabled = busy;
+    this.approveAllButton.disabled = busy;
+    this.also.setBusy(busy);
     this.dialog.setAttribute('aria-busy', String(busy));
     if (busy) this.approveButton.textContent = 'Approving…';
   }
@@ -177,6 +272,10 @@ export class ApprovalDialog {
       }),
     );
     this.untrusted.hidden = sources.length === 0;
+    // a run that read such text asks anyway: "always" starts with the next one
+    this.rememberNote.hidden = sources.length === 0;
+    if (sources.length) this.always.setAttribute('aria-describedby', 'approval-remember-note');
+    else this.always.removeAttribute('aria-describedby');
   }
 
   /** The edited arguments when they differ from the model's; `{error}` when they do not parse. */
@@ -190,29 +289,52 @@ export class ApprovalDialog {
   decide(approved) {
     const frame = this.current;
     if (!frame || this.awaiting) return;
-    if (!approved || frame.in_doubt) {
-      const reason = frame.in_doubt ? '' : this.reason.value.trim();
-      this.onDecide(frame, { approved, reason: reason || null });
-      this.dismiss(frame.tool_call_id);
-      return;
-    }
-    const edited = this.editedArguments(frame);
-    if (edited.error) {
-      this.showError(edited.error);
+    const decision = this.decisionOn(frame, approved);
+    if (decision.error) {
+      this.showError(decision.error);
       this.editInput.focus();
       return;
     }
-    const decision = { approved: true, reason: null };
-    if (edited.value) decision.arguments = edited.value;
-    if (this.always.checked) decision.remember = this.scopes.find((scope) => scope.checked)?.value ?? 'conversation';
+    this.decideAhead(frame);
     this.onDecide(frame, decision);
-    if (!edited.value) {
+    if (!decision.arguments) {
       this.dismiss(frame.tool_call_id);
       return;
     }
     // the server checks the arguments against the tool: wait for its word
     this.awaiting = frame;
     this.setBusy(true);
+  }
+
+  /** Approve the request and every call listed with it. */
+  approveAll() {
+    if (!this.current || this.awaiting) return;
+    this.also.approveAll();
+    this.decide(true);
+  }
+
+  /** The decision the dialog shows on `frame`; `{error}` when its edit does not parse. */
+  decisionOn(frame, approved) {
+    if (!approved || frame.in_doubt) {
+      const reason = frame.in_doubt ? '' : this.reason.value.trim();
+      return { approved, reason: reason || null };
+    }
+    const edited = this.editedArguments(frame);
+    if (edited.error) return edited;
+    const decision = { approved: true, reason: null };
+    if (edited.value) decision.arguments = edited.value;
+    if (this.always.checked) decision.remember = this.scopes.find((scope) => scope.checked)?.value ?? 'conversation';
+    return decision;
+  }
+
+  /** Send the decisions taken on the calls listed with `frame`, before its own.
+   * Each goes as a request of the same run (`ahead_of` names the one asked). */
+  decideAhead(frame) {
+    for (const { item, approved } of this.also.decided()) {
+      const request = { ...item, run_id: frame.run_id, seq: frame.seq, step: frame.step, ahead_of: frame.tool_call_id };
+      this.onDecide(request, { approved, reason: null });
+      this.also.sent(item.tool_call_id);
+    }
   }
 
   /** `frame` was approved with edited arguments (`decision`) before a reload

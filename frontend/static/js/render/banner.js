@@ -3,7 +3,7 @@
 // box, pulses gently, and blinks the tab title while the tab is hidden.
 import { byId, h } from '../dom.js';
 import { formatSeconds } from '../format.js';
-import { answerForm } from './answer_form.js';
+import { questionForm } from './answer_form.js';
 
 const BLINK_MS = 1000;
 
@@ -51,12 +51,15 @@ export class QuestionBanner {
     this.element = byId('question-banner');
     this.stepEl = byId('question-step');
     this.hint = byId('question-hint');
+    this.titleEl = byId('question-title');
+    this.defaultTitle = this.titleEl.textContent;
     this.message = byId('banner-message');
     this.input = input;
     this.title = new TitleBlinker();
     this.pending = null;
     this.draft = '';
-    /** Sends an answer picked in the question's form (set by the composer). */
+    /** Sends an answer picked in the question's form, `(content, action)`
+     * (action: null, or 'decline' / 'cancel'); set by the composer. */
     this.onAnswer = null;
     this.formSlot = h('div', { class: 'answer-form-slot' });
     this.element.append(this.formSlot);
@@ -81,7 +84,8 @@ export class QuestionBanner {
     this.pending = frame;
     this.stepEl.textContent = frame.step ? `Step ${frame.step}` : '';
     const stop = TOUCH.matches ? 'tap Stop' : 'press Esc';
-    const { form, hint } = answerForm(frame.answer_schema, frame.question, (content) => this.onAnswer?.(content));
+    const { form, hint, title } = questionForm(frame, (content, action) => this.onAnswer?.(content, action));
+    this.titleEl.textContent = title ?? this.defaultTitle;
     const how = hint ?? 'Type it in the message box.';
     this.hint.textContent = frame.timeout_s
       ? `${how} The run waits up to ${formatSeconds(frame.timeout_s)}; ${stop} to end it instead.`
@@ -93,7 +97,7 @@ export class QuestionBanner {
     void this.element.offsetWidth; // restart the animation
     this.element.classList.add('pulse');
     this.title.set('❓ Your answer is needed — loopwire');
-    const first = form?.querySelector('button, input') ?? this.input;
+    const first = form?.querySelector('button, input, select, a') ?? this.input;
     if (live || document.activeElement === document.body) first.focus();
   }
 
