@@ -55,6 +55,16 @@ async def titles(harness: Harness) -> list[tuple[str, str]]:
     return [(c["id"], c["title"]) for c in page["items"]]
 
 
+async def attach(harness: Harness, conversation: str, content: bytes) -> None:
+    """Upload `shopping.txt` holding `content` to `conversation`."""
+    async with httpx.AsyncClient(base_url=harness.server.url("")) as http:
+        uploaded = await http.post(
+            f"/api/conversations/{conversation}/files",
+            files={"file": ("shopping.txt", content, "text/plain")},
+        )
+    assert uploaded.status_code == 201, uploaded.text
+
+
 async def test_a_conversation_started_by_a_file_takes_its_first_message_as_title(
     start_server: StartServer,
 ) -> None:
@@ -63,12 +73,7 @@ async def test_a_conversation_started_by_a_file_takes_its_first_message_as_title
     harness = await start_server(ScriptedLLM("It lists milk."), test_registry())
     client, ready = await harness.ready_client()
     conversation = ready["session_id"]
-    async with httpx.AsyncClient(base_url=harness.server.url("")) as http:
-        uploaded = await http.post(
-            f"/api/conversations/{conversation}/files",
-            files={"file": ("shopping.txt", b"milk\n", "text/plain")},
-        )
-    assert uploaded.status_code == 201, uploaded.text
+    await attach(harness, conversation, b"milk\n")
     assert await titles(harness) == [(conversation, "")]
     await client.chat("what does shopping.txt say?")
     assert await titles(harness) == [(conversation, "what does shopping.txt say?")]
@@ -153,12 +158,7 @@ async def test_the_offline_model_reads_an_attached_file_by_name(
     harness = await start_server()
     client, ready = await harness.ready_client()
     conversation = ready["session_id"]
-    async with httpx.AsyncClient(base_url=harness.server.url("")) as http:
-        uploaded = await http.post(
-            f"/api/conversations/{conversation}/files",
-            files={"file": ("shopping.txt", b"milk\neggs\n", "text/plain")},
-        )
-    assert uploaded.status_code == 201, uploaded.text
+    await attach(harness, conversation, b"milk\neggs\n")
     assert (await client.recv())["type"] == "files_update"
     frames = await client.chat(
         "what does shopping.txt say?", selected_tools=["read_file", "calculator"]
