@@ -12,7 +12,6 @@ from urllib.parse import urlsplit
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
-from starlette.routing import BaseRoute, Route, WebSocketRoute
 
 from backend.agent.kit import LoopKit
 from backend.agent.registry import StrategyRegistry
@@ -48,19 +47,6 @@ from backend.tools.executor import Runner, ToolExecutor
 from backend.tools.mcp import MCPManager, load_mcp_config
 from backend.tools.notes import MemoryNotebook, Notebook, note_tools
 from backend.tools.processes import ProcessPool
-from backend.transport import (
-    admin,
-    api,
-    conversations,
-    exports,
-    files,
-    http,
-    openai_api,
-    source_documents,
-    tool_grants,
-)
-from backend.transport.ag_ui import routes as ag_ui_routes
-from backend.transport.agent_api import AgentAPI
 from backend.transport.auth import Authenticate
 from backend.transport.cors import cors_middleware
 from backend.transport.guard import Guard
@@ -69,11 +55,8 @@ from backend.transport.incidents import Incidents
 from backend.transport.instance import InstanceHeader
 from backend.transport.limits import ClientLimits
 from backend.transport.login import Login
-from backend.transport.oidc import OidcLogin
-from backend.transport.openapi import openapi_route
 from backend.transport.refusal import Refused, answer_refused
-from backend.transport.ui_stream import routes as ui_stream_routes
-from backend.transport.websocket import websocket_endpoint
+from backend.transport.routing import routes
 from backend.users import Users
 
 log = logging.getLogger("loopwire")
@@ -234,15 +217,6 @@ def make_identities(settings: Settings, store: Store) -> Identities:
     return identities
 
 
-def oidc_routes(
-    identities: Identities, login: Login, settings: Settings
-) -> list[Route]:
-    """`/login/oidc` and its callback, when an OIDC provider is configured."""
-    if identities.oidc is None:
-        return []
-    return OidcLogin(identities.oidc, login, public_url=settings.public_url).routes()
-
-
 def create_app(
     settings: Settings | None = None,
     *,
@@ -291,7 +265,7 @@ def create_app(
         settings, chosen_store, chosen_llm, tools, library, service, shelf, collector
     )
     app = Starlette(
-        routes=_routes(identities, login, settings),
+        routes=routes(identities, login, settings),
         lifespan=_lifespan(parts, windows),
         exception_handlers={Refused: answer_refused},
         middleware=_middleware(settings, service, identities, guesses),
@@ -394,29 +368,6 @@ async def _learn_windows(settings: Settings, windows: ContextWindows) -> None:
             url, settings.models, api_key=key, profile=settings.llm_profile
         )
         windows.learn(found)
-
-
-def _routes(
-    identities: Identities, login: Login, settings: Settings
-) -> list[BaseRoute]:
-    return [
-        *http.routes(),
-        *login.routes(),
-        *oidc_routes(identities, login, settings),
-        *admin.routes(),
-        *api.routes(),
-        *tool_grants.routes(),
-        *AgentAPI().routes(),
-        *ag_ui_routes(),
-        *openai_api.routes(),
-        *ui_stream_routes(),
-        Route("/openapi.json", openapi_route),
-        *exports.routes(),
-        *conversations.routes(),
-        *files.routes(),
-        *source_documents.routes(),
-        WebSocketRoute("/ws", websocket_endpoint),
-    ]
 
 
 def _middleware(

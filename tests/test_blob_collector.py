@@ -16,7 +16,7 @@ import pytest
 
 from backend.files.blobs import BlobStore
 from backend.files.collector import BlobCollector, Collected
-from backend.store.base import ConversationRecord, FileRecord
+from backend.store.records import ConversationRecord, FileRecord
 from backend.store.sql import SqlStore
 from tests.conftest import StartServer
 from tests.fakes import ScriptedLLM

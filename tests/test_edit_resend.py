@@ -20,7 +20,8 @@ from backend.errors import InvalidMessage
 from backend.history import History
 from backend.llm.base import Message, ToolCall
 from backend.protocol import ChatMessage, client_message_adapter
-from backend.store.base import Batch, ConversationRecord, RunRecord, StoreError
+from backend.store.base import Batch, StoreError
+from backend.store.records import ConversationRecord, RunRecord
 from backend.store.sql import SqlStore
 from backend.transcript import Frame
 from tests.conftest import Harness, StartServer

@@ -18,7 +18,7 @@ import pytest
 from backend.chat.transcript_export import RESULT_CHARS, markdown
 from backend.chat.transcript_import import NOT_RUN_NOTE, read_export
 from backend.cli import conversations_command
-from backend.store.base import ConversationRecord
+from backend.store.records import ConversationRecord
 from backend.transcript import Message, ToolCall
 from backend.transport.exports import MAX_IMPORT_BYTES
 from loopwire.exit_codes import ExitCode

@@ -16,7 +16,8 @@ import httpx
 import pytest
 import sqlalchemy as sa
 
-from backend.store.base import ConversationRecord, FileRecord, QuotaExceeded
+from backend.store.base import QuotaExceeded
+from backend.store.records import ConversationRecord, FileRecord
 from backend.store.sql import SqlStore
 from tests.conftest import StartServer
 from tests.fakes import ScriptedLLM, calls, observe, reason

@@ -14,7 +14,8 @@ import sqlalchemy as sa
 
 from backend.llm.base import Message
 from backend.store import migrate, sql_search
-from backend.store.base import Batch, ConversationRecord
+from backend.store.base import Batch
+from backend.store.records import ConversationRecord
 from backend.store.search import SNIPPET_CHARS, SearchHit, query_words, snippet
 from backend.store.sql import SqlStore
 from tests.conftest import Harness, StartServer

@@ -12,14 +12,8 @@ import pytest
 
 from backend.identity.signins import CACHE_S, SignIns
 from backend.llm.base import Usage
-from backend.store.base import (
-    Batch,
-    ConversationRecord,
-    FileRecord,
-    RunRecord,
-    SignInRecord,
-    UsageRecord,
-)
+from backend.store.base import Batch, SignInRecord, UsageRecord
+from backend.store.records import ConversationRecord, FileRecord, RunRecord
 from backend.store.sql import SqlStore
 from backend.users import Identity, Users
 

@@ -19,16 +19,9 @@ from backend.files.shelf import FileShelf
 from backend.files.tools import file_tools
 from backend.llm.base import Message, ToolCall, Usage
 from backend.store import migrate, writes
-from backend.store.base import (
-    Batch,
-    ConversationRecord,
-    EffectKey,
-    Fenced,
-    LimitReached,
-    PendingInputRecord,
-    RunRecord,
-)
+from backend.store.base import Batch, EffectKey, Fenced, LimitReached
 from backend.store.engine import Database, engine_url
+from backend.store.records import ConversationRecord, PendingInputRecord, RunRecord
 from backend.store.schema import ENGINE_ONLY, metadata
 from backend.store.sql import SqlStore
 from backend.tools.base import Reconciled, ToolContext

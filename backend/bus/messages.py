@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_serializer
 
 from backend.protocol import ClientMessage, ErrorType
-from backend.store.base import FileRecord
+from backend.store.records import FileRecord
 
 
 class BusModel(BaseModel):

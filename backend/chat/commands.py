@@ -46,7 +46,8 @@ from backend.chat.session import Session
 from backend.chat.sessions import SessionTable
 from backend.errors import NoSuchConversation, ProtocolError
 from backend.protocol import ErrorType
-from backend.store.base import FileRecord, StoreError
+from backend.store.base import StoreError
+from backend.store.records import FileRecord
 
 __all__ = [
     "MOVED",

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from backend.protocol import ChatMessage, PendingInput
-from backend.store.base import InputMode, PendingInputRecord
+from backend.store.records import InputMode, PendingInputRecord
 
 InputState = Literal["queued", "started", "cancelled"]
 LIMIT = 10

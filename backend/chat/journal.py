@@ -25,7 +25,8 @@ from collections import deque
 from collections.abc import Callable, Iterable
 
 from backend.history import History
-from backend.store.base import Batch, ConversationRecord, PendingInputRecord, RunRecord
+from backend.store.base import Batch
+from backend.store.records import ConversationRecord, PendingInputRecord, RunRecord
 from backend.transcript import Frame
 
 TITLE_CHARS = 80

@@ -31,7 +31,8 @@ from backend.chat.runs import RunSupervisor
 from backend.chat.session import ActiveRun, Session
 from backend.chat.sessions import SessionTable
 from backend.errors import Busy
-from backend.store.base import RunRecord, Store
+from backend.store.base import Store
+from backend.store.records import RunRecord
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from backend.errors import InvalidMessage
 from backend.history import History
-from backend.store.base import RunRecord
+from backend.store.records import RunRecord
 from backend.text import shorten
 
 ID_PREVIEW = 40

@@ -10,7 +10,7 @@ from pydantic import ValidationError
 from backend.agent.state import RunState
 from backend.chat.data_sources import RETRIEVE
 from backend.chat.run_requests import PLAIN
-from backend.store.base import RunRecord
+from backend.store.records import RunRecord
 
 
 def run_view(record: RunRecord) -> dict[str, Any]:

@@ -47,7 +47,8 @@ from backend.history import History
 from backend.notifications import stamp
 from backend.protocol import AgentError, ChatMessage, Error
 from backend.settings import Settings
-from backend.store.base import Fenced, RunRecord, RunStatus, StoreError
+from backend.store.base import Fenced, StoreError
+from backend.store.records import RunRecord, RunStatus
 from backend.transcript import Message
 
 log = logging.getLogger(__name__)

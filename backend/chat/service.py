@@ -57,7 +57,8 @@ from backend.protocol import (
     ServerInfo,
 )
 from backend.settings import Settings
-from backend.store.base import FileRecord, Store
+from backend.store.base import Store
+from backend.store.records import FileRecord
 from backend.tools.base import ToolRegistry
 from backend.users import LOCAL_USER
 

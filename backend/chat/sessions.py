@@ -28,14 +28,8 @@ from backend.errors import Busy, NoSuchConversation
 from backend.files.shelf import info
 from backend.history import History
 from backend.settings import Settings
-from backend.store.base import (
-    Batch,
-    ConversationRecord,
-    Fenced,
-    Loaded,
-    Store,
-    StoreError,
-)
+from backend.store.base import Batch, Fenced, Loaded, Store, StoreError
+from backend.store.records import ConversationRecord
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from backend.store.base import ConversationRecord, FileRecord, RunRecord
+from backend.store.records import ConversationRecord, FileRecord, RunRecord
 from backend.transcript import Message, ToolCall
 
 EXPORT_VERSION = 1

@@ -37,14 +37,13 @@ from backend.files.kinds import (
 from backend.protocol import FileInfo
 from backend.store.base import (
     EffectKey,
-    FileOrigin,
-    FileRecord,
     QuotaExceeded,
     Store,
     StoreError,
     files_full,
     shown_bytes,
 )
+from backend.store.records import FileOrigin, FileRecord
 
 HEAD_BYTES = 64
 """What `kind_of` looks at (every signature it knows is shorter)."""

@@ -24,7 +24,8 @@ from backend.errors import ToolError
 from backend.files.kinds import FileRefused
 from backend.files.shelf import FileShelf
 from backend.files.skill import ReadFileSkill
-from backend.store.base import FileRecord, LimitReached
+from backend.store.base import LimitReached
+from backend.store.records import FileRecord
 from backend.tools.base import Reconciled, Tool, ToolContext, ToolEffect
 from backend.tools.effects import effect_key
 from backend.tools.executor import Runner

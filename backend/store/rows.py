@@ -12,7 +12,7 @@ from sqlalchemy import CursorResult, Row
 
 from backend.bounded_json import load_json
 from backend.errors import InvalidMessage
-from backend.store.base import ConversationRecord, RunRecord
+from backend.store.records import ConversationRecord, RunRecord
 from backend.transcript import Frame, Message, ToolCall, ToolResultMeta
 
 CURSOR_MAX_CHARS = 200

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # base.py names `SearchHit` in the `Store` seam
-    from backend.store.base import ConversationRecord
+    from backend.store.records import ConversationRecord
 
 WORD = re.compile(r"[^\W_]+")
 """A word of a query or of a text: letters and digits (like FTS5's

@@ -26,18 +26,15 @@ from backend.store import (
     sql_search,
     writes,
 )
-from backend.store.base import (
-    Batch,
+from backend.store.base import Batch, EffectKey, Loaded, StoreError
+from backend.store.engine import Database, failing
+from backend.store.records import (
     ConversationRecord,
-    EffectKey,
     FileRecord,
-    Loaded,
     NoteRecord,
     Page,
     RunRecord,
-    StoreError,
 )
-from backend.store.engine import Database, failing
 from backend.store.rows import decode_cursor
 from backend.store.search import SearchHit
 from backend.store.user_records import SignInRecord, ToolGrantRecord, UsageRecord

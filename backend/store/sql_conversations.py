@@ -9,10 +9,10 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.elements import ColumnElement
 
 from backend.store import sql_files
-from backend.store.base import (
+from backend.store.base import Loaded
+from backend.store.records import (
     LIVE_STATUSES,
     ConversationRecord,
-    Loaded,
     Page,
     PendingInputRecord,
     RunRecord,

@@ -7,13 +7,8 @@ from __future__ import annotations
 from sqlalchemy import and_, func, insert, select, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from backend.store.base import (
-    FileRecord,
-    QuotaExceeded,
-    StoreError,
-    files_full,
-    shown_bytes,
-)
+from backend.store.base import QuotaExceeded, StoreError, files_full, shown_bytes
+from backend.store.records import FileRecord
 from backend.store.schema import conversations, files
 
 QUOTA_LOCK = text("SELECT pg_advisory_xact_lock(1903521652, hashtext(:owner))")

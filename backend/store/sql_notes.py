@@ -8,7 +8,8 @@ from __future__ import annotations
 from sqlalchemy import and_, delete, func, insert, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from backend.store.base import EffectKey, LimitReached, NoteRecord
+from backend.store.base import EffectKey, LimitReached
+from backend.store.records import NoteRecord
 from backend.store.schema import notes
 from backend.store.writes import Statements, effect_done, record_effect
 

@@ -25,7 +25,7 @@ from typing import Any
 from sqlalchemy import JSON, Row, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from backend.store.base import ConversationRecord
+from backend.store.records import ConversationRecord
 from backend.store.search import (
     SEARCHED_CHARS,
     TITLE,

@@ -22,7 +22,8 @@ from typing import Any, Protocol
 from pydantic import BaseModel, Field
 
 from backend.errors import ToolError
-from backend.store.base import EffectKey, LimitReached, NoteRecord
+from backend.store.base import EffectKey, LimitReached
+from backend.store.records import NoteRecord
 from backend.tools.base import Reconciled, Tool, ToolContext, ToolEffect
 from backend.tools.effects import effect_key
 from backend.tools.notes_skill import DeleteNoteSkill, ListNotesSkill, SaveNoteSkill

@@ -30,7 +30,8 @@ from starlette.routing import Route
 from backend.chat.run_views import run_view
 from backend.chat.service import ChatService
 from backend.errors import NoSuchConversation, ProtocolError
-from backend.store.base import ConversationRecord, Store
+from backend.store.base import Store
+from backend.store.records import ConversationRecord
 from backend.store.search import SearchHit
 from backend.transport.auth import user_of
 from backend.transport.bodies import StrictBody, read_model, whole_number

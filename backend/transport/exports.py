@@ -28,9 +28,11 @@ from backend.chat.service import ChatService
 from backend.chat.transcript_export import export_document, filename, markdown
 from backend.chat.transcript_import import Imported, ImportProblem, read_export
 from backend.errors import NoSuchConversation, ProtocolError
-from backend.store.base import Batch, ConversationRecord, Store
+from backend.store.base import Batch, Store
+from backend.store.records import ConversationRecord
 from backend.transport.auth import user_of
 from backend.transport.bodies import MAX_PROBLEMS, describe, read_json
+from backend.transport.openapi_parts import CONVERSATION
 from backend.transport.refusal import Refused
 
 MAX_IMPORT_BYTES = 5 * 1024 * 1024
@@ -132,12 +134,6 @@ def routes() -> list[Route]:
 def export_paths() -> dict[str, Any]:
     """The routes in the OpenAPI document (`transport/openapi.py`)."""
     error = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
-    conversation = {
-        "name": "conversation_id",
-        "in": "path",
-        "required": True,
-        "schema": {"type": "string", "pattern": "^[0-9a-f]{32}$"},
-    }
     kind = {
         "name": "format",
         "in": "query",
@@ -160,7 +156,7 @@ def export_paths() -> dict[str, Any]:
         "/api/conversations/{conversation_id}/export": {
             "get": {
                 "summary": "Export a conversation as JSON (importable) or Markdown",
-                "parameters": [conversation, kind],
+                "parameters": [CONVERSATION, kind],
                 "responses": {
                     "200": download,
                     "400": refusal("an unknown format"),

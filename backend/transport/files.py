@@ -40,12 +40,8 @@ from backend.chat.service import ChatService
 from backend.errors import LoopwireError
 from backend.files.kinds import FileRefused, FileTooLarge
 from backend.files.shelf import FileShelf, Room, info
-from backend.store.base import (
-    ConversationRecord,
-    LimitReached,
-    QuotaExceeded,
-    shown_bytes,
-)
+from backend.store.base import LimitReached, QuotaExceeded, shown_bytes
+from backend.store.records import ConversationRecord
 from backend.transport.auth import user_of
 from backend.transport.bodies import expect_media_type, whole_number
 from backend.transport.refusal import Refused

@@ -31,18 +31,23 @@ from backend.transport.api import (
 from backend.transport.conversations import Rename
 from backend.transport.exports import export_paths
 from backend.transport.openai_requests import ChatCompletionRequest, openapi_paths
+from backend.transport.openapi_conversations import conversation_paths, file_paths
+from backend.transport.openapi_parts import (
+    CONVERSATION,
+    LAST_EVENT_ID,
+    TOOL_CALL,
+    body,
+    control,
+    errors,
+    events,
+    json_body,
+    returns,
+)
 from backend.transport.tool_grants import tool_grant_paths
 from backend.transport.ui_stream import ui_stream_paths
 from backend.transport.ui_stream_body import UIStreamRequest
 
 OPENAPI_PATH = Path("docs/openapi.json")
-ERROR = {"$ref": "#/components/schemas/Error"}
-TOOL_CALL = {
-    "name": "tool_call_id",
-    "in": "path",
-    "required": True,
-    "schema": {"type": "string"},
-}
 MODELS: tuple[type[BaseModel], ...] = (
     AgentRequest,
     InputBody,
@@ -58,101 +63,6 @@ MODELS: tuple[type[BaseModel], ...] = (
     ChatCompletionRequest,
     UIStreamRequest,
 )
-FILE = {"$ref": "#/components/schemas/FileInfo"}
-FILE_LIST = {
-    "type": "object",
-    "properties": {"items": {"type": "array", "items": FILE}},
-}
-UPLOAD_FORM = {
-    "required": True,
-    "content": {
-        "multipart/form-data": {
-            "schema": {
-                "type": "object",
-                "required": ["file"],
-                "properties": {
-                    "file": {"type": "string", "format": "binary"},
-                    "description": {"type": "string", "maxLength": 2000},
-                },
-            }
-        }
-    },
-}
-CONVERSATION = {
-    "name": "conversation_id",
-    "in": "path",
-    "required": True,
-    "schema": {"type": "string", "pattern": "^[0-9a-f]{32}$"},
-}
-LAST_EVENT_ID = {
-    "name": "Last-Event-ID",
-    "in": "header",
-    "required": False,
-    "description": "Resume: the frames after this seq, then the run to its end.",
-    "schema": {"type": "string", "pattern": "^[0-9]{1,18}$"},
-}
-
-
-def _body(model: type[BaseModel]) -> dict[str, Any]:
-    ref = {"$ref": f"#/components/schemas/{model.__name__}"}
-    return {"required": True, "content": {"application/json": {"schema": ref}}}
-
-
-def _errors(*codes: int) -> dict[str, Any]:
-    meaning = {
-        400: "a bad body or parameter (`fields` names each problem)",
-        401: "not signed in",
-        403: "the admin role is needed",
-        404: "no such conversation for this user",
-        408: "the body did not arrive in time",
-        409: "busy, or nothing waiting for this (files: the conversation has "
-        "as many as it takes)",
-        413: "the body is over the limit (files: `quota_exceeded` when the "
-        "user's files would be over their quota)",
-        415: "the body is not application/json (files: not multipart, or a "
-        "kind of file not taken)",
-        503: "the server is restarting or its store is unavailable",
-    }
-    return {
-        str(code): {
-            "description": meaning[code],
-            "content": {"application/json": {"schema": ERROR}},
-        }
-        for code in (*codes, 401)
-    }
-
-
-def _json(description: str) -> dict[str, Any]:
-    return {
-        "description": description,
-        "content": {"application/json": {"schema": {"type": "object"}}},
-    }
-
-
-def _events(description: str) -> dict[str, Any]:
-    return {
-        "description": description,
-        "content": {"text/event-stream": {"schema": {"type": "string"}}},
-    }
-
-
-def _control(summary: str, model: type[BaseModel]) -> dict[str, Any]:
-    return {
-        "post": {
-            "summary": summary,
-            "parameters": [CONVERSATION],
-            "requestBody": _body(model),
-            "responses": {"200": _json("done"), **_errors(400, 404, 409, 415)},
-        }
-    }
-
-
-def _returns(model: type[BaseModel], description: str) -> dict[str, Any]:
-    ref = {"$ref": f"#/components/schemas/{model.__name__}"}
-    return {
-        "description": description,
-        "content": {"application/json": {"schema": ref}},
-    }
 
 
 def _admin_paths() -> dict[str, Any]:
@@ -177,8 +87,8 @@ def _admin_paths() -> dict[str, Any]:
                     {"name": "user", "in": "query", "schema": {"type": "string"}}
                 ],
                 "responses": {
-                    "200": _returns(SignInList, "the sign-ins"),
-                    **_errors(400, 403),
+                    "200": returns(SignInList, "the sign-ins"),
+                    **errors(400, 403),
                 },
             }
         },
@@ -188,7 +98,7 @@ def _admin_paths() -> dict[str, Any]:
                 "parameters": [signin],
                 "responses": {
                     "204": {"description": "revoked"},
-                    **_errors(403, 404),
+                    **errors(403, 404),
                 },
             }
         },
@@ -197,15 +107,15 @@ def _admin_paths() -> dict[str, Any]:
                 "summary": "Revoke all of a user's sign-ins",
                 "parameters": [user],
                 "responses": {
-                    "200": _returns(Revoked, "the ids revoked"),
-                    **_errors(403),
+                    "200": returns(Revoked, "the ids revoked"),
+                    **errors(403),
                 },
             }
         },
         "/api/admin/usage": {
             "get": {
                 "summary": "Per user: conversations, stored runs, bytes of files",
-                "responses": {"200": _returns(Usage, "by user"), **_errors(403)},
+                "responses": {"200": returns(Usage, "by user"), **errors(403)},
             }
         },
     }
@@ -247,7 +157,7 @@ def _agent_paths(base: str) -> dict[str, Any]:
             "post": {
                 "summary": "Run the agent on a query",
                 "parameters": [LAST_EVENT_ID],
-                "requestBody": _body(AgentRequest),
+                "requestBody": body(AgentRequest),
                 "responses": {
                     "200": {
                         "description": "stream: the frames as events, then "
@@ -257,7 +167,7 @@ def _agent_paths(base: str) -> dict[str, Any]:
                             "application/json": {"schema": {"type": "object"}},
                         },
                     },
-                    **_errors(400, 404, 409, 415, 503),
+                    **errors(400, 404, 409, 415, 503),
                 },
             }
         },
@@ -266,22 +176,22 @@ def _agent_paths(base: str) -> dict[str, Any]:
                 "summary": "Replay a conversation's frames and follow its run",
                 "parameters": [CONVERSATION, LAST_EVENT_ID],
                 "responses": {
-                    "200": _events("the frames as events, then `done`"),
-                    **_errors(400, 404),
+                    "200": events("the frames as events, then `done`"),
+                    **errors(400, 404),
                 },
             }
         },
-        f"{base}/input": _control("Answer the pending question", InputBody),
-        f"{base}/stop": _control("Stop the run", StopBody),
-        f"{base}/steps": _control("Grant the run more steps", StepsBody),
+        f"{base}/input": control("Answer the pending question", InputBody),
+        f"{base}/stop": control("Stop the run", StopBody),
+        f"{base}/steps": control("Grant the run more steps", StepsBody),
         f"{base}/approvals/{{tool_call_id}}": {
             "post": {
                 "summary": "Approve or reject a tool call",
                 "parameters": [CONVERSATION, TOOL_CALL],
-                "requestBody": _body(ApprovalBody),
+                "requestBody": body(ApprovalBody),
                 "responses": {
-                    "200": _json("approved or rejected"),
-                    **_errors(400, 404, 409, 415),
+                    "200": json_body("approved or rejected"),
+                    **errors(400, 404, 409, 415),
                 },
             }
         },
@@ -289,102 +199,10 @@ def _agent_paths(base: str) -> dict[str, Any]:
             "post": {
                 "summary": "Return the result of a client tool's call",
                 "parameters": [CONVERSATION, TOOL_CALL],
-                "requestBody": _body(ToolResultBody),
+                "requestBody": body(ToolResultBody),
                 "responses": {
-                    "200": _json("returned"),
-                    **_errors(400, 404, 409, 415),
-                },
-            }
-        },
-    }
-
-
-def _conversation_paths(base: str) -> dict[str, Any]:
-    """`transport/conversations.py`'s routes."""
-    return {
-        "/api/conversations": {
-            "get": {
-                "summary": "The caller's conversations, newest first; with `q`, "
-                "those matching its words, best first (docs/search.md)",
-                "parameters": [
-                    {"name": "limit", "in": "query", "schema": {"type": "integer"}},
-                    {"name": "cursor", "in": "query", "schema": {"type": "string"}},
-                    {"name": "q", "in": "query", "schema": {"type": "string"}},
-                ],
-                "responses": {"200": _json("a page"), **_errors(400)},
-            }
-        },
-        base: {
-            "get": {
-                "summary": "One conversation: messages and runs",
-                "parameters": [CONVERSATION],
-                "responses": {"200": _json("the conversation"), **_errors(404)},
-            },
-            "patch": {
-                "summary": "Rename it",
-                "parameters": [CONVERSATION],
-                "requestBody": _body(Rename),
-                "responses": {"200": _json("renamed"), **_errors(400, 404, 415)},
-            },
-            "delete": {
-                "summary": "Delete it with its runs and frames",
-                "parameters": [CONVERSATION],
-                "responses": {
-                    "204": {"description": "deleted"},
-                    **_errors(404, 409),
-                },
-            },
-        },
-    }
-
-
-def _file_paths(base: str) -> dict[str, Any]:
-    """`transport/files.py`'s routes."""
-    return {
-        f"{base}/files": {
-            "post": {
-                "summary": "Upload a file (multipart: `file`, optional "
-                "`description`); announced with `files_update`",
-                "parameters": [CONVERSATION],
-                "requestBody": UPLOAD_FORM,
-                "responses": {
-                    "201": {
-                        "description": "the file",
-                        "content": {"application/json": {"schema": FILE}},
-                    },
-                    **_errors(400, 404, 408, 409, 413, 415),
-                },
-            },
-            "get": {
-                "summary": "The conversation's files, oldest first",
-                "parameters": [CONVERSATION],
-                "responses": {
-                    "200": {
-                        "description": '{"items": [FileInfo, …]}',
-                        "content": {"application/json": {"schema": FILE_LIST}},
-                    },
-                    **_errors(404),
-                },
-            },
-        },
-        f"{base}/files/{{file_id}}": {
-            "get": {
-                "summary": "Download a file (as an attachment)",
-                "parameters": [
-                    CONVERSATION,
-                    {
-                        "name": "file_id",
-                        "in": "path",
-                        "required": True,
-                        "schema": {"type": "string"},
-                    },
-                ],
-                "responses": {
-                    "200": {
-                        "description": "the content, with its media type",
-                        "content": {"application/octet-stream": {}},
-                    },
-                    **_errors(404),
+                    "200": json_body("returned"),
+                    **errors(400, 404, 409, 415),
                 },
             }
         },
@@ -414,22 +232,22 @@ def openapi() -> dict[str, Any]:
             **ag_ui_paths(),
             **ui_stream_paths(),
             **tool_grant_paths(),
-            **_conversation_paths(base),
+            **conversation_paths(base),
             **export_paths(),
-            **_file_paths(base),
+            **file_paths(base),
             **_admin_paths(),
             **openapi_paths(),
             "/api/info": {
                 "get": {
                     "summary": "What the server offers",
-                    "responses": {"200": _json("as session_ready says")},
+                    "responses": {"200": json_body("as session_ready says")},
                 }
             },
             "/healthz": {
                 "get": {
                     "summary": "Liveness",
                     "security": [],
-                    "responses": {"200": _json('{"status": "ok"}')},
+                    "responses": {"200": json_body('{"status": "ok"}')},
                 }
             },
         },
