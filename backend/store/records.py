@@ -46,6 +46,8 @@ class ConversationRecord(_Record):
     created_at: float
     updated_at: float
     settings: dict[str, Any] = Field(default_factory=dict)
+    origin: str = "unknown"
+    """The kind of client that started it (`schema.conversations`)."""
 
 
 InputMode = Literal["queue", "steer", "interrupt"]

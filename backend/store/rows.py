@@ -32,6 +32,7 @@ def conversation_record(row: Row[Any]) -> ConversationRecord:
 def run_record(row: Row[Any]) -> RunRecord:
     values = row._asdict()
     values.pop("epoch", None)
+    values.pop("branch_id", None)
     return RunRecord.model_validate(values)
 
 

@@ -45,11 +45,14 @@ conversations = Table(
     Column("updated_at", Float, nullable=False),
     Column("settings", JSON, nullable=False),
     Column("epoch", BigInteger, nullable=False, server_default="0"),
+    Column("origin", String(32), nullable=False, server_default="unknown"),
     Index("ix_conversations_owner_updated", "owner", "updated_at"),
 )
 """`epoch` is the fencing token: raised by every take-over (in the
 transaction that loads the conversation); every write of its owner is
-conditional on the epoch it loaded (`store/writes.py`, docs/scaling.md)."""
+conditional on the epoch it loaded (`store/writes.py`, docs/scaling.md).
+`origin`: the kind of client that started it (`page`, `python`, `cli`,
+`api`, …), so the page can list its own apart from scripts'."""
 
 
 def _conversation_id(*, key: bool) -> Column[str]:
@@ -91,6 +94,7 @@ runs = Table(
     Column("error", Text, nullable=True),
     Column("state", Text, nullable=False),
     Column("epoch", BigInteger, nullable=False, server_default="0"),
+    Column("branch_id", ID, nullable=True),
 )
 
 pending_inputs = Table(
@@ -115,8 +119,26 @@ frames = Table(
     Column("run_id", ID, nullable=True),
     Column("text", Text, nullable=False),
     Column("epoch", BigInteger, nullable=False, server_default="0"),
+    Column("branch_id", ID, nullable=True),
 )
-"""`runs.epoch` and `frames.epoch`: the epoch of the owner that wrote the row."""
+"""`runs.epoch` and `frames.epoch`: the epoch of the owner that wrote the row.
+`runs.branch_id` and `frames.branch_id`: NULL for the conversation as it
+stands; a branch's id when an edit or retry set the run aside (`branches`)."""
+
+branches = Table(
+    "branches",
+    metadata,
+    Column("id", ID, primary_key=True),
+    _conversation_id(key=False),
+    Column("parent", ID, nullable=True),
+    Column("fork_at", Integer, nullable=False),
+    Column("messages", JSON, nullable=False),
+    Column("created_at", Float, nullable=False),
+)
+"""A version of a conversation set aside by an edit or a retry: the history
+from message `fork_at` on (`messages`), its runs and frames marked with its
+id. `parent`: the branch whose messages it forks from, NULL when it forks
+from the conversation as it stands (`store/sql_branches.py`)."""
 
 
 files = Table(
@@ -190,6 +212,29 @@ tool_grants = Table(
 """A tool a user allowed to run without asking ("always allow"), in one
 conversation or (`conversation_id` NULL) in all of theirs; deleted with its
 conversation, or when the user revokes it (`chat/tool_grants.py`)."""
+
+user_settings = Table(
+    "user_settings",
+    metadata,
+    Column("user_name", String(128), primary_key=True),
+    Column("instructions", Text, nullable=False),
+    Column("updated_at", Float, nullable=False),
+)
+"""A user's own settings: their instructions, given to every run of theirs."""
+
+shares = Table(
+    "shares",
+    metadata,
+    Column("id", ID, primary_key=True),
+    _conversation_id(key=False),
+    Column("owner", String(128), nullable=False),
+    Column("title", String(200), nullable=False),
+    Column("messages", JSON, nullable=False),
+    Column("created_at", Float, nullable=False),
+)
+"""A read-only link to a conversation as it was when shared: `id` is the
+link's secret, `messages` the snapshot; deleted when its owner revokes it
+or deletes the conversation."""
 
 ENGINE_ONLY = "search_"
 """Objects named with this prefix belong to one database engine (migration

@@ -71,7 +71,7 @@ best AS (
            ROW_NUMBER() OVER (PARTITION BY cid ORDER BY score, position) AS n
     FROM hits
 )
-SELECT c.id, c.owner, c.title, c.created_at, c.updated_at, c.settings,
+SELECT c.id, c.owner, c.title, c.created_at, c.updated_at, c.settings, c.origin,
        best.position AS hit_position, best.body AS hit_body
 FROM best JOIN conversations AS c ON c.id = best.cid
 WHERE best.n = 1
