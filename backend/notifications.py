@@ -26,6 +26,7 @@ from backend.protocol import (
     AgentCompletion,
     AgentStopped,
     BaseAgentUpdate,
+    BranchSwitched,
     ChatResponse,
     CompletionReason,
     Error,
@@ -186,6 +187,16 @@ class Notifications:
     def runs_removed(self, run_ids: list[str]) -> None:
         """An edit removed these runs (oldest first); outside any run."""
         self.send(RunsRemoved(run_ids=run_ids), in_run=False)
+
+    def branch_switched(self, switched: BranchSwitched, frames: list[Frame]) -> None:
+        """A switch of branches (outside any run), then the restored runs'
+        `frames` again, each with the next `seq` (their `run_id` kept)."""
+        self.send(switched, in_run=False)
+        for frame in frames:
+            self._seq += 1
+            _seq, _, rest = frame.text.partition(",")  # `stamp` puts seq first
+            text = f'{{"seq":{self._seq},{rest}'
+            self._notifier.deliver(Frame(self._seq, frame.run_id, text))
 
     def pending_input(self, update: PendingInput) -> None:
         """A message held while a run works changed (`chat/inbox.py`);

@@ -585,6 +585,8 @@ async def test_the_openapi_document_is_served_and_matches_the_routes(
         "/api/conversations/import",
         "/api/conversations/{conversation_id}",
         "/api/conversations/{conversation_id}/approvals/{tool_call_id}",
+        "/api/conversations/{conversation_id}/branches",
+        "/api/conversations/{conversation_id}/branches/{branch_id}",
         "/api/conversations/{conversation_id}/events",
         "/api/conversations/{conversation_id}/export",
         "/api/conversations/{conversation_id}/files",

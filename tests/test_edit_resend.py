@@ -20,7 +20,7 @@ from backend.errors import InvalidMessage
 from backend.history import History
 from backend.llm.base import Message, ToolCall
 from backend.protocol import ChatMessage, client_message_adapter
-from backend.store.base import Batch, StoreError
+from backend.store.base import Batch, SetAside, StoreError
 from backend.store.records import ConversationRecord, RunRecord
 from backend.store.sql import SqlStore
 from backend.transcript import Frame
@@ -552,24 +552,26 @@ def record(rid: str, at: float, state: dict[str, Any] | None = None) -> RunRecor
     )
 
 
-def test_an_edit_makes_one_batch_that_cuts_and_deletes() -> None:
-    """An edit yields one batch that cuts, saves the new message, drops removed runs."""
+def test_an_edit_makes_one_batch_that_cuts_and_sets_aside() -> None:
+    """An edit yields one batch: the cut, the new message, the tail set aside."""
     history = History([Message.user(t) for t in ("a", "A", "b", "B")])
     pending = journal(saved=4)
     pending.run(record("r2", 2))
     pending.run(record("r3", 3))
+    tail = SetAside("b1", 2, [Message.user("b"), Message.user("B")], ["r2"], 2.0)
     history.truncate(2)
     pending.history_truncated(2)
-    pending.runs_removed(["r2"])
-    pending.run(record("r2", 2))  # a late checkpoint of a removed run
+    pending.tail_set_aside(tail)
+    pending.run(record("r2", 2))  # a late checkpoint of a run set aside
     history.append(Message.user("b!"))
 
     batch = pending.take(history, now=5, keep_frames_from=0)
 
     assert batch.truncate_history_at == 2
     assert batch.messages == [(2, Message.user("b!"))]
-    assert [r.id for r in batch.runs] == ["r3"]
-    assert batch.delete_runs == ["r2"]
+    assert [r.id for r in batch.runs] == ["r2", "r3"]  # written, then set aside
+    assert batch.set_aside == [tail]
+    assert pending.removed_runs == {"r2"}
     assert not pending.pending(history)
 
 
@@ -580,20 +582,40 @@ def test_a_failed_batch_comes_back_and_the_earlier_cut_wins() -> None:
     pending.run(record("r1", 1))
     pending.history_truncated(4)  # messages 2, 3 unsaved; 4 and on cut
     history.truncate(4)
-    pending.runs_removed(["r2"])
+    first = SetAside("b1", 4, [Message.user("e"), Message.user("f")], ["r2"], 2.0)
+    pending.tail_set_aside(first)
     failed = pending.take(history, now=5, keep_frames_from=0)
     assert (failed.truncate_history_at, failed.messages[0][0]) == (4, 2)
 
     history.truncate(1)  # a second edit while the batch was being written
     pending.history_truncated(1)
-    pending.runs_removed(["r1", "r3"])
+    second = SetAside("b2", 1, [Message.user("b")], ["r1", "r3"], 1.0)
+    pending.tail_set_aside(second)
     pending.give_back(failed)
 
     batch = pending.take(history, now=6, keep_frames_from=0)
     assert batch.truncate_history_at == 1
     assert batch.messages == []
-    assert batch.runs == []  # r1's record came back, but r1 was removed
-    assert batch.delete_runs == ["r2", "r1", "r3"]
+    assert [r.id for r in batch.runs] == ["r1"]  # written, then set aside
+    assert batch.set_aside == [first, second]
+
+
+def test_a_switch_and_a_reset_are_journalled_and_survive_a_failed_batch() -> None:
+    """A branch restored and a reset's drop go in the batch, and come back with it."""
+    history = History([Message.user("a")])
+    pending = journal(saved=1)
+    pending.tail_set_aside(SetAside("b1", 0, [Message.user("a")], ["r1"], 1.0))
+    pending.branch_restored("b0", ["r1", "r0"])
+    assert pending.removed_runs == set()
+    failed = pending.take(history, now=2, keep_frames_from=0)
+    assert (failed.restore, failed.drop_branches) == (["b0"], False)
+
+    pending.branches_dropped()
+    pending.give_back(failed)
+    batch = pending.take(history, now=3, keep_frames_from=0)
+    assert [t.branch_id for t in batch.set_aside] == ["b1"]
+    assert (batch.restore, batch.drop_branches) == (["b0"], True)
+    assert not pending.pending(history)
 
 
 def test_a_reset_is_a_cut_at_zero() -> None:
@@ -610,10 +632,10 @@ def test_a_reset_is_a_cut_at_zero() -> None:
     assert Batch("c", 1).empty and not Batch("c", 1, truncate_history_at=0).empty
 
 
-def test_frames_of_removed_runs_are_still_journalled() -> None:
-    """A frame of a removed run is still kept in the journal."""
+def test_frames_of_runs_set_aside_are_still_journalled() -> None:
+    """A frame of a run set aside is still kept in the journal."""
     pending = journal()
-    pending.runs_removed(["r1"])
+    pending.tail_set_aside(SetAside("b1", 0, [], ["r1"], 1.0))
     pending.frame(Frame(1, "r1", "{}"))
     assert [f.seq for f in pending.frames] == [1]
 

@@ -122,6 +122,7 @@ def test_client_message_types_come_from_the_union() -> None:
         "tool_result",
         "cancel_input",
         "reset_session",
+        "switch_branch",
     )
 
 

@@ -19,9 +19,14 @@ from backend.files.shelf import FileShelf
 from backend.files.tools import file_tools
 from backend.llm.base import Message, ToolCall, Usage
 from backend.store import migrate, writes
-from backend.store.base import Batch, EffectKey, Fenced, LimitReached
+from backend.store.base import Batch, EffectKey, Fenced, LimitReached, SetAside
 from backend.store.engine import Database, engine_url
-from backend.store.records import ConversationRecord, PendingInputRecord, RunRecord
+from backend.store.records import (
+    BranchRecord,
+    ConversationRecord,
+    PendingInputRecord,
+    RunRecord,
+)
 from backend.store.schema import ENGINE_ONLY, metadata
 from backend.store.sql import SqlStore
 from backend.tools.base import Reconciled, ToolContext
@@ -263,10 +268,10 @@ async def test_a_reset_replaces_the_stored_history(store: SqlStore) -> None:
     assert await store.messages("c1") == [Message.user("c")]
 
 
-async def test_an_edit_cuts_the_history_and_deletes_its_runs_in_one_batch(
+async def test_an_edit_cuts_the_history_and_sets_its_runs_aside_in_one_batch(
     store: SqlStore,
 ) -> None:
-    """An edit batch cuts history and deletes its runs, not other conversations'."""
+    """An edit batch cuts history and sets its runs aside as a branch, only its own."""
     await store.create_conversation(conversation("c1"))
     await store.create_conversation(conversation("c2"))
     history = [Message.user(text) for text in ("a", "A", "b", "B")]
@@ -280,6 +285,7 @@ async def test_an_edit_cuts_the_history_and_deletes_its_runs_in_one_batch(
     )
     await store.write(Batch("c2", 1.0, runs=[run("x1", "c2", "finished", 10)]))
     late = run("r2", "c1", "finished", 20).model_copy(update={"steps": 9})
+    tail = SetAside("b1", 2, history[2:], ["r2", "x1"], 20.0)  # x1: c2's, kept
     await store.write(
         Batch(
             "c1",
@@ -287,7 +293,7 @@ async def test_an_edit_cuts_the_history_and_deletes_its_runs_in_one_batch(
             truncate_history_at=2,
             messages=[(2, Message.user("b, edited"))],
             runs=[late, run("r3", "c1", "running", 30)],
-            delete_runs=["r2", "x1"],  # x1 is another conversation's: kept
+            set_aside=[tail],
         )
     )
     assert await store.messages("c1") == [
@@ -297,6 +303,13 @@ async def test_an_edit_cuts_the_history_and_deletes_its_runs_in_one_batch(
     ]
     assert [r.id for r in await store.runs("c1")] == ["r1", "r3"]
     assert [r.id for r in await store.runs("c2")] == ["x1"]
+    assert await store.branches("c1") == [
+        BranchRecord(
+            id="b1", parent=None, fork_at=2, messages=history[2:], created_at=20
+        )
+    ]
+    found = await store.branch("c1", "b1")
+    assert found is not None and [(r.id, r.steps) for r in found[1]] == [("r2", 9)]
     record = await store.conversation("c1")
     assert record is not None and record.updated_at == 2.0
 

@@ -1,8 +1,9 @@
 """`MessageDispatcher`: what a client's message does to a session owned here.
 
 A `chat` becomes a run (`RunRequests.state_for`, then the `RunSupervisor`);
-a `chat` with `replace_from` (an edit) first removes the run it names and
-every later one (`chat/replacement.py`). The other messages are the user's
+a `chat` with `replace_from` (an edit) first sets aside the run it names
+and every later one (`chat/replacement.py`, `chat/branches.py`), which
+`switch_branch` brings back. The other messages are the user's
 levers on the run: stop, grant steps, answer a question, decide an
 approval, and a reset of the history. A decision is stored before the run
 is handed it, so none is lost to a crash in between. Every refusal is a
@@ -17,6 +18,7 @@ from typing import Any
 from backend.agent.state import Answered
 from backend.answer_forms import check_answer
 from backend.chat.approval_decisions import ApprovalDecisions
+from backend.chat.branches import BranchSwitcher, set_aside
 from backend.chat.held_inputs import HeldInputs
 from backend.chat.inbox import Held
 from backend.chat.replacement import conversation_runs, plan_replacement
@@ -33,6 +35,7 @@ from backend.protocol import (
     ChatMessage,
     ClientMessage,
     ResetSessionMessage,
+    SwitchBranchMessage,
     ToolApprovalResponseMessage,
     ToolResultMessage,
 )
@@ -65,6 +68,7 @@ class MessageDispatcher:
         )
         self.held = HeldInputs(requests=requests, runs=runs, grants=grants)
         runs.after_run = self.held.next_run
+        self.branches = BranchSwitcher(store, runs.table.flush)
         self.draining = False
 
     async def dispatch(
@@ -73,7 +77,14 @@ class MessageDispatcher:
         """Act on one client message; a `ProtocolError` says why it cannot be
         (`Session.handle` turns it into an `error` frame; HTTP routes into a
         status). What an HTTP client is told: a new run's id and where its
-        request sits in the history; the budget after a grant."""
+        request sits in the history; the budget after a grant; what a switch
+        of branches did."""
+        if isinstance(message, SwitchBranchMessage):
+            if session.lost:
+                raise Moved(MOVED_DECISION)
+            if self.draining:
+                raise Busy(RESTARTING)
+            return await self.branches.switch(session, message.branch_id)
         held = await self._act(session, message)
         run = session.run
         if held is not None:
@@ -149,6 +160,7 @@ class MessageDispatcher:
         session.history.clear()
         if session.journal is not None:
             session.journal.history_truncated(0)
+            session.journal.branches_dropped()
         self.held.drop_all(session, "the conversation was reset")
         session.notify.session_reset()
 
@@ -180,10 +192,11 @@ class MessageDispatcher:
             )
 
     async def _replace_and_start(self, session: Session, message: ChatMessage) -> None:
-        """Edit and resend: remove the named run and every later one (history
-        cut, records deleted with the next flush, `runs_removed` sent), then
-        start `message` as a new run. The whole chat is checked before
-        anything is removed; a refusal changes nothing."""
+        """Edit and resend: set the named run and every later one aside as a
+        branch (history cut, their records marked with the next flush,
+        `runs_removed` sent), then start `message` as a new run. The whole
+        chat is checked before anything is set aside; a refusal changes
+        nothing."""
         assert message.replace_from is not None
         self._check_free(session)
         if not message.save_chat:
@@ -216,8 +229,8 @@ class MessageDispatcher:
                 session.history,
                 unsaved=journal.ended_unsaved,
             )
-            session.history.truncate(replacement.cut_at)
-            journal.history_truncated(replacement.cut_at)
-            journal.runs_removed(replacement.run_ids)
+            set_aside(
+                session, replacement.cut_at, replacement.run_ids, replacement.started_at
+            )
             session.notify.runs_removed(replacement.run_ids)
             self.runs.start(session, message, state)

@@ -14,9 +14,10 @@ A run started with `save_chat: false` is never journalled: its frames are
 skipped here and its messages never reach the session's history.
 
 A session reset or an edit cuts the history: the next batch deletes the
-stored messages from the cut on before it adds the new ones, and an edit's
-removed runs are deleted with it (their pending records dropped here, and
-never taken again).
+stored messages from the cut on before it adds the new ones. An edit (or a
+switch of branches) sets the tail it cuts aside as a branch: its runs are
+marked with the branch in the same batch, and are not the conversation's
+any more until a switch brings them back (`chat/branches.py`).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 
 from backend.history import History
-from backend.store.base import Batch
+from backend.store.base import Batch, SetAside
 from backend.store.records import ConversationRecord, PendingInputRecord, RunRecord
 from backend.transcript import Frame
 
@@ -64,9 +65,14 @@ class Journal:
         self.frames: list[Frame] = []
         self.runs: dict[str, RunRecord] = {}
         self.removed_runs: set[str] = set()
-        """Runs an edit removed: their records are never taken again."""
-        self.deleted_runs: list[str] = []
-        """Removed runs whose records the next batch deletes."""
+        """Runs set aside (in a branch): not the conversation's until brought
+        back."""
+        self.set_aside: list[SetAside] = []
+        """Tails the next batch keeps as branches."""
+        self.restored: list[str] = []
+        """Branches the next batch brings back."""
+        self.drop_branches = False
+        """A reset: the next batch drops every branch."""
         self.unsaved_runs: set[str] = set()
         """Runs under way with `save_chat: false`."""
         self.ended_unsaved: deque[str] = deque(maxlen=UNSAVED_REMEMBERED)
@@ -110,13 +116,22 @@ class Journal:
         self.saved_messages = min(self.saved_messages, length)
         self.on_change()
 
-    def runs_removed(self, run_ids: Iterable[str]) -> None:
-        """An edit removed these runs: delete their records, keep none back."""
-        for run_id in run_ids:
-            self.runs.pop(run_id, None)
-            if run_id not in self.removed_runs:
-                self.removed_runs.add(run_id)
-                self.deleted_runs.append(run_id)
+    def tail_set_aside(self, tail: SetAside) -> None:
+        """An edit or a switch cut `tail` off: keep it as a branch (records of
+        its runs not written yet are written with it, then set aside)."""
+        self.set_aside.append(tail)
+        self.removed_runs.update(tail.run_ids)
+        self.on_change()
+
+    def branches_dropped(self) -> None:
+        """A reset of the history: no version of it can come back."""
+        self.drop_branches = True
+        self.on_change()
+
+    def branch_restored(self, branch_id: str, run_ids: Iterable[str]) -> None:
+        """A switch brought branch `branch_id` back, with these runs."""
+        self.restored.append(branch_id)
+        self.removed_runs.difference_update(run_ids)
         self.on_change()
 
     def history_grew(self) -> None:
@@ -149,7 +164,9 @@ class Journal:
         return bool(
             (self.frames and self.stored)
             or self.runs
-            or self.deleted_runs
+            or self.set_aside
+            or self.restored
+            or self.drop_branches
             or self.truncate_at is not None
             or len(history) > self.saved_messages
             or (self.create_wanted and not self.stored)
@@ -170,7 +187,9 @@ class Journal:
             messages=new,
             frames=self.frames,
             runs=list(self.runs.values()),
-            delete_runs=self.deleted_runs,
+            set_aside=self.set_aside,
+            restore=self.restored,
+            drop_branches=self.drop_branches,
             inputs=self.inputs,
             delete_inputs=self.used_inputs,
         )
@@ -180,7 +199,9 @@ class Journal:
             self._retitle(batch, history)
         if keep_frames_from > self.kept_from:
             batch.keep_frames_from = keep_frames_from
-        self.frames, self.runs, self.deleted_runs = [], {}, []
+        self.frames, self.runs = [], {}
+        self.set_aside, self.restored = [], []
+        self.drop_branches = False
         self.inputs, self.used_inputs = [], []
         self.truncate_at = None
         self.saved_messages = len(history)
@@ -202,10 +223,10 @@ class Journal:
         self.failures += 1
         self.frames = batch.frames + self.frames
         for record in batch.runs:
-            if record.id not in self.removed_runs:
-                self.runs.setdefault(record.id, record)
-        pending = set(self.deleted_runs)
-        self.deleted_runs[:0] = [r for r in batch.delete_runs if r not in pending]
+            self.runs.setdefault(record.id, record)
+        self.set_aside[:0] = batch.set_aside
+        self.restored[:0] = batch.restore
+        self.drop_branches = self.drop_branches or batch.drop_branches
         used = set(self.used_inputs) | set(batch.delete_inputs)
         self.inputs[:0] = [i for i in batch.inputs if i.id not in used]
         self.used_inputs[:0] = batch.delete_inputs

@@ -1,12 +1,13 @@
-"""`Replacement`: what an edit and resend removes from a conversation.
+"""`Replacement`: what an edit and resend sets aside from a conversation.
 
 A `chat` with `replace_from` names a saved run of its conversation. The
 conversation goes back to just before that run: the history is cut where
 the run's user message sits (`RunState.request_at`), and that run and every
-run started after it are removed. `plan_replacement` works this out from
-the conversation's run records (the store's, with the journal's not yet
-written) or says, as an `InvalidMessage`, why it cannot be done; nothing is
-changed here. What the removed runs' tools did is not undone.
+run started after it are set aside as a branch (`chat/branches.py` can
+bring it back). `plan_replacement` works this out from the conversation's
+run records (the store's, with the journal's not yet written) or says, as
+an `InvalidMessage`, why it cannot be done; nothing is changed here. What
+the set-aside runs' tools did is not undone.
 """
 
 from __future__ import annotations
@@ -30,7 +31,9 @@ class Replacement:
     cut_at: int
     """The history keeps its first `cut_at` messages."""
     run_ids: list[str]
-    """The runs removed, oldest first (the named one first)."""
+    """The runs set aside, oldest first (the named one first)."""
+    started_at: float
+    """When the named run started: when the version set aside was made."""
 
 
 class _Position(BaseModel):
@@ -75,7 +78,7 @@ def plan_replacement(
         raise InvalidMessage(
             f"replace_from: run {shown} is not a run of this conversation"
         )
-    cut_at = _request_at(named)
+    cut_at = request_at(named)
     if cut_at is None:
         raise InvalidMessage(
             f"replace_from: run {shown} cannot be replaced: its record does not "
@@ -88,14 +91,15 @@ def plan_replacement(
             "conversation's history (the session was reset since), so it "
             "cannot be replaced"
         )
-    return Replacement(cut_at, [record.id for record in removed])
+    return Replacement(cut_at, [record.id for record in removed], named.started_at)
 
 
 def _later(record: RunRecord, named: RunRecord) -> bool:
     return record.id != named.id and record.started_at >= named.started_at
 
 
-def _request_at(record: RunRecord) -> int | None:
+def request_at(record: RunRecord) -> int | None:
+    """Where the run's user message sits in the history (None: not known)."""
     try:
         return _Position.model_validate_json(record.state).request_at
     except ValidationError:
@@ -112,5 +116,5 @@ def _lines_up(
     message = history[cut_at]
     if message.role != "user" or message.content != named.request:
         return False
-    positions = (_request_at(record) for record in later)
+    positions = (request_at(record) for record in later)
     return all(at is None or at > cut_at for at in positions)

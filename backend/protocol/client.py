@@ -204,6 +204,16 @@ class ResetSessionMessage(_Frame):
     type: Literal["reset_session"]
 
 
+class SwitchBranchMessage(_Frame):
+    """Show another version of the conversation: the branch `branch_id` (one
+    of `GET /api/conversations/{id}/branches`) takes the place of the
+    messages from where it forks, which are set aside as a branch in turn
+    (refused while a run is active). Answered with `branch_switched`."""
+
+    type: Literal["switch_branch"]
+    branch_id: Id
+
+
 ClientMessage = Annotated[
     ChatMessage
     | AgentControlMessage
@@ -211,7 +221,8 @@ ClientMessage = Annotated[
     | ToolApprovalResponseMessage
     | ToolResultMessage
     | CancelInputMessage
-    | ResetSessionMessage,
+    | ResetSessionMessage
+    | SwitchBranchMessage,
     Field(discriminator="type"),
 ]
 client_message_adapter: TypeAdapter[ClientMessage] = TypeAdapter(ClientMessage)

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, create_model
 
 from backend.protocol.agent_updates import AgentUpdate
 from backend.protocol.payloads import (
+    BranchSwitched,
     ChatResponse,
     ClientToolCall,
     Error,
@@ -62,6 +63,7 @@ ServerPayload = (
     | ResponseComplete
     | SessionReset
     | RunsRemoved
+    | BranchSwitched
     | FilesUpdate
     | PendingInput
     | Error
@@ -82,6 +84,7 @@ _OTHER_PAYLOADS: tuple[type[Payload], ...] = (
     ResponseComplete,
     SessionReset,
     RunsRemoved,
+    BranchSwitched,
     FilesUpdate,
     PendingInput,
     Error,

@@ -293,13 +293,39 @@ class FilesUpdate(Payload):
 
 
 class RunsRemoved(Payload):
-    """A `chat` with `replace_from` removed these runs (oldest first): their
-    messages left the conversation's history and their records the store.
-    Their frames stay in the replay log, before this one. Sent before the
-    new run's first frame."""
+    """A `chat` with `replace_from` set these runs aside (oldest first): their
+    messages left the conversation's history, kept as a branch that
+    `switch_branch` can bring back. Their frames stay in the replay log,
+    before this one. Sent before the new run's first frame."""
 
     type: Literal["runs_removed"] = "runs_removed"
     run_ids: list[str]
+
+
+class RestoredRun(BaseModel):
+    """A run a switch of branches brought back: what its user asked."""
+
+    run_id: str
+    request: str
+    mode: str | None
+    """As the conversations API says: `agent`, `tools`, `retrieve`, `plain`."""
+
+
+class BranchSwitched(Payload):
+    """`switch_branch` was done: the runs `removed` (oldest first) were set
+    aside as branch `set_aside`, and the branch's runs came back
+    (`restored`, oldest first). The `resent` frames that follow at once are
+    the restored runs' frames sent again, with new `seq`s: render them as
+    a replay. A frame the store no longer keeps (past the replay window)
+    is not among them."""
+
+    type: Literal["branch_switched"] = "branch_switched"
+    fork_at: int
+    """Where in the history the versions part."""
+    set_aside: str
+    removed: list[str]
+    restored: list[RestoredRun]
+    resent: int
 
 
 ErrorType = Literal[

@@ -28,6 +28,7 @@ from typing import Protocol
 
 from backend.errors import LoopwireError, OwnershipLost
 from backend.store.records import (
+    BranchRecord,
     ConversationRecord,
     FileRecord,
     NoteRecord,
@@ -42,6 +43,19 @@ from backend.store.user_records import (
     UsageRecord,
 )
 from backend.transcript import Frame, Message
+
+
+@dataclass(frozen=True, slots=True)
+class SetAside:
+    """A tail of a conversation kept as a branch: its history from message
+    `fork_at` on and the runs that made it (`schema.branches`)."""
+
+    branch_id: str
+    fork_at: int
+    messages: list[Message]
+    run_ids: list[str]
+    created_at: float
+    """When this version was made (its first run started)."""
 
 
 @dataclass
@@ -65,9 +79,16 @@ class Batch:
     keep_frames_from: int | None = None
     """Delete frames with a lower `seq` (the replay window moved on)."""
     runs: list[RunRecord] = field(default_factory=list)
-    delete_runs: list[str] = field(default_factory=list)
-    """Runs of this conversation an edit removed: their records are deleted
-    (after `runs` are saved, so a late record of one does not bring it back)."""
+    set_aside: list[SetAside] = field(default_factory=list)
+    """Tails of the conversation an edit or a switch of branches set aside,
+    each as a branch (after `runs` are saved, so that a late record of one
+    of their runs is set aside too)."""
+    restore: list[str] = field(default_factory=list)
+    """Branches brought back (by a switch): their runs rejoin the
+    conversation, their rows go (their messages come as `messages`)."""
+    drop_branches: bool = False
+    """A reset of the history: every branch goes, with its runs (after
+    `set_aside`: a tail set aside before the reset goes too)."""
     title: str | None = None
     """A new title from the first user message, applied only if the stored
     title is still `title_was` (the old message's) or empty."""
@@ -84,7 +105,9 @@ class Batch:
             or self.messages
             or self.frames
             or self.runs
-            or self.delete_runs
+            or self.set_aside
+            or self.restore
+            or self.drop_branches
             or self.inputs
             or self.delete_inputs
         )
@@ -201,8 +224,15 @@ class Store(Protocol):
     async def conversation(self, conversation_id: str) -> ConversationRecord | None: ...
 
     async def conversations(
-        self, owner: str, *, limit: int, cursor: str | None = None
-    ) -> Page: ...
+        self,
+        owner: str,
+        *,
+        limit: int,
+        cursor: str | None = None,
+        origins: Collection[str] | None = None,
+    ) -> Page:
+        """`owner`'s, the latest updated first; only those of `origins` if given."""
+        ...
 
     async def search(self, owner: str, text: str, *, limit: int) -> list[SearchHit]: ...
 
@@ -216,6 +246,17 @@ class Store(Protocol):
     async def messages(self, conversation_id: str) -> list[Message]: ...
 
     async def runs(self, conversation_id: str) -> list[RunRecord]: ...
+
+    async def branches(self, conversation_id: str) -> list[BranchRecord]:
+        """The conversation's branches (versions set aside), oldest first."""
+        ...
+
+    async def branch(
+        self, conversation_id: str, branch_id: str
+    ) -> tuple[BranchRecord, list[RunRecord], list[Frame]] | None:
+        """A branch with its runs and the frames they sent that are still
+        kept, each oldest first (None: no such branch)."""
+        ...
 
     async def live_runs(
         self, conversation_id: str | None = None, *, parked: bool = True

@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from backend.transcript import Usage
+from backend.transcript import Message, Usage
 
 RunStatus = Literal[
     "running",
@@ -119,3 +119,16 @@ class Page(_Record):
 
     items: list[ConversationRecord]
     next: str | None = None
+
+
+class BranchRecord(_Record):
+    """A version of a conversation set aside by an edit or a switch
+    (`schema.branches`)."""
+
+    id: str
+    parent: str | None
+    """The branch it forks from; None: from the conversation as it stands."""
+    fork_at: int
+    """The position in the history where its messages begin."""
+    messages: list[Message]
+    created_at: float

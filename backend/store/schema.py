@@ -119,11 +119,12 @@ frames = Table(
     Column("run_id", ID, nullable=True),
     Column("text", Text, nullable=False),
     Column("epoch", BigInteger, nullable=False, server_default="0"),
-    Column("branch_id", ID, nullable=True),
 )
 """`runs.epoch` and `frames.epoch`: the epoch of the owner that wrote the row.
-`runs.branch_id` and `frames.branch_id`: NULL for the conversation as it
-stands; a branch's id when an edit or retry set the run aside (`branches`)."""
+`runs.branch_id`: NULL for the conversation as it stands; a branch's id
+when an edit or a switch set the run aside (`branches`). A set-aside run's
+frames stay where they are: the replay log is the conversation's story,
+and a switch sends them again (`chat/branches.py`)."""
 
 branches = Table(
     "branches",

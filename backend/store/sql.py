@@ -18,6 +18,7 @@ from sqlalchemy.exc import IntegrityError
 
 from backend.aio import finished
 from backend.store import (
+    sql_branches,
     sql_conversations,
     sql_files,
     sql_grants,
@@ -29,6 +30,7 @@ from backend.store import (
 from backend.store.base import Batch, EffectKey, Loaded, StoreError
 from backend.store.engine import Database, failing
 from backend.store.records import (
+    BranchRecord,
     ConversationRecord,
     FileRecord,
     NoteRecord,
@@ -80,11 +82,16 @@ class SqlStore:
             return await sql_conversations.conversation(conn, conversation_id)
 
     async def conversations(
-        self, owner: str, *, limit: int, cursor: str | None = None
+        self,
+        owner: str,
+        *,
+        limit: int,
+        cursor: str | None = None,
+        origins: Collection[str] | None = None,
     ) -> Page:
         after = None if cursor is None else decode_cursor(cursor)
         async with self._db.connect() as conn:
-            return await sql_conversations.page(conn, owner, limit, after)
+            return await sql_conversations.page(conn, owner, limit, after, origins)
 
     async def search(self, owner: str, text: str, *, limit: int) -> list[SearchHit]:
         postgresql = self._db.dialect == "postgresql"
@@ -111,6 +118,22 @@ class SqlStore:
     async def runs(self, conversation_id: str) -> list[RunRecord]:
         async with self._db.connect() as conn:
             return await sql_conversations.runs_of(conn, conversation_id)
+
+    async def branches(self, conversation_id: str) -> list[BranchRecord]:
+        async with self._db.connect() as conn:
+            return await sql_branches.branches_of(conn, conversation_id)
+
+    async def branch(
+        self, conversation_id: str, branch_id: str
+    ) -> tuple[BranchRecord, list[RunRecord], list[Frame]] | None:
+        async with self._db.connect() as conn:
+            record = await sql_branches.branch(conn, conversation_id, branch_id)
+            if record is None:
+                return None
+            runs = await sql_branches.runs_in(conn, conversation_id, branch_id)
+            ids = [run.id for run in runs]
+            frames = await sql_branches.frames_of(conn, conversation_id, ids)
+            return record, runs, frames
 
     async def live_runs(
         self, conversation_id: str | None = None, *, parked: bool = True

@@ -4,6 +4,8 @@ its transaction, or for a read)."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from sqlalchemy import and_, delete, func, insert, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.elements import ColumnElement
@@ -88,11 +90,18 @@ async def conversation(
 
 
 async def page(
-    conn: AsyncConnection, owner: str, limit: int, after: tuple[float, str] | None
+    conn: AsyncConnection,
+    owner: str,
+    limit: int,
+    after: tuple[float, str] | None,
+    origins: Collection[str] | None = None,
 ) -> Page:
     """`owner`'s conversations, the latest updated first, from `after` (the
-    decoded cursor of the page before)."""
+    decoded cursor of the page before); only those started by one of
+    `origins` if given."""
     query = select(conversations).where(c.owner == owner)
+    if origins is not None:
+        query = query.where(c.origin.in_(sorted(origins)))
     if after is not None:
         updated_at, last_id = after
         query = query.where(
@@ -129,9 +138,10 @@ async def history(conn: AsyncConnection, conversation_id: str) -> list[Message]:
 
 
 async def runs_of(conn: AsyncConnection, conversation_id: str) -> list[RunRecord]:
+    """The conversation's runs as it stands (not those set aside), oldest first."""
     query = (
         select(runs)
-        .where(runs.c.conversation_id == conversation_id)
+        .where(runs.c.conversation_id == conversation_id, runs.c.branch_id.is_(None))
         .order_by(runs.c.started_at, runs.c.id)
     )
     rows = (await conn.execute(query)).all()

@@ -26,9 +26,10 @@ from sqlalchemy import (
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from backend.store.base import Batch, EffectKey, Fenced
+from backend.store.base import Batch, EffectKey, Fenced, SetAside
 from backend.store.rows import frame_row, message_row, rowcount, run_row
 from backend.store.schema import (
+    branches,
     conversations,
     frames,
     messages,
@@ -73,7 +74,12 @@ class Statements:
         )
         position = ["conversation_id", "position"]
         self.messages = _upsert(dialect, messages, position, position)
-        self.save_run = _upsert(dialect, runs, ["id"], ("id", "started_at"))
+        self.save_run = _upsert(
+            dialect, runs, ["id"], ("id", "started_at", "branch_id")
+        )
+        self.add_branch = dialect.insert(branches).on_conflict_do_nothing(
+            index_elements=["id"]
+        )
         self.add_input = dialect.insert(pending_inputs).on_conflict_do_nothing(
             index_elements=["id"]
         )
@@ -124,19 +130,53 @@ class Statements:
         """A flush of one conversation: the touch is its fence too."""
 
     def _deletes(self) -> None:
-        f, m, r = frames.c, messages.c, runs.c
+        f, m = frames.c, messages.c
         self.window = delete(frames).where(
             f.conversation_id == bindparam("cid"), f.seq < bindparam("below")
         )
         self.truncate = delete(messages).where(
             m.conversation_id == bindparam("cid"), m.position >= bindparam("at")
         )
-        self.delete_run = delete(runs).where(
-            r.conversation_id == bindparam("cid"), r.id == bindparam("rid")
-        )
+        self._branches()
         i = pending_inputs.c
         self.delete_input = delete(pending_inputs).where(
             i.conversation_id == bindparam("cid"), i.id == bindparam("iid")
+        )
+
+    def _branches(self) -> None:
+        b, r = branches.c, runs.c
+        cid = bindparam("cid", type_=String)
+        bid = bindparam("bid", type_=String)
+        self.adopt = (
+            update(branches)
+            .where(
+                b.conversation_id == cid,
+                b.parent.is_(None),
+                b.fork_at > bindparam("at"),
+                b.id != bid,
+            )
+            .values(parent=bid)
+        )
+        """A tail set aside takes the branches that forked from it."""
+        self.set_aside_run = (
+            update(runs)
+            .where(r.conversation_id == cid, r.id == bindparam("rid"))
+            .values(branch_id=bid)
+        )
+        self.restore_runs = (
+            update(runs)
+            .where(r.conversation_id == cid, r.branch_id == bid)
+            .values(branch_id=None)
+        )
+        self.free_children = (
+            update(branches)
+            .where(b.conversation_id == cid, b.parent == bid)
+            .values(parent=None)
+        )
+        self.drop_branch = delete(branches).where(b.conversation_id == cid, b.id == bid)
+        self.drop_branches = delete(branches).where(b.conversation_id == cid)
+        self.drop_branch_runs = delete(runs).where(
+            r.conversation_id == cid, r.branch_id.is_not(None)
         )
 
 
@@ -145,7 +185,9 @@ def _touches(batch: Batch) -> bool:
     return bool(
         batch.messages
         or batch.truncate_history_at is not None
-        or batch.delete_runs
+        or batch.set_aside
+        or batch.restore
+        or batch.drop_branches
         or batch.title is not None
     )
 
@@ -189,8 +231,43 @@ def _runs(b: Batch) -> Rows:
     return [run_row(run, b.epoch) for run in b.runs]
 
 
-def _removed(b: Batch) -> Rows:
-    return [{"cid": b.conversation_id, "rid": rid} for rid in b.delete_runs]
+def _branch_row(cid: str, tail: SetAside) -> dict[str, Any]:
+    return {
+        "id": tail.branch_id,
+        "conversation_id": cid,
+        "parent": None,
+        "fork_at": tail.fork_at,
+        "messages": [
+            m.model_dump(mode="json", exclude={"reasoning"}) for m in tail.messages
+        ],
+        "created_at": tail.created_at,
+    }
+
+
+def _tails(b: Batch) -> Rows:
+    return [_branch_row(b.conversation_id, tail) for tail in b.set_aside]
+
+
+def _adopted(b: Batch) -> Rows:
+    cid = b.conversation_id
+    return [{"cid": cid, "bid": t.branch_id, "at": t.fork_at} for t in b.set_aside]
+
+
+def _aside(b: Batch) -> Rows:
+    cid = b.conversation_id
+    return [
+        {"cid": cid, "bid": tail.branch_id, "rid": rid}
+        for tail in b.set_aside
+        for rid in tail.run_ids
+    ]
+
+
+def _restored(b: Batch) -> Rows:
+    return [{"cid": b.conversation_id, "bid": bid} for bid in b.restore]
+
+
+def _dropped(b: Batch) -> Rows:
+    return [{"cid": b.conversation_id}] if b.drop_branches else []
 
 
 def _inputs(b: Batch) -> Rows:
@@ -222,14 +299,23 @@ KINDS = (
     _Kind(lambda s: s.frames, _frames),
     _Kind(lambda s: s.window, _window),
     _Kind(lambda s: s.save_run, _runs),
-    _Kind(lambda s: s.delete_run, _removed),
+    _Kind(lambda s: s.add_branch, _tails),
+    _Kind(lambda s: s.adopt, _adopted),
+    _Kind(lambda s: s.set_aside_run, _aside),
+    _Kind(lambda s: s.restore_runs, _restored),
+    _Kind(lambda s: s.free_children, _restored),
+    _Kind(lambda s: s.drop_branch, _restored),
+    _Kind(lambda s: s.drop_branch_runs, _dropped),
+    _Kind(lambda s: s.drop_branches, _dropped),
     _Kind(lambda s: s.add_input, _inputs),
     _Kind(lambda s: s.delete_input, _used),
 )
 """The changes a flush makes, in the order it makes them: the history is cut
-before the new messages are added, and the removed runs' records are
-deleted after the run records are saved (a late record of one does not
-bring it back); a pending input used in the batch that added it is gone
+before the new messages are added; a tail is set aside after the run
+records are saved (a late record of one of its runs is set aside too),
+and before a branch is brought back (a switch does both: the tail set
+aside forks where the branch brought back does, so neither takes the
+other's children); a pending input used in the batch that added it is gone
 after it."""
 
 

@@ -28,6 +28,7 @@ from backend.transport.api import (
     StopBody,
     ToolResultBody,
 )
+from backend.transport.branches import branch_paths
 from backend.transport.conversations import Rename
 from backend.transport.exports import export_paths
 from backend.transport.openai_requests import ChatCompletionRequest, openapi_paths
@@ -234,6 +235,7 @@ def openapi() -> dict[str, Any]:
             **tool_grant_paths(),
             **conversation_paths(base),
             **export_paths(),
+            **branch_paths(),
             **file_paths(base),
             **_admin_paths(),
             **openapi_paths(),

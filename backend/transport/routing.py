@@ -9,6 +9,7 @@ from backend.settings import Settings
 from backend.transport import (
     admin,
     api,
+    branches,
     conversations,
     exports,
     files,
@@ -50,6 +51,7 @@ def routes(identities: Identities, login: Login, settings: Settings) -> list[Bas
         Route("/openapi.json", openapi_route),
         *exports.routes(),
         *conversations.routes(),
+        *branches.routes(),
         *files.routes(),
         *source_documents.routes(),
         WebSocketRoute("/ws", websocket_endpoint),

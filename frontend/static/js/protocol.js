@@ -5,6 +5,7 @@
 /** `type` of the frames the server sends. */
 export const FRAME = Object.freeze({
   AGENT_UPDATE: 'agent_update',
+  BRANCH_SWITCHED: 'branch_switched',
   CHAT_RESPONSE: 'chat_response',
   CLIENT_TOOL_CALL: 'client_tool_call',
   ERROR: 'error',
@@ -48,6 +49,7 @@ export const CLIENT = Object.freeze({
   CANCEL_INPUT: 'cancel_input',
   CHAT: 'chat',
   RESET_SESSION: 'reset_session',
+  SWITCH_BRANCH: 'switch_branch',
   TOOL_APPROVAL_RESPONSE: 'tool_approval_response',
   TOOL_RESULT: 'tool_result',
 });

@@ -1,10 +1,9 @@
 """Branches: the versions of a conversation an edit or a retry set aside.
 
-`branches` keeps each set-aside tail (its messages; its runs and frames
-stay in their tables, marked with the branch's id, so that replay and
-every query of the live conversation leave them out). Plain `ADD COLUMN`
-(no table rebuild): SQLite's search triggers on `messages` and
-`conversations` (0008) stay as they are.
+`branches` keeps each set-aside tail: its messages; its runs stay in
+`runs`, marked with the branch's id (`runs.branch_id`), so that every
+query of the conversation as it stands leaves them out. A plain `ADD
+COLUMN` (no table rebuild).
 
 Revision ID: 0011
 Revises: 0010
@@ -41,11 +40,9 @@ def upgrade() -> None:
     )
     op.create_index("ix_branches_conversation_id", "branches", ["conversation_id"])
     op.add_column("runs", sa.Column("branch_id", sa.String(64), nullable=True))
-    op.add_column("frames", sa.Column("branch_id", sa.String(64), nullable=True))
 
 
 def downgrade() -> None:
-    op.execute("ALTER TABLE frames DROP COLUMN branch_id")  # no rebuild either
-    op.execute("ALTER TABLE runs DROP COLUMN branch_id")
+    op.execute("ALTER TABLE runs DROP COLUMN branch_id")  # no rebuild either
     op.drop_index("ix_branches_conversation_id", table_name="branches")
     op.drop_table("branches")
