@@ -4,8 +4,10 @@ See docs/clients.md. Events are the frame models of `backend.protocol`,
 named for client code in `loopwire.events`.
 """
 
+from loopwire.branches import branches
 from loopwire.client import AgentClient, Decision, Declined, RunResult
 from loopwire.connection import Backoff, Event, envelope
+from loopwire.conversations import conversations
 from loopwire.errors import (
     AgentError,
     ClientError,
@@ -32,5 +34,7 @@ __all__ = [
     "RunResult",
     "SessionNotFound",
     "SyncAgentClient",
+    "branches",
+    "conversations",
     "envelope",
 ]

@@ -29,7 +29,13 @@ waiting for it.
 from __future__ import annotations
 
 import inspect
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Iterable,
+)
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, TypeVar, cast
@@ -44,6 +50,7 @@ from backend.protocol import (
     AgentStepsGranted,
     AgentStopped,
     AgentUserInputMessage,
+    BranchSwitched,
     ChatMessage,
     ChatResponse,
     CompletionReason,
@@ -51,9 +58,11 @@ from backend.protocol import (
     Remember,
     ResponseComplete,
     SessionReady,
+    SwitchBranchMessage,
     ToolApprovalRequest,
     ToolApprovalResponseMessage,
 )
+from loopwire.branches import branches
 from loopwire.connection import (
     INVALID_ANSWER,
     STALE_CONTROL,
@@ -63,6 +72,7 @@ from loopwire.connection import (
     Event,
     envelope,
 )
+from loopwire.conversations import conversations
 from loopwire.errors import AgentError, ClientError, NoPendingQuestion
 
 T = TypeVar("T")
@@ -139,6 +149,7 @@ class AgentClient:
         on_approval: ApprovalHandler | None = None,
         backoff: Backoff | None = None,
         open_timeout_s: float = 10.0,
+        client: str = "python",
     ) -> None:
         self.connection = Connection(
             url,
@@ -146,7 +157,9 @@ class AgentClient:
             session_id=session_id,
             backoff=backoff,
             open_timeout_s=open_timeout_s,
+            client=client,
         )
+        self._token = token
         self.on_question = on_question
         self.on_approval = on_approval
         self.run_id: str | None = None
@@ -190,6 +203,45 @@ class AgentClient:
     def reconnects(self) -> int:
         return self.connection.reconnects
 
+    async def conversations(
+        self, *, origin: str | Iterable[str] | None = None, limit: int = 20
+    ) -> list[dict[str, Any]]:
+        """The user's conversations on this server, newest first; only those
+        started by `origin`'s kinds of client if given (`conversations`)."""
+        return await conversations(
+            self.connection.url, token=self._token, origin=origin, limit=limit
+        )
+
+    async def branches(self) -> list[dict[str, Any]]:
+        """Where this conversation forks: its versions at each fork
+        (`loopwire.branches`)."""
+        return await branches(self.connection.url, self.session_id, token=self._token)
+
+    async def switch_branch(self, branch_id: str) -> tuple[BranchSwitched, list[Event]]:
+        """Show another version of the conversation: branch `branch_id` (one
+        of `branches()`) takes the place of the messages from where it
+        forks, which become a branch in turn. Returns the `branch_switched`
+        event and the restored runs' frames, sent again. Raises
+        `AgentError` when the server refuses (a run is active, no such
+        branch), `ClientError` while this client reads a run."""
+        if self._receiving or self.run_open:
+            raise ClientError("a run is open on this client; let it end first")
+        message = _validated(
+            SwitchBranchMessage, type="switch_branch", branch_id=branch_id
+        )
+        await self.connection.send(message)
+        self._receiving = True
+        try:
+            frame = await self.connection.receive()
+            while not isinstance(frame, BranchSwitched):
+                if isinstance(frame, Error):
+                    raise AgentError(frame.error_type, frame.message, frame)
+                frame = await self.connection.receive()
+            resent = [await self.connection.receive() for _ in range(frame.resent)]
+        finally:
+            self._receiving = False
+        return frame, resent
+
     # ------------------------------------------------------------ a run
 
     async def chat(
@@ -212,8 +264,9 @@ class AgentClient:
         a `strategy` always means an agent run; `system_prompt` adds
         instructions for this run after the server's own; `replace_from` (a
         run id of this conversation) sends `content` in place of that run's
-        message: that run and every later one are removed (a `RunsRemoved`
-        event says which, before the new run's frames). Raises `AgentError` on an
+        message: that run and every later one are set aside as a branch (a
+        `RunsRemoved` event says which, before the new run's frames;
+        `switch_branch` brings them back). Raises `AgentError` on an
         `error` frame, or before sending what the protocol refuses. The
         message is sent when the iteration starts. Leaving the loop early
         leaves the run going on the server: `stop()` ends it,

@@ -26,7 +26,7 @@ async def test_a_retrieval_answers_with_citations(
     harness = await start_server(data_sources=f"demo={DEMO}", sources_index=":memory:")
     await harness.server.app.state.library.ready.wait()
     app = await open_app(harness)
-    documents = app.page.get_by_role("button", name="Documents: 1 of 1 data sources")
+    documents = app.page.get_by_role("button", name="Documents 1: 1 of 1 data sources")
     await expect(documents).to_be_visible()
 
     await app.use_settings(agent=False, tools=[])

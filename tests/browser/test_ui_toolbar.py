@@ -35,7 +35,7 @@ async def test_the_toolbar_choices_are_what_the_next_message_asks_for(
     ]
     assert await app.texts("#model-select option") == ["scripted-model", "other-model"]
     tools = app.loc("#tools-button")
-    await expect(page.get_by_role("button", name="Tools: 3 of 3 on")).to_be_visible()
+    await expect(page.get_by_role("button", name="Tools 3: 3 of 3 on")).to_be_visible()
     await expect(tools.locator("#tools-count")).to_have_text("3")
 
     await strategy.select_option("act")
@@ -44,7 +44,7 @@ async def test_the_toolbar_choices_are_what_the_next_message_asks_for(
     await app.use_settings(max_steps=3, tools=["add", "slow"], read_only=True)
     # read-only leaves out `slow` (it writes), `fail` is off
     await expect(
-        page.get_by_role("button", name="Tools: 1 of 3 on, read-only")
+        page.get_by_role("button", name="Tools 1/3: 1 of 3 on, read-only")
     ).to_be_visible()
     await expect(tools.locator("#tools-count")).to_have_text("1/3")
 

@@ -7,6 +7,7 @@ import {
   deleteConversation,
   fileUrl,
   getConversation,
+  listBranches,
   listConversations,
   listFiles,
   renameConversation,
@@ -26,6 +27,7 @@ import { Sidebar } from './render/sidebar.js';
 import { ConnectionStatus, showModel } from './render/status.js';
 import { Toast } from './render/toast.js';
 import { Toolbar } from './render/toolbar.js';
+import { Versions } from './render/versions.js';
 
 const config = JSON.parse(byId('lw-config').textContent);
 const TOUCH = window.matchMedia('(pointer: coarse)');
@@ -45,6 +47,11 @@ const approvals = new ApprovalDialog({ onDecide: (request, decision) => controll
 const held = new HeldList({ section: byId('held'), list: byId('held-list'), onCancel: (inputId) => controller.cancelHeld(inputId) });
 const controller = new Controller({ connection, settings, transcript, messages, banner, approvals, held, info: config.info });
 messages.onEdit = (runId, text) => controller.editMessage(runId, text);
+controller.versions = new Versions({
+  list: () => (connection.sessionId ? listBranches(connection.sessionId) : null),
+  switchTo: (branchId) => controller.switchVersion(branchId),
+  busy: () => controller.running,
+});
 
 const composer = new Composer({ input, controller, connection, banner, touch: TOUCH, onChange: refresh });
 
@@ -55,6 +62,7 @@ function focusComposer() {
 function refresh() {
   composer.refresh();
   document.body.dataset.running = String(controller.running);
+  controller.versions.setBusy(controller.running);
   toolbar.refresh();
 }
 

@@ -67,8 +67,12 @@ export class Controller extends EventTarget {
   }
 
   onFrame({ frame, replaying }) {
-    this.apply(frame, replaying);
+    const resent = frame.run_id && this.state.resending > 0; // a switch sends a branch's frames again
+    if (resent) this.state.resending -= 1;
+    this.apply(frame, replaying || resent);
     if (this.state.awaitingReplay && !this.connection.replaying) this.afterReplay();
+    else if (resent && this.state.resending === 0) this.refreshVersions();
+    else if (frame.type === FRAME.RESPONSE_COMPLETE && !replaying && this.state.versionsStale) this.refreshVersions();
     this.changed();
   }
 
@@ -101,6 +105,7 @@ export class Controller extends EventTarget {
 
   afterReplay() {
     this.state.awaitingReplay = false;
+    if (this.state.stored?.runs.length) this.refreshVersions(); // a stored conversation may fork
     this.resendDecisions();
     this.showEarlierRuns();
     if (this.banner.questionId) this.banner.input.focus();
@@ -140,7 +145,8 @@ export class Controller extends EventTarget {
     if (!frame.run_id) {
       if (frame.type === FRAME.ERROR) this.globalError(frame, replaying);
       else if (frame.type === FRAME.SESSION_RESET) this.messages.notice({ kind: 'info', title: 'History cleared', text: 'The model starts afresh from here.' });
-      else if (frame.type === FRAME.RUNS_REMOVED) this.removeRuns(frame.run_ids);
+      else if (frame.type === FRAME.RUNS_REMOVED) this.removeRuns(frame.run_ids, replaying);
+      else if (frame.type === FRAME.BRANCH_SWITCHED) this.branchSwitched(frame);
       else if (frame.type === FRAME.FILES_UPDATE) this.dispatchEvent(new CustomEvent('files', { detail: frame.files }));
       else if (frame.type === FRAME.PENDING_INPUT) this.pendingInput(frame);
       return;
@@ -488,8 +494,32 @@ export class Controller extends EventTarget {
     return this.sendChat(text, { replace_from: runId });
   }
 
-  /** The server removed these runs (an edit or a retry): so does the screen. */
-  removeRuns(runIds) {
+  /** Where the conversation forks, shown on the bubbles (`render/versions.js`). */
+  refreshVersions() {
+    this.state.versionsStale = false;
+    this.versions?.refresh(this.runs);
+  }
+
+  /** A switch of versions: the runs set aside go; the restored runs' frames follow. */
+  branchSwitched(frame) {
+    this.removeRuns(frame.removed, true);
+    for (const restored of frame.restored) {
+      this.transcript.rememberMessage(restored.run_id, { content: restored.request, mode: restored.mode ?? 'plain' });
+    }
+    this.state.resending = frame.resent;
+    if (frame.resent === 0) this.refreshVersions();
+  }
+
+  /** Send a switch to version `branchId` (true when it went out). */
+  switchVersion(branchId) {
+    if (this.running) return false;
+    return this.connection.send({ type: CLIENT.SWITCH_BRANCH, branch_id: branchId });
+  }
+
+  /** The server set these runs aside (an edit or a retry): so does the screen.
+   * Live, the versions shown are asked again once the new run has ended. */
+  removeRuns(runIds, replaying = false) {
+    if (!replaying) this.state.versionsStale = true;
     for (const runId of runIds) {
       const view = this.runs.get(runId);
       if (!view) continue;

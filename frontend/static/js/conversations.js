@@ -85,3 +85,8 @@ export function conversationInUrl(location = window.location) {
 export function urlOf(id) {
   return id ? `/c/${id}` : '/';
 }
+
+/** Where the conversation forks and the versions at each fork: `{forks: [{fork_at, run_id, current, versions}]}`. */
+export function listBranches(id) {
+  return call(`${BASE}/${encodeURIComponent(id)}/branches`);
+}

@@ -48,6 +48,10 @@ export class RunState {
     this.unacked = new Map();
     /** Decisions sent again that the server may refuse as stale. */
     this.staleExpected = 0;
+    /** Frames still to come that a switch of versions sends again (shown as a replay). */
+    this.resending = 0;
+    /** Runs were set aside live: the versions shown are asked again after the next run. */
+    this.versionsStale = false;
   }
 
   /** From a chat sent until its run's response_complete. */

@@ -228,12 +228,13 @@ export class Toolbar extends EventTarget {
     const total = this.info.tools.length;
     const on = this.settings.runnableTools(this.info.tools).length;
     this.toolsCount.textContent = on === total ? String(total) : `${on}/${total}`;
-    this.toolsButton.setAttribute('aria-label', `Tools: ${on} of ${total} on${this.settings.readOnly ? ', read-only' : ''}`);
+    // the name starts with what the chip shows (axe: label-content-name-mismatch)
+    this.toolsButton.setAttribute('aria-label', `Tools ${this.toolsCount.textContent}: ${on} of ${total} on${this.settings.readOnly ? ', read-only' : ''}`);
     this.toolsButton.dataset.readOnly = String(this.settings.readOnly);
     const sources = this.info.data_sources ?? [];
     const chosen = this.settings.selectedSources(this.info).length;
     this.sourcesCount.textContent = chosen === sources.length ? String(sources.length) : `${chosen}/${sources.length}`;
-    this.sourcesButton.setAttribute('aria-label', `Documents: ${chosen} of ${sources.length} data sources searched`);
+    this.sourcesButton.setAttribute('aria-label', `Documents ${this.sourcesCount.textContent}: ${chosen} of ${sources.length} data sources searched`);
   }
 
   /** Close an open popover (Esc is theirs first); true if one was open. */
