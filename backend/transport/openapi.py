@@ -44,6 +44,7 @@ from backend.transport.openapi_parts import (
     json_body,
     returns,
 )
+from backend.transport.source_documents import document_paths
 from backend.transport.tool_grants import tool_grant_paths
 from backend.transport.ui_stream import ui_stream_paths
 from backend.transport.ui_stream_body import UIStreamRequest
@@ -236,6 +237,7 @@ def openapi() -> dict[str, Any]:
             **conversation_paths(base),
             **export_paths(),
             **branch_paths(),
+            **document_paths(),
             **file_paths(base),
             **_admin_paths(),
             **openapi_paths(),

@@ -10,6 +10,7 @@ sniffing and runs sandboxed (`Content-Security-Policy: sandbox`).
 from __future__ import annotations
 
 from pathlib import PurePosixPath
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import FileResponse, Response
@@ -18,6 +19,7 @@ from starlette.routing import Route
 from backend.sources.library import Library
 from backend.sources.links import PREFIX
 from backend.text import shorten
+from backend.transport.openapi_parts import errors
 from backend.transport.refusal import Refused
 
 _PDF = "application/pdf"
@@ -56,3 +58,27 @@ def routes() -> list[Route]:
             methods=["GET"],
         )
     ]
+
+
+def document_paths() -> dict[str, Any]:
+    """The route in the OpenAPI document (`transport/openapi.py`)."""
+    named = [
+        {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
+        for name in ("source", "path")
+    ]
+    return {
+        f"{PREFIX}/{{source}}/documents/{{path}}": {
+            "get": {
+                "summary": "A cited document (`chat_response.sources[].url`): "
+                "text as text/plain, a PDF as a PDF, never as a page (sandboxed)",
+                "parameters": named,
+                "responses": {
+                    "200": {
+                        "description": "the document",
+                        "content": {"text/plain": {}, "application/pdf": {}},
+                    },
+                    **errors(404),
+                },
+            }
+        }
+    }
