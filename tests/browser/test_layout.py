@@ -127,3 +127,23 @@ async def test_a_question_waiting(
     await assert_laid_out(app, "a question")
     await app.stop_button.click()
     await app.wait_idle()
+
+
+@pytest.mark.parametrize("size", SIZES)
+async def test_an_edited_message_with_its_versions(
+    start_server: StartServer, open_app: OpenApp, size: str
+) -> None:
+    """A long message edited once: its "2 / 2" arrows, copy and edit."""
+    llm = ScriptedLLM("One.", "Edited one.")
+    harness = await start_server(llm, test_registry())
+    client, ready = await harness.ready_client()
+    (first,) = {f["run_id"] for f in await client.chat(LONG_NOTE, selected_tools=[])}
+    await client.chat(LONG_TITLE, selected_tools=[], replace_from=first)
+    await harness.service.flush_all()
+    app = await open_app(
+        harness, viewport=SIZES[size][0], touch=SIZES[size][1], load=False
+    )
+    await app.page.goto(harness.server.url(f"/c/{ready['session_id']}"))
+    await app.expect_connected()
+    await expect(app.loc(".versions-count")).to_have_text("2 / 2")
+    await assert_laid_out(app, "an edited message")
