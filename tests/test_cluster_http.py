@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from backend.store.sql import SqlStore
 from tests.cluster_harness import HEADER, LEASE_S, ClusterHarness, running_cluster
 from tests.test_cluster import (
     APPROVAL,
@@ -258,3 +259,60 @@ async def test_another_users_conversation_is_theirs_on_no_instance(
         after = await a.run()
         assert labels(after)[0] == "agent_observe"
         assert "agent_stopped" not in labels(after)
+
+
+async def test_versions_are_switched_through_another_instance_and_outlive_a_kill(
+    offline_cluster: ClusterHarness, pg_database_url: str
+) -> None:
+    """An edit on the owner; its versions listed and switched through another
+    instance over HTTP; the owner killed: the heir lists the same versions
+    and the conversation goes on from the version switched to."""
+    cluster = offline_cluster
+    async with AsyncExitStack() as stack:
+        first = await stack.enter_async_context(AsyncExitStack())
+        a, owner = await cluster.connect(first)
+        session = (await a.recv())["session_id"]
+        original = await a.chat("hello there", selected_tools=[])
+        await a.chat(
+            "what is 3*7?", selected_tools=[], replace_from=original[0]["run_id"]
+        )
+        base = f"/api/conversations/{session}/branches"
+
+        await cluster.after(owner)
+        listed = await cluster.request("GET", base)
+        assert (listed.status_code, listed.headers[HEADER] != owner) == (200, True)
+        (fork,) = listed.json()["forks"]
+        assert [v["request"] for v in fork["versions"]] == [
+            "hello there",
+            "what is 3*7?",
+        ]
+        await cluster.after(owner)
+        switched = await cluster.request(
+            "POST", f"{base}/{fork['versions'][0]['branch_id']}"
+        )
+        assert switched.status_code == 200, switched.text
+        assert switched.headers[HEADER] != owner
+        frames = await a.until_label("branch_switched")
+        for _ in range(frames[-1]["resent"]):
+            await a.recv()
+
+        await cluster.kill(owner)
+        await closed_with(a)
+        seen = a.seen[-1]["seq"]
+        again, _ = await cluster.connect(stack, f"session_id={session}&last_seq={seen}")
+        assert (await again.recv())["resumed"] is True
+        relisted = (await cluster.request("GET", base)).json()["forks"]
+        assert [v["request"] for v in relisted[0]["versions"]] == [
+            "hello there",
+            "what is 3*7?",
+        ]
+        assert relisted[0]["current"] == 0
+        await again.chat("thanks", selected_tools=[])
+
+    store = SqlStore(pg_database_url)
+    await store.open()
+    try:
+        said = [m.content for m in await store.messages(session) if m.role == "user"]
+        assert said == ["hello there", "thanks"]
+    finally:
+        await store.close()
