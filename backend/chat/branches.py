@@ -21,15 +21,15 @@ reset of the history drops every branch (`Journal.branches_dropped`).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 from backend.chat.replacement import conversation_runs, request_at
 from backend.chat.run_views import run_view
 from backend.chat.session import Session
-from backend.errors import Busy, InvalidMessage, StoreUnavailable
+from backend.errors import Busy, InvalidMessage, Moved, StoreUnavailable
 from backend.protocol import BranchSwitched, RestoredRun
-from backend.store.base import SetAside, Store, StoreError
+from backend.store.base import Fenced, SetAside, Store, StoreError
 from backend.store.records import BranchRecord, RunRecord
 from backend.text import shorten
 from backend.transcript import Frame
@@ -57,13 +57,18 @@ def set_aside(
     return tail
 
 
-Flush = Callable[[Session], Awaitable[None]]
+class Flushes(Protocol):
+    """Writing a session's journal (`SessionTable`)."""
+
+    async def flush(self, session: Session) -> None: ...
+
+    async def flush_quietly(self, session: Session) -> None: ...
 
 
 class BranchSwitcher:
-    def __init__(self, store: Store | None, flush: Flush) -> None:
+    def __init__(self, store: Store | None, table: Flushes) -> None:
         self.store = store
-        self.flush = flush
+        self.table = table
 
     async def switch(self, session: Session, branch_id: str) -> dict[str, Any]:
         """Bring branch `branch_id` back in place of the messages from where
@@ -73,16 +78,16 @@ class BranchSwitcher:
         if self.store is None or journal is None:
             raise InvalidMessage("this server keeps no conversations, so no branches")
         _check_free(session)
-        await self.flush(session)  # the store has every branch and run
+        await self._flushed(session)  # the store has every branch and run
         async with session.flushing:
             branch, runs, frames = await self._read(session.id, branch_id)
+            stored = await self._live_runs(session.id)
+            # nothing awaited from here on: no run starts in between
             _check_free(session)  # another client may have started one
             if session.journal is not journal:
                 raise InvalidMessage("this conversation was deleted meanwhile")
             live = conversation_runs(
-                await self._live_runs(session.id),
-                journal.runs.values(),
-                removed=journal.removed_runs,
+                stored, journal.runs.values(), removed=journal.removed_runs
             )
             replaced = _replaced(session, branch, live)
             ids = [run.id for run in replaced]
@@ -90,17 +95,28 @@ class BranchSwitcher:
             for message in branch.messages:
                 session.history.append(message)
             journal.branch_restored(branch.id, [run.id for run in runs])
-            restored = [_restored(run) for run in runs]
             switched = BranchSwitched(
                 fork_at=branch.fork_at,
                 set_aside=tail.branch_id,
                 removed=tail.run_ids,
-                restored=restored,
+                restored=[_restored(run) for run in runs],
                 resent=len(frames),
             )
             session.notify.branch_switched(switched, frames)
-        await self.flush(session)
+        await self.table.flush_quietly(session)  # else written with the next flush
         return switched.model_dump(include={"set_aside", "removed", "restored"})
+
+    async def _flushed(self, session: Session) -> None:
+        try:
+            await self.table.flush(session)
+        except Fenced as exc:  # let go: its clients reconnect to the new owner
+            raise Moved(
+                "another server holds this conversation now; reconnect and switch there"
+            ) from exc
+        except StoreError as exc:
+            raise StoreUnavailable(
+                "the conversation store is unavailable; try again later"
+            ) from exc
 
     async def _read(
         self, conversation_id: str, branch_id: str

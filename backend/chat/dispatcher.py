@@ -68,7 +68,7 @@ class MessageDispatcher:
         )
         self.held = HeldInputs(requests=requests, runs=runs, grants=grants)
         runs.after_run = self.held.next_run
-        self.branches = BranchSwitcher(store, runs.table.flush)
+        self.branches = BranchSwitcher(store, runs.table)
         self.draining = False
 
     async def dispatch(
