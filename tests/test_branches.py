@@ -11,10 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
+from backend.store.base import StoreError
 from backend.store.sql import SqlStore
 from tests.conftest import Harness, StartServer
 from tests.fakes import Hang, ScriptedLLM, test_registry
+from tests.service_harness import serving
 from tests.ws_client import Client, labels
 from tests.ws_client import Frame as WireFrame
 
@@ -368,3 +371,38 @@ async def test_search_finds_the_current_version_only(
         assert await store.search("local", "edited", limit=5) == []
     finally:
         await store.close()
+
+
+async def test_a_store_that_cannot_read_the_branch_refuses_the_switch(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """When the store cannot read the branch, the switch fails as
+    `store_error` and nothing changes; once it can, the switch is done."""
+    llm = ScriptedLLM("one", "two", "edited")
+    async with serving(llm, test_registry()) as client:
+        await client.chat("first")
+        second = run_id(await client.chat("second"))
+        await client.chat("second, edited", replace_from=second)
+        store = client.service.store
+        assert store is not None
+        (branch,) = await store.branches(client.session.id)
+
+        async def unavailable(*args: Any) -> None:
+            raise StoreError("the database is gone")
+
+        monkeypatch.setattr(store, "branch", unavailable)
+        await client.send(type="switch_branch", branch_id=branch.id)
+        error = await client.recv()
+        monkeypatch.undo()
+        assert (error["error_type"], error["message"]) == (
+            "store_error",
+            "the conversation store is unavailable; try again later",
+        )
+        assert [m.content for m in client.session.history][2:] == [
+            "second, edited",
+            "edited",
+        ]
+
+        await client.send(type="switch_branch", branch_id=branch.id)
+        assert (await client.recv())["type"] == "branch_switched"
+        assert [m.content for m in client.session.history][2:] == ["second", "two"]
