@@ -171,15 +171,31 @@ def redis_url() -> Iterator[str]:
         yield server.url
 
 
+FAILED = pytest.StashKey[bool]()
+"""Set on a test item whose call failed (for fixtures that explain failures)."""
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: Any) -> Any:
+    report = yield
+    if report.when == "call" and report.failed:
+        item.stash[FAILED] = True
+    return report
+
+
 @pytest.fixture
 async def offline_cluster(
+    request: pytest.FixtureRequest,
     pg_database_url: str,  # noqa: F811  (the fixture imported above)
     redis_url: str,
 ) -> AsyncIterator[ClusterHarness]:
-    """Three instances on the offline model behind nginx (tests/cluster_harness.py)."""
+    """Three instances on the offline model behind nginx (tests/cluster_harness.py);
+    the end of their logs is shown with a failure."""
     from tests.cluster_harness import LEASE_S, running_cluster
 
     async with running_cluster(
         pg_database_url, redis_url, lease_ttl_s=LEASE_S
     ) as cluster:
         yield cluster
+        if request.node.stash.get(FAILED, False):
+            cluster.print_logs(80)
