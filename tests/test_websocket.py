@@ -482,7 +482,7 @@ BAD_FRAMES = [
         '{"type": "shout"}',
         "unknown message type 'shout'; expected one of: chat, agent_control, "
         "agent_user_input, tool_approval_response, tool_result, cancel_input, "
-        "reset_session",
+        "reset_session, switch_branch",
     ),
     ('{"type": "chat"}', "invalid chat message: content: Field required"),
     (
