@@ -21,7 +21,7 @@ import asyncio
 import urllib.parse
 from typing import Any
 
-from loopwire.conversations import _get, api_root
+from loopwire.http_api import api_root, get
 
 
 async def branches(
@@ -32,6 +32,6 @@ async def branches(
     answer, `ConnectionFailed`."""
     quoted = urllib.parse.quote(conversation_id, safe="")
     address = f"{api_root(url)}/api/conversations/{quoted}/branches"
-    answer = await asyncio.to_thread(_get, address, token)
+    answer = await asyncio.to_thread(get, address, token)
     forks: list[dict[str, Any]] = answer["forks"]
     return forks

@@ -161,8 +161,12 @@ class Connection:
         session_id: str | None = None,
         backoff: Backoff | None = None,
         open_timeout_s: float = 10.0,
+        client: str = "python",
     ) -> None:
         self.url = url
+        self.client = client
+        """Who connects (`/ws?client=`, on the first connection): what a
+        new conversation is tagged with."""
         self.session_id = session_id
         self.backoff = backoff or Backoff()
         self.last_seq = 0
@@ -308,8 +312,8 @@ class Connection:
 
     def _first_url(self) -> str:
         if self.session_id is None:
-            return self.url
-        return with_query(self.url, session_id=self.session_id)
+            return with_query(self.url, client=self.client)
+        return with_query(self.url, session_id=self.session_id, client=self.client)
 
     def _resume_url(self) -> str:
         assert self.session_id is not None

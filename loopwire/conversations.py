@@ -17,28 +17,16 @@ or `unknown`).
 from __future__ import annotations
 
 import asyncio
-import json
 import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Iterable
 from typing import Any
 
-from loopwire.errors import ClientError, ConnectionFailed
+from loopwire.http_api import api_root, get
 
 MAX_PAGE = 100
 """The most the server lists in one page."""
-
-
-def api_root(url: str) -> str:
-    """The server's HTTP root for `url`, a WebSocket URL (`ws://host/ws`)
-    or an HTTP one."""
-    parts = urllib.parse.urlsplit(url)
-    scheme = {"ws": "http", "wss": "https"}.get(parts.scheme, parts.scheme)
-    path = parts.path.rstrip("/")
-    if parts.scheme in ("ws", "wss") and path.endswith("/ws"):
-        path = path[: -len("/ws")]
-    return urllib.parse.urlunsplit((scheme, parts.netloc, path, "", ""))
 
 
 def listing_url(
@@ -66,29 +54,6 @@ async def conversations(
     if not 1 <= limit <= MAX_PAGE:
         raise ValueError(f"limit must be from 1 to {MAX_PAGE}")
     address = listing_url(url, origin=origin, limit=limit)
-    page = await asyncio.to_thread(_get, address, token)
+    page = await asyncio.to_thread(get, address, token)
     items: list[dict[str, Any]] = page["items"]
     return items
-
-
-def _get(address: str, token: str | None) -> dict[str, Any]:
-    request = urllib.request.Request(address, headers={"Accept": "application/json"})
-    if token:
-        request.add_header("Authorization", f"Bearer {token}")
-    try:
-        with urllib.request.urlopen(request, timeout=30) as response:
-            answer: dict[str, Any] = json.load(response)
-            return answer
-    except urllib.error.HTTPError as exc:
-        raise ClientError(f"{exc.code}: {_message(exc)}") from exc
-    except OSError as exc:
-        raise ConnectionFailed(f"cannot talk to {address}: {exc}") from exc
-
-
-def _message(exc: urllib.error.HTTPError) -> str:
-    """The server's `message`, else its body as text."""
-    body = exc.read().decode(errors="replace")
-    try:
-        return str(json.loads(body)["message"])
-    except (ValueError, KeyError, TypeError):
-        return body or str(exc.reason)

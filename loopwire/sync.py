@@ -88,6 +88,10 @@ class SyncAgentClient:
     def session_id(self) -> str:
         return self.client.session_id
 
+    def conversations(self, **options: Any) -> list[dict[str, Any]]:
+        """`AgentClient.conversations`: the user's conversations, newest first."""
+        return self._call(self.client.conversations(**options))
+
     def chat(self, content: str, **options: Any) -> Iterator[Event]:
         """The run's frames, as `AgentClient.chat` yields them."""
         events = self.client.chat(content, **options)

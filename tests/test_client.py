@@ -687,9 +687,9 @@ async def test_an_approval_fenced_off_by_the_store_runs_the_tool_once(
     service = harness.service
     opened = service.open_session
 
-    async def taking_over(session_id: str | None, *, owner: str) -> Any:
+    async def taking_over(session_id: str | None, **options: Any) -> Any:
         loaded = session_id not in service.table.by_id
-        session, resumed = await opened(session_id, owner=owner)
+        session, resumed = await opened(session_id, **options)
         if loaded and resumed:
             await service.recover_session(session)
         return session, resumed

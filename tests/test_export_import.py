@@ -232,6 +232,7 @@ async def test_an_import_is_a_new_conversation_that_goes_on(
         "title": "what is 2+3?",
         "created_at": new["created_at"],
         "updated_at": new["created_at"],
+        "origin": "import",
         "messages": 4,
         "closed_calls": [],
         "left_out": {"runs": 1, "files": []},

@@ -48,7 +48,7 @@ from backend.bus.messages import (
     command_body,
 )
 from backend.chat.mirror import Mirror
-from backend.chat.ownership import MISSING, Ownership
+from backend.chat.ownership import MISSING, Absent, Ownership
 from backend.chat.session import Session
 from backend.chat.sessions import SessionTable
 from backend.chat.target import Target
@@ -120,12 +120,14 @@ class Cluster:
         *,
         create: bool = True,
         named: bool = False,
+        origin: str = "unknown",
     ) -> tuple[Target, bool]:
         """The conversation to attach a client to: the local session (owned
         here, or taken now), a mirror of another instance's, or a new one
-        (`create`; else `NoSuchConversation`), with the id `session_id` if
-        `named` (another user's is then `NoSuchConversation`)."""
-        new_for = user if named and create else None
+        (`create`, tagged with `origin`; else `NoSuchConversation`), with
+        the id `session_id` if `named` (another user's is then
+        `NoSuchConversation`)."""
+        new_for = (user, origin) if named and create else None
         try:
             found = await self._find(session_id, user, new_for) if session_id else None
             if found is not None and not isinstance(found, Others):
@@ -133,7 +135,7 @@ class Cluster:
                 return found, True  # one `named` made counts as found
             if not create or named:
                 raise NoSuchConversation(f"no conversation {session_id!r}")
-            return await self._new(user), False
+            return await self._new(user, origin), False
         except BusError as exc:
             log.error("cannot open a session: %s", exc)
             raise Unavailable(
@@ -141,11 +143,11 @@ class Cluster:
             ) from exc
 
     async def _find(
-        self, session_id: str, user: str, new_for: str | None = None
+        self, session_id: str, user: str, new_for: tuple[str, str] | None = None
     ) -> Target | Others | None:
         """The user's conversation `session_id`; `OTHERS` if it is another
         user's; None if no one has it (`new_for`: a new one of that user
-        by this id, made where it is looked for)."""
+        and origin by this id, made where it is looked for)."""
         for _ in range(ATTEMPTS):
             local = self.table.by_id.get(session_id)
             if local is not None:
@@ -155,7 +157,7 @@ class Cluster:
                 return mirror if mirror.owner == user else OTHERS
             holder = await self.bus.owner_of(session_id)
             if holder is None or holder == self.me:
-                taken = await self.ownership.take(session_id, new_for=new_for)
+                taken = await self._take(session_id, new_for)
                 if taken is MISSING:
                     return None
                 if isinstance(taken, Session):
@@ -168,12 +170,20 @@ class Cluster:
                 return OTHERS
         raise Unavailable(UNREACHABLE)
 
-    async def _new(self, user: str) -> Session:
+    async def _take(
+        self, session_id: str, new_for: tuple[str, str] | None
+    ) -> Session | Absent:
+        if new_for is None:
+            return await self.ownership.take(session_id)
+        user, origin = new_for
+        return await self.ownership.take(session_id, new_for=user, origin=origin)
+
+    async def _new(self, user: str, origin: str) -> Session:
         await self.table.room.make(user)
         session_id = uuid.uuid4().hex
         if not await self.bus.claim(session_id):  # a collision of 128 bits
             raise Unavailable("could not start a conversation; try again")
-        return self.table.new(session_id, user)
+        return self.table.new(session_id, user, origin)
 
     # ------------------------------------------------------------ mirrors
 

@@ -87,14 +87,14 @@ class Ownership:
                 pass
 
     async def take(
-        self, session_id: str, *, new_for: str | None = None
+        self, session_id: str, *, new_for: str | None = None, origin: str = "unknown"
     ) -> Session | Absent:
         """Own `session_id` here if nobody does: its lease, the session from
         the store, and its live runs continued. `ELSEWHERE` if another
         instance holds it, `MISSING` if there is no such conversation —
         unless `new_for`: then a new conversation of that user by this id,
         its lease kept (a lease let go is freed a moment later, so claiming
-        it again at once could fail)."""
+        it again at once could fail), tagged with `origin`."""
         async with self.lock(session_id):
             table = self.table
             if session_id in table.by_id:
@@ -113,7 +113,7 @@ class Ownership:
                 raise
             if session is None and new_for is not None:
                 await table.room.make(new_for)
-                return table.new(session_id, new_for)
+                return table.new(session_id, new_for, origin)
             if session is None:
                 self.bus.release(session_id)
                 return MISSING

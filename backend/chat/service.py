@@ -249,16 +249,17 @@ class ChatService:
         owner: str = LOCAL_USER,
         create: bool = True,
         named: bool = False,
+        origin: str = "unknown",
     ) -> tuple[Target, bool]:
         """The session to attach to: the named one if it exists (in memory,
         in the store, or on another instance: then its `Mirror`) and belongs
         to `owner`, else a new one; with `create=False`, `NoSuchConversation`
         instead (a lookup leaves nothing behind). `named`: the new one takes
         the id `session_id` when no one has it, and another user's is
-        `NoSuchConversation`, not a new one."""
+        `NoSuchConversation`, not a new one. A new one is tagged with `origin`."""
         if self.bus.clustered:
             return await self.cluster.open(
-                session_id, owner, create=create, named=named
+                session_id, owner, create=create, named=named, origin=origin
             )
         found = await self._here(session_id) if session_id else None
         if found is not None and found.owner == owner:
@@ -266,7 +267,8 @@ class ChatService:
             return found, True
         if not create or (named and found is not None):
             raise NoSuchConversation(f"no conversation {session_id!r}")
-        return await self.table.create(owner, session_id if named else None), False
+        new_id = session_id if named else None
+        return await self.table.create(owner, new_id, origin), False
 
     async def _here(self, session_id: str) -> Session | None:
         """One process: the session in memory, else loaded from the store

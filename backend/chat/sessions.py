@@ -76,26 +76,28 @@ class SessionTable:
         self._wake = asyncio.Event()
         self._swept = asyncio.Condition()
 
-    async def create(self, owner: str, session_id: str | None = None) -> Session:
+    async def create(
+        self, owner: str, session_id: str | None = None, origin: str = "unknown"
+    ) -> Session:
         """A new conversation of `owner` (with the id `session_id`, which
         no one has: then the same one if it came meanwhile), once there is
-        room for it."""
+        room for it; `origin`: the kind of client starting it."""
         await self.room.make(owner)
         if session_id is None:
-            return self.new(uuid.uuid4().hex, owner)
+            return self.new(uuid.uuid4().hex, owner, origin)
         made = self.by_id.get(session_id)
         if made is None:
-            return self.new(session_id, owner)
+            return self.new(session_id, owner, origin)
         if made.owner != owner:
             raise NoSuchConversation(f"no conversation {session_id!r}")
         return made
 
-    def new(self, session_id: str, owner: str) -> Session:
+    def new(self, session_id: str, owner: str, origin: str = "unknown") -> Session:
         """A new conversation of `owner` in memory (stored with its first
-        message); the caller made room (`room.make`)."""
+        message, tagged with `origin`); the caller made room (`room.make`)."""
         now = self._clock()
         record = ConversationRecord(
-            id=session_id, owner=owner, created_at=now, updated_at=now
+            id=session_id, owner=owner, created_at=now, updated_at=now, origin=origin
         )
         session = Session(
             session_id,

@@ -73,7 +73,11 @@ async def _thread(request: Request, thread_id: str, *, create: bool) -> Target:
     if conversation is None and not create:
         raise Refused(404, "not_found", f"no conversation {thread_id[:64]!r}")
     return await open_conversation(
-        request, conversation, create=create, named=conversation is not None
+        request,
+        conversation,
+        create=create,
+        named=conversation is not None,
+        origin="ag-ui",
     )
 
 

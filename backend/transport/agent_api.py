@@ -203,7 +203,7 @@ class AgentAPI:
         """A new run of `body` in the caller's conversation: its stream, or
         (not streaming) its outcome once it ends."""
         service: ChatService = request.app.state.chat
-        session = await open_conversation(request, body.conversation_id)
+        session = await open_conversation(request, body.conversation_id, origin="api")
         subscription = session.outbox.subscribe(None)
         try:
             started = await service.dispatch_to(session, body.message())

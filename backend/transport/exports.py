@@ -102,6 +102,7 @@ async def import_conversation(request: Request) -> Response:
         title=imported.title or IMPORTED_TITLE,
         created_at=now,
         updated_at=now,
+        origin="import",
     )
     messages = list(enumerate(imported.messages))
     await store.write(Batch(record.id, now, create=record, messages=messages))
@@ -113,7 +114,9 @@ def _answer(record: ConversationRecord, imported: Imported) -> dict[str, Any]:
     """The new conversation's summary, and what the import left out."""
     left_out = {"runs": imported.runs_left_out, "files": imported.files_left_out}
     return {
-        **record.model_dump(include={"id", "title", "created_at", "updated_at"}),
+        **record.model_dump(
+            include={"id", "title", "created_at", "updated_at", "origin"}
+        ),
         "messages": len(imported.messages),
         "closed_calls": imported.closed_calls,
         "left_out": left_out,

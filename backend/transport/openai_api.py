@@ -224,7 +224,7 @@ async def _start(request: Request, ask: _Ask, session: Target | None) -> Respons
         system_prompt=body.system_prompt,
     )
     if session is None:
-        session = await open_conversation(request, None)
+        session = await open_conversation(request, None, origin="openai")
     return await _follow(request, ask, session, message, None)
 
 

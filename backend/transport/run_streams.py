@@ -40,10 +40,12 @@ async def open_conversation(
     *,
     create: bool = False,
     named: bool = False,
+    origin: str = "unknown",
 ) -> Target:
     """The caller's conversation (a new one for None, or if `create`: with
-    the id `conversation_id` if `named`); 404 for one that is not the
-    caller's, 503 while the server restarts or the store is down."""
+    the id `conversation_id` if `named`, tagged with `origin`: the kind of
+    client); 404 for one that is not the caller's, 503 while the server
+    restarts or the store is down."""
     service: ChatService = request.app.state.chat
     if service.draining:
         raise restarting()
@@ -53,6 +55,7 @@ async def open_conversation(
             owner=user_of(request),
             create=create or conversation_id is None,
             named=named,
+            origin=origin,
         )
     except NoSuchConversation as exc:
         raise Refused(404, "not_found", f"no conversation {conversation_id!r}") from exc

@@ -152,7 +152,7 @@ async def _conversation(
             "useChat({ id: conversationId }))",
         )
     if hint is None:
-        return await open_conversation(request, None)
+        return await open_conversation(request, None, origin="ai-sdk")
     if not re.fullmatch(CONVERSATION_ID, hint):
         raise Refused(
             400, "invalid_message", "metadata.conversationId is not a conversation id"

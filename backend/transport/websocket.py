@@ -32,6 +32,7 @@ from backend.chat.target import Target
 from backend.errors import Busy, InvalidMessage, Unavailable, incident
 from backend.identity.identities import Identities
 from backend.notifications import outside_session
+from backend.origins import ws_origin
 from backend.protocol import (
     CLIENT_MESSAGE_TYPES,
     ChatMessage,
@@ -162,7 +163,10 @@ async def _connect(
         await _refuse(websocket, CLOSE_POLICY_VIOLATION, problem, "invalid_message")
         return
     try:
-        session, resumed = await service.open_session(session_id, owner=user)
+        origin = ws_origin(websocket.query_params.get("client"))
+        session, resumed = await service.open_session(
+            session_id, owner=user, origin=origin
+        )
     except Busy as exc:
         await _refuse(websocket, CLOSE_TRY_AGAIN_LATER, str(exc), "busy")
         return

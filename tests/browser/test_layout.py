@@ -74,7 +74,7 @@ async def test_long_titles_keep_rename_and_delete_in_the_list(
     llm = ScriptedLLM("One.", "Two.")
     harness = await start_server(llm, test_registry())
     for question in (LONG_TITLE, "short"):
-        client, _ = await harness.ready_client()
+        client, _ = await harness.ready_client("client=page")  # listed by the page
         await client.chat(question, selected_tools=[])
     app = await opened(open_app, harness, size)
     await open_drawer(app, size)

@@ -263,7 +263,8 @@ async def test_a_page_whose_sign_in_ran_out_goes_to_the_login_form(
         "console error: Failed to load resource: the server responded with a "
         "status of 401 (Unauthorized)",
         "console error: WebSocket connection to "
-        f"'{harness.server.url('/ws', scheme='ws')}' failed: HTTP Authentication "
+        f"'{harness.server.url('/ws', scheme='ws')}?client=page' failed: HTTP "
+        "Authentication "
         "failed; no valid credentials available",
     ]
     app.problems.clear()

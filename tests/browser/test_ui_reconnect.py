@@ -92,7 +92,11 @@ async def test_server_drop_reconnects_and_resumes_without_loss_or_duplicates(
 
     first, second = sockets.urls[0], sockets.urls[-1]
     assert "session_id" not in query(first)
-    assert query(second) == {"session_id": [session.id], "last_seq": [str(applied)]}
+    assert query(second) == {
+        "client": ["page"],
+        "session_id": [session.id],
+        "last_seq": [str(applied)],
+    }
     assert len(sockets.urls) == 2 and len(harness.service.sessions) == 1
 
 

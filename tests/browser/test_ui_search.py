@@ -30,7 +30,7 @@ async def test_searching_narrows_the_list(
     llm = ScriptedLLM("The capital is Paris.", "Noted: oat milk.")
     harness = await start_server(llm, test_registry())
     for question in ("capital of France?", "remember the milk"):
-        client, _ = await harness.ready_client()
+        client, _ = await harness.ready_client("client=page")  # listed by the page
         await client.chat(question, selected_tools=[])
     app = await open_app(harness, viewport=viewport, touch=touch)
     if touch:

@@ -1,5 +1,7 @@
 // The WebSocket to the server: connect, reconnect with backoff, resume.
 //
+// The page names itself (`?client=page`): the conversations it starts are
+// tagged so, and listed apart from scripts' (`GET /api/conversations?origin=`).
 // A session is resumed with `?session_id=…&last_seq=…`: the server replays
 // every frame after `last_seq`, then live frames. The session id lives in
 // sessionStorage, so a page reload resumes with last_seq=0 and the replay
@@ -62,6 +64,7 @@ export class Connection extends EventTarget {
   url() {
     const url = new URL(this.path, window.location.href);
     url.protocol = url.protocol === 'https:' ? 'wss:' : 'ws:';
+    url.searchParams.set('client', 'page'); // what a new conversation is tagged with
     if (this.sessionId) {
       url.searchParams.set('session_id', this.sessionId);
       url.searchParams.set('last_seq', String(this.lastSeq));

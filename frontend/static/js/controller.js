@@ -14,6 +14,7 @@ import { CLIENT, ERROR, FRAME, UPDATE } from './protocol.js';
 import { answerFields, answerText } from './render/answer_form.js';
 import { OWN_CANCEL } from './render/pending.js';
 import { RunView, phaseAfter } from './render/run.js';
+import { runsOfImport } from './render/transfer.js';
 import { RunState } from './state.js';
 
 /** Frames after which a pending question can no longer be waiting. */
@@ -124,7 +125,7 @@ export class Controller extends EventTarget {
     if (!stored) return;
     const answers = answersByRequest(stored.messages);
     const earlier = [];
-    for (const run of stored.runs) {
+    for (const run of stored.runs.length ? stored.runs : runsOfImport(stored.messages)) {
       if (this.runs.has(run.id)) break; // the replay covers this one and the rest
       const mode = run.mode ?? 'agent';
       const view = new RunView({ mode });

@@ -40,6 +40,7 @@ const ICONS = {
   plus: ['M12 6v12M6 12h12'],
   pencil: ['M4 20h4L19 9l-4-4L4 16z', 'M13.5 6.5l4 4'],
   trash: ['M5 7h14', 'M10 11v6M14 11v6', 'M7 7l1 12h8l1-12', 'M9 7V4h6v3'],
+  download: ['M12 4v11', 'M7.5 10.5L12 15l4.5-4.5', 'M5 19h14'],
   menu: ['M4 7h16M4 12h16M4 17h16'],
   copy: ['M9 9h10v10H9z', 'M5 15V5h10'],
   file: ['M7 3h7l4 4v14H7z', 'M14 3v4h4'],

@@ -7,6 +7,7 @@
 // as you type, and lists what matches, each with the words found marked.
 import { byId, h, icon } from '../dom.js';
 import { searchConversations, urlOf } from '../conversations.js';
+import { withTag } from './origins.js';
 
 const COLLAPSED_KEY = 'loopwire.sidebar_collapsed';
 const NARROW = window.matchMedia('(max-width: 900px)');
@@ -14,8 +15,11 @@ const UNTITLED = 'New conversation';
 const SEARCH_DELAY_MS = 200;
 
 export class Sidebar {
-  constructor({ onOpen, onNew, onRename, onDelete, storage = window.localStorage }) {
-    this.callbacks = { onOpen, onNew, onRename, onDelete };
+  constructor({ onOpen, onNew, onRename, onDelete, onExport = () => {}, originTag = () => null, origins = () => null, storage = window.localStorage }) {
+    this.callbacks = { onOpen, onNew, onRename, onDelete, onExport };
+    /** A row's tag saying which kind of client started it, and the origins listed (`render/origins.js`). */
+    this.originTag = originTag;
+    this.origins = origins;
     this.storage = storage;
     this.element = byId('sidebar');
     this.list = byId('conversation-list');
@@ -75,7 +79,7 @@ export class Sidebar {
       return;
     }
     try {
-      const { items } = await searchConversations(q);
+      const { items } = await searchConversations(q, undefined, this.origins());
       if (this.searching !== q) return; // typed on meanwhile
       this.found = items;
       this.render();
@@ -205,13 +209,14 @@ export class Sidebar {
         'aria-current': item.id === this.currentId ? 'page' : null,
         title,
       },
-      h('span', { class: 'conversation-title', text: title }),
+      withTag(h('span', { class: 'conversation-title', text: title }), this.originTag(item)),
       item.match?.snippet ? snippet(item.match.snippet) : null,
     );
     const actions = h(
       'div',
       { class: 'conversation-actions' },
       h('button', { type: 'button', class: 'icon-button', dataset: { action: 'rename', id: item.id }, 'aria-label': `Rename “${title}”`, title: 'Rename' }, icon('pencil')),
+      h('button', { type: 'button', class: 'icon-button', dataset: { action: 'export', id: item.id, title }, 'aria-label': `Export “${title}”`, title: 'Export', 'aria-haspopup': 'menu', 'aria-expanded': 'false' }, icon('download')),
       h('button', { type: 'button', class: 'icon-button icon-button-danger', dataset: { action: 'delete', id: item.id }, 'aria-label': `Delete “${title}”`, title: 'Delete' }, icon('trash')),
     );
     return h('li', { class: 'conversation', dataset: { id: item.id } }, link, actions);
@@ -232,6 +237,7 @@ export class Sidebar {
     const { action, id } = button.dataset;
     if (action === 'rename') this.startRename(id);
     else if (action === 'delete') this.callbacks.onDelete(id);
+    else if (action === 'export') this.callbacks.onExport(id, button);
   }
 
   // ---------------------------------------------------------------- rename
