@@ -104,6 +104,15 @@ class PromptProvider:
             text = self._systems[key] = self._render("system_prompt.md", tools=tools)
         return text
 
+    def custom_instructions(self, *, user: str, conversation: str) -> str:
+        """The user's own instructions then the conversation's, delimited;
+        empty when there are none (`chat/instructions.py`)."""
+        if not (user or conversation):
+            return ""
+        return self._render(
+            "custom_instructions.md", user=user, conversation=conversation
+        )
+
     def agent_reason_prompt(
         self,
         *,
@@ -206,6 +215,7 @@ class PromptProvider:
             content="2",
         )
         self.system_prompt(tools=tools)
+        self.custom_instructions(user="u", conversation="c")
         asks: tuple[AskWith, ...] = ("tool", "control", "none")
         for ask in asks:
             self.agent_reason_prompt(

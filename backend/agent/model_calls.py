@@ -1,6 +1,7 @@
 """`ModelCalls`: how every strategy talks to the model.
 
-A request is `[system prompt, the client's system prompt if it gave one,
+A request is `[system prompt (with the user's custom instructions after
+it, `chat/instructions.py`), the client's system prompt if it gave one,
 history window, phase prompt]`, the window being the newest history that
 fits `history_window_tokens` (`History.window`; the budget bounds the history
 part only) and, when the model's context window is known, what the rest of
@@ -71,6 +72,12 @@ class ModelCalls:
         system = self.prompts.system_prompt(
             tools=[ToolLine(s.name, s.description) for s in listed]
         )
+        custom = self.prompts.custom_instructions(
+            user=request.user_instructions,
+            conversation=request.conversation_instructions,
+        )
+        if custom:  # after the fixed prompt, which stays a cacheable prefix
+            system = f"{system}\n\n{custom}"
         tail = (Message.system(prompt),) if prompt else ()
         own = (Message.system(request.system_prompt),) if request.system_prompt else ()
         head = (Message.system(system), *own)

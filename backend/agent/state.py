@@ -61,6 +61,10 @@ class RunRequest(_Value):
     include_history: bool = True
     system_prompt: str | None = None
     """The client's instructions, sent after the server's system prompt."""
+    user_instructions: str = ""
+    """The user's own custom instructions, for all their conversations, and
+    the conversation's, read when the run starts (`chat/instructions.py`)."""
+    conversation_instructions: str = ""
     data_sources: tuple[str, ...] | None = None
     """The data sources `search_documents` may search in this run (None: all)."""
     client_tools: tuple[ToolSpec, ...] = ()

@@ -32,6 +32,7 @@ from backend.agent.registry import StrategyRegistry
 from backend.agent.state import ENDING, Ending, RunState, WaitOutcome
 from backend.agent.summary import summarize_outcomes
 from backend.agent.time_limit import TimeLimit
+from backend.chat.instructions import Instructions
 from backend.chat.session import ActiveRun, Session
 from backend.chat.sessions import SessionTable
 from backend.errors import (
@@ -69,6 +70,10 @@ class RunSupervisor:
         clock: Callable[[], float],
     ) -> None:
         self.strategies = strategies
+        self.instructions = Instructions(
+            table.store, max_chars=settings.instructions_max_chars, clock=clock
+        )
+        """Custom instructions: every run takes its user's and conversation's."""
         self.settings = settings
         self.table = table
         self.time_limit = TimeLimit(
@@ -142,6 +147,7 @@ class RunSupervisor:
             time_limit=self.time_limit,
         )
         try:
+            await self.instructions.apply(state)  # before the first checkpoint
             if self._keep(session, state, "waiting" if state.waiting else "running"):
                 await self._flush_patiently(session)  # a crash reports it
             ctx.epoch = _fence(session, state)
