@@ -42,6 +42,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from backend.cli import grants_command
 
         return grants_command(args)
+    if command == "instructions":
+        from backend.cli_instructions import instructions_command
+
+        return instructions_command(args)
     if command == "doctor":
         from backend.doctor.command import doctor_command
 
@@ -70,13 +74,23 @@ def _parser() -> argparse.ArgumentParser:
         sub.add_parser(
             "conversations",
             help="list a running server's conversations, newest first "
-            "(`export ID`, `import FILE`: write one out, read one in)",
+            "(`export ID`, `import FILE`: write one out, read one in; "
+            "`share ID`, `shares ID`, `unshare SHARE_ID`: read-only links)",
         )
     )
     _grants_arguments(
         sub.add_parser(
             "grants",
             help="list the tools you always allow (`grants revoke ID` takes one back)",
+        )
+    )
+    from backend.cli_instructions import add_arguments
+
+    add_arguments(
+        sub.add_parser(
+            "instructions",
+            help="show or set your custom instructions, for every run "
+            "(--conversation ID: one conversation's)",
         )
     )
     _doctor_arguments(sub)
@@ -176,12 +190,24 @@ def _conversations_arguments(conversations: argparse.ArgumentParser) -> None:
         "--url", help="the server (default http://LOOPWIRE_HOST:PORT)"
     )
     conversations.add_argument("--limit", type=int, default=20)
+    conversations.add_argument(
+        "--origin",
+        metavar="KINDS",
+        help="list: only those started by these clients, comma-separated "
+        "(page, python, cli, api, openai, ag-ui, ai-sdk, ws, import, unknown)",
+    )
     conversations.add_argument("--token", help="auth token (LOOPWIRE_AUTH_TOKEN)")
     conversations.add_argument(
-        "action", nargs="?", choices=("list", "export", "import"), default="list"
+        "action",
+        nargs="?",
+        choices=("list", "export", "import", "share", "shares", "unshare"),
+        default="list",
     )
     conversations.add_argument(
-        "target", nargs="?", help="export: a conversation's id; import: FILE (-: stdin)"
+        "target",
+        nargs="?",
+        help="export, share, shares: a conversation's id; import: FILE (-: stdin); "
+        "unshare: a link's id",
     )
     conversations.add_argument(
         "--format", choices=("markdown", "json"), help="export as (default markdown)"

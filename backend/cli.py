@@ -129,7 +129,7 @@ async def _chat(
     )
     try:
         async with AgentClient(
-            args.url, token=args.token, session_id=args.session
+            args.url, token=args.token, session_id=args.session, client="cli"
         ) as client:
             terminal.ready(client.ready)
             request = Request(
@@ -159,13 +159,21 @@ async def _chat(
 
 def conversations_command(args: argparse.Namespace) -> int:
     """`loopwire conversations`: the server's stored conversations, newest first
-    (`export ID`, `import FILE`: `cli_exports`)."""
+    (`export ID`, `import FILE`: `cli_exports`; `share ID`, `shares ID`,
+    `unshare SHARE_ID`: `cli_shares`)."""
     _target(args, "http", "")
+    if getattr(args, "action", "list") in ("share", "shares", "unshare"):
+        from backend.cli_shares import share_command
+
+        return share_command(args)
     if getattr(args, "action", "list") != "list" or getattr(args, "target", None):
         from backend.cli_exports import transfer_command
 
         return transfer_command(args)
-    page = _api(args, "GET", f"/api/conversations?limit={args.limit}")
+    query = {"limit": str(args.limit)}
+    if getattr(args, "origin", None):
+        query["origin"] = args.origin
+    page = _api(args, "GET", f"/api/conversations?{urllib.parse.urlencode(query)}")
     if isinstance(page, int):
         return page
     print(format_conversations(page["items"]), end="")

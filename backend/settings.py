@@ -71,6 +71,8 @@ class Settings(BaseSettings):
     client_system_prompts: bool = True
     """Whether a client may add its own instructions (`system_prompt`) to a
     run; false refuses such a request with an error naming this setting."""
+    instructions_max_chars: int = Field(default=4000, ge=1, le=100_000)
+    """The longest custom instructions, a user's or a conversation's."""
 
     database_url: str = "sqlite:///data/loopwire.db"
     """SQLite by default (a file under ./data/); postgresql://… for PostgreSQL."""
@@ -259,6 +261,8 @@ class Settings(BaseSettings):
     log_level: str = "info"
     access_log: bool = False
     """A log line per HTTP request and WebSocket connection (uvicorn's)."""
+    sharing: bool = True
+    """Read-only share links (`transport/shares.py`); off: none made or shown."""
 
     # --- data sources: document folders for `search_documents` (backend/sources/)
     data_sources: str = ""

@@ -17,6 +17,8 @@ from loopwire.errors import (
     ProtocolMismatch,
     SessionNotFound,
 )
+from loopwire.instructions import instructions, set_instructions
+from loopwire.shares import share, shares, unshare
 from loopwire.sync import SyncAgentClient
 
 __all__ = [
@@ -37,4 +39,9 @@ __all__ = [
     "branches",
     "conversations",
     "envelope",
+    "instructions",
+    "set_instructions",
+    "share",
+    "shares",
+    "unshare",
 ]

@@ -37,6 +37,7 @@ from backend.store.records import (
     RunRecord,
 )
 from backend.store.search import SearchHit
+from backend.store.share_records import ShareRecord
 from backend.store.user_records import (
     SignInRecord,
     ToolGrantRecord,
@@ -386,4 +387,36 @@ class Store(Protocol):
         self, user: str, grant_id: str
     ) -> ToolGrantRecord | None:
         """Delete the user's grant `grant_id`; None if they have none so named."""
+        ...
+
+    # custom instructions (`chat/instructions.py`); empty text clears them
+    async def user_instructions(self, user: str) -> str:
+        """The user's own instructions, for all their conversations."""
+        ...
+
+    async def set_user_instructions(self, user: str, text: str, at: float) -> None: ...
+
+    async def set_conversation_instructions(
+        self, conversation_id: str, text: str
+    ) -> bool:
+        """False: there is no such conversation."""
+        ...
+
+    async def run_instructions(
+        self, user: str, conversation_id: str
+    ) -> tuple[str, str]:
+        """The user's and the conversation's, together, for a run's start."""
+        ...
+
+    # read-only share links (`transport/shares.py`); deleted with their conversation
+    async def add_share(self, record: ShareRecord) -> None: ...
+
+    async def share(self, share_id: str) -> ShareRecord | None: ...
+
+    async def shares(self, conversation_id: str) -> list[ShareRecord]:
+        """The conversation's shares, newest first."""
+        ...
+
+    async def delete_share(self, share_id: str, owner: str) -> bool:
+        """False: `owner` has no share so named."""
         ...

@@ -25,6 +25,8 @@ from backend.store import (
     sql_identity,
     sql_notes,
     sql_search,
+    sql_shares,
+    sql_user_settings,
     writes,
 )
 from backend.store.base import Batch, EffectKey, Loaded, StoreError
@@ -39,6 +41,7 @@ from backend.store.records import (
 )
 from backend.store.rows import decode_cursor
 from backend.store.search import SearchHit
+from backend.store.share_records import ShareRecord
 from backend.store.user_records import SignInRecord, ToolGrantRecord, UsageRecord
 from backend.transcript import Frame, Message
 
@@ -319,6 +322,48 @@ class SqlStore:
     ) -> ToolGrantRecord | None:
         async with failing("cannot revoke the tool grant"), self._db.begin() as conn:
             return await sql_grants.revoke(conn, user, grant_id)
+
+    # ------------------------------------------------------------ instructions
+
+    async def user_instructions(self, user: str) -> str:
+        async with failing("cannot read instructions"), self._db.connect() as conn:
+            return await sql_user_settings.user_instructions(conn, user)
+
+    async def set_user_instructions(self, user: str, text: str, at: float) -> None:
+        async with failing("cannot keep instructions"), self._db.begin() as conn:
+            await sql_user_settings.set_user_instructions(conn, user, text, at)
+
+    async def set_conversation_instructions(
+        self, conversation_id: str, text: str
+    ) -> bool:
+        async with failing("cannot keep instructions"), self._db.begin() as conn:
+            return await sql_user_settings.set_conversation_instructions(
+                conn, conversation_id, text
+            )
+
+    async def run_instructions(
+        self, user: str, conversation_id: str
+    ) -> tuple[str, str]:
+        async with failing("cannot read instructions"), self._db.connect() as conn:
+            return await sql_user_settings.run_instructions(conn, user, conversation_id)
+
+    # ------------------------------------------------------------ shares
+
+    async def add_share(self, record: ShareRecord) -> None:
+        async with failing("cannot keep the share"), self._db.begin() as conn:
+            await sql_shares.add(conn, record)
+
+    async def share(self, share_id: str) -> ShareRecord | None:
+        async with failing("cannot read a share"), self._db.connect() as conn:
+            return await sql_shares.share(conn, share_id)
+
+    async def shares(self, conversation_id: str) -> list[ShareRecord]:
+        async with failing("cannot list shares"), self._db.connect() as conn:
+            return await sql_shares.of_conversation(conn, conversation_id)
+
+    async def delete_share(self, share_id: str, owner: str) -> bool:
+        async with failing("cannot delete the share"), self._db.begin() as conn:
+            return await sql_shares.remove(conn, share_id, owner)
 
     # ------------------------------------------------------------ for tests
 

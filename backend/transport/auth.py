@@ -12,8 +12,9 @@ Wrong credentials spend a bucket of the client address (`Guesses`); once
 it is empty, requests that carry credentials get 429 with `Retry-After`
 before any is compared.
 
-Only `/healthz` (bare liveness), the login routes and the static files (the
-repository's own, the same for everyone) are open. Anything else without a
+Only `/healthz` (bare liveness), the login routes, the static files (the
+repository's own, the same for everyone) and reading a share link
+(`OPEN_SHARES`) are open. Anything else without a
 user is refused before a route runs: the page redirects to the login form,
 a WebSocket handshake gets HTTP 401 (no socket is accepted) and any other
 route a JSON 401 (in OpenAI's shape under `/v1/`: `refusal.body_for`).
@@ -40,6 +41,9 @@ OPEN_PATHS = frozenset(
     {"/healthz", "/login", "/logout", "/login/oidc", "/login/oidc/callback"}
 )
 OPEN_PREFIXES = ("/static/",)
+OPEN_SHARES = ("/s/", "/api/shares/")
+"""A share link's page and snapshot: read-only, open to anyone with the
+link (`transport/shares.py`); revoking one needs its owner."""
 PAGES = frozenset({"/"})
 CONVERSATION_PAGE = "/c/"
 """The page opened on a conversation: `/c/<id>`."""
@@ -106,7 +110,7 @@ class Authenticate:
             await self.app(scope, receive, send)
             return
         path: str = scope["path"]
-        if path in OPEN_PATHS or path.startswith(OPEN_PREFIXES):
+        if path in OPEN_PATHS or path.startswith(OPEN_PREFIXES) or _shared(scope):
             await self.app(scope, receive, send)  # open to all; no user in scope
             return
         presented = credentials(Headers(scope=scope))
@@ -124,6 +128,12 @@ class Authenticate:
             return
         scope[USER_KEY], scope[ROLE_KEY] = identity.user, identity.role
         await self.app(scope, receive, send)
+
+
+def _shared(scope: Scope) -> bool:
+    """A request that reads a share link."""
+    reads = scope["type"] == "http" and scope["method"] in ("GET", "HEAD")
+    return reads and str(scope["path"]).startswith(OPEN_SHARES)
 
 
 async def _refuse(

@@ -6,10 +6,14 @@
   conversations whose title or a message holds every word (the last one
   as a prefix), best match first, each with `match` (`in`, `position`,
   `snippet`); one list, `next` is null (`store/search.py`).
+- `…&origin=page,unknown` (either form) — only the conversations started
+  by those kinds of client (`backend/origins.py`; each item has `origin`).
 - `GET /api/conversations/{id}` — one conversation: its messages (the whole
   history, as stored) and its runs (the user's message that started each,
   its mode, status, steps, usage, timings, trace).
-- `PATCH /api/conversations/{id}` with `{"title": "…"}` — rename it.
+- `PATCH /api/conversations/{id}` with `{"title": "…"}` — rename it; with
+  `{"instructions": "…"}` (or both) — set its custom instructions (empty
+  clears them; `GET` shows them as `instructions`).
 - `DELETE /api/conversations/{id}` — delete it, with its runs and frames
   (refused while a run is active in it).
 
@@ -30,6 +34,7 @@ from starlette.routing import Route
 from backend.chat.run_views import run_view
 from backend.chat.service import ChatService
 from backend.errors import NoSuchConversation, ProtocolError
+from backend.origins import parse_origins
 from backend.store.base import Store
 from backend.store.records import ConversationRecord
 from backend.store.search import SearchHit
@@ -44,11 +49,26 @@ MAX_QUERY = 500
 
 
 class Rename(StrictBody):
-    title: Annotated[str, Field(min_length=1, max_length=200)]
+    """A new `title`, new custom `instructions` (empty: none), or both."""
+
+    title: Annotated[str, Field(min_length=1, max_length=200)] | None = None
+    instructions: str | None = None
 
 
 def _summary(record: ConversationRecord) -> dict[str, Any]:
-    return record.model_dump(include={"id", "title", "created_at", "updated_at"})
+    return record.model_dump(
+        include={"id", "title", "created_at", "updated_at", "origin"}
+    )
+
+
+def _origins(request: Request) -> frozenset[str] | None:
+    """The origins asked for (`?origin=page,unknown`), None for all."""
+    if "origin" not in request.query_params:
+        return None
+    try:
+        return parse_origins(request.query_params["origin"])
+    except ValueError as exc:
+        raise Refused(400, "invalid_message", str(exc)) from exc
 
 
 def _limit(request: Request) -> int:
@@ -79,12 +99,15 @@ async def _found(request: Request) -> tuple[ChatService, Store, ConversationReco
 
 async def list_conversations(request: Request) -> Response:
     _, store = _context(request)
-    limit = _limit(request)
+    limit, origins = _limit(request), _origins(request)
     if "q" in request.query_params:
-        return await _search(request, store, limit)
+        return await _search(request, store, limit, origins)
     try:
         page = await store.conversations(
-            user_of(request), limit=limit, cursor=request.query_params.get("cursor")
+            user_of(request),
+            limit=limit,
+            cursor=request.query_params.get("cursor"),
+            origins=origins,
         )
     except ValueError as exc:
         raise Refused(400, "invalid_message", str(exc)) from exc
@@ -92,8 +115,11 @@ async def list_conversations(request: Request) -> Response:
     return JSONResponse({"items": items, "next": page.next})
 
 
-async def _search(request: Request, store: Store, limit: int) -> Response:
-    """The caller's conversations matching `q`, best first: one list, no cursor."""
+async def _search(
+    request: Request, store: Store, limit: int, origins: frozenset[str] | None
+) -> Response:
+    """The caller's conversations matching `q`, best first: one list, no
+    cursor (of the best `limit`, those of `origins` if given)."""
     text = request.query_params["q"]
     if not text.strip() or len(text) > MAX_QUERY:
         raise Refused(
@@ -102,6 +128,8 @@ async def _search(request: Request, store: Store, limit: int) -> Response:
     if "cursor" in request.query_params:
         raise Refused(400, "invalid_message", "a search (q) takes no cursor")
     hits = await store.search(user_of(request), text, limit=limit)
+    if origins is not None:
+        hits = [hit for hit in hits if hit.conversation.origin in origins]
     return JSONResponse({"items": [_found_in(hit) for hit in hits], "next": None})
 
 
@@ -120,18 +148,40 @@ async def get_conversation(request: Request) -> Response:
     return JSONResponse(
         {
             **_summary(record),
+            "instructions": _instructions(record),
             "messages": [m.model_dump(mode="json") for m in messages],
             "runs": [run_view(run) for run in runs],
         }
     )
 
 
+def _instructions(record: ConversationRecord) -> str:
+    """The conversation's custom instructions (`chat/instructions.py`)."""
+    text = record.settings.get("instructions", "")
+    return text if isinstance(text, str) else ""
+
+
 async def rename_conversation(request: Request) -> Response:
-    _, store, record = await _found(request)
-    rename = await read_model(request, Rename, "rename")
-    if not await store.rename_conversation(record.id, rename.title):
-        raise Refused(404, "not_found", f"no conversation {record.id!r}")
-    return JSONResponse(_summary(record.model_copy(update={"title": rename.title})))
+    """Rename it, set its instructions, or both (the instructions first)."""
+    service, store, record = await _found(request)
+    change = await read_model(request, Rename, "conversation change")
+    if change.title is None and change.instructions is None:
+        raise Refused(400, "invalid_message", "give a title, instructions or both")
+    missing = Refused(404, "not_found", f"no conversation {record.id!r}")
+    title, text = change.title or record.title, _instructions(record)
+    if change.instructions is not None:
+        try:
+            text = service.runs.instructions.checked(change.instructions)
+        except ProtocolError as exc:
+            raise Refused(400, exc.error_type, str(exc)) from exc
+        if not await store.set_conversation_instructions(record.id, text):
+            raise missing
+    if change.title is not None and not await store.rename_conversation(
+        record.id, change.title
+    ):
+        raise missing
+    shown = _summary(record.model_copy(update={"title": title}))
+    return JSONResponse({**shown, "instructions": text})
 
 
 async def delete_conversation(request: Request) -> Response:

@@ -60,13 +60,14 @@ def page_config(service: ChatService) -> dict[str, Any]:
 async def index(request: Request) -> Response:
     service: ChatService = request.app.state.chat
     users: Users = request.app.state.users
+    sharing = bool(request.app.state.settings.sharing)
     response = templates.TemplateResponse(
         request,
         "index.html",
         {
             "model": service.llm.model,
             "provider": service.llm.provider,
-            "config": page_config(service),
+            "config": {**page_config(service), "sharing": sharing},
             "signed_in_as": user_of(request) if users.enabled else None,
         },
     )

@@ -31,6 +31,7 @@ from backend.transport.api import (
 from backend.transport.branches import branch_paths
 from backend.transport.conversations import Rename
 from backend.transport.exports import export_paths
+from backend.transport.instructions import instruction_paths
 from backend.transport.openai_requests import ChatCompletionRequest, openapi_paths
 from backend.transport.openapi_conversations import conversation_paths, file_paths
 from backend.transport.openapi_parts import (
@@ -44,6 +45,7 @@ from backend.transport.openapi_parts import (
     json_body,
     returns,
 )
+from backend.transport.shares import share_paths
 from backend.transport.source_documents import document_paths
 from backend.transport.tool_grants import tool_grant_paths
 from backend.transport.ui_stream import ui_stream_paths
@@ -234,8 +236,10 @@ def openapi() -> dict[str, Any]:
             **ag_ui_paths(),
             **ui_stream_paths(),
             **tool_grant_paths(),
+            **instruction_paths(),
             **conversation_paths(base),
             **export_paths(),
+            **share_paths(),
             **branch_paths(),
             **document_paths(),
             **file_paths(base),

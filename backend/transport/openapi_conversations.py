@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from backend.origins import ORIGINS
 from backend.transport.conversations import Rename
 from backend.transport.openapi_parts import (
     CONVERSATION,
@@ -16,6 +17,14 @@ from backend.transport.openapi_parts import (
     errors,
     json_body,
 )
+
+ORIGIN = {
+    "name": "origin",
+    "in": "query",
+    "description": "only conversations started by these kinds of client, "
+    f"comma-separated, each one of: {', '.join(ORIGINS)} (another is a 400)",
+    "schema": {"type": "string", "example": "page,unknown"},
+}
 
 
 def conversation_paths(base: str) -> dict[str, Any]:
@@ -29,18 +38,21 @@ def conversation_paths(base: str) -> dict[str, Any]:
                     {"name": "limit", "in": "query", "schema": {"type": "integer"}},
                     {"name": "cursor", "in": "query", "schema": {"type": "string"}},
                     {"name": "q", "in": "query", "schema": {"type": "string"}},
+                    ORIGIN,
                 ],
                 "responses": {"200": json_body("a page"), **errors(400)},
             }
         },
         base: {
             "get": {
-                "summary": "One conversation: messages and runs",
+                "summary": "One conversation: messages, runs and its custom "
+                "instructions",
                 "parameters": [CONVERSATION],
                 "responses": {"200": json_body("the conversation"), **errors(404)},
             },
             "patch": {
-                "summary": "Rename it",
+                "summary": "Rename it, set its custom instructions (empty: "
+                "none), or both; neither is a 400",
                 "parameters": [CONVERSATION],
                 "requestBody": body(Rename),
                 "responses": {"200": json_body("renamed"), **errors(400, 404, 415)},

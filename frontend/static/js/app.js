@@ -22,11 +22,15 @@ import { FilesStrip } from './render/files.js';
 import { QuestionBanner } from './render/banner.js';
 import { MessageList } from './render/messages.js';
 import { HeldList } from './render/pending.js';
+import { InstructionsDialog } from './render/instructions.js';
 import { ToolPermissions } from './render/permissions.js';
+import { ShareDialog } from './render/share.js';
 import { Sidebar } from './render/sidebar.js';
 import { ConnectionStatus, showModel } from './render/status.js';
 import { Toast } from './render/toast.js';
 import { Toolbar } from './render/toolbar.js';
+import { ExportMenu, Importer } from './render/transfer.js';
+import { OriginFilter } from './render/origins.js';
 import { Versions } from './render/versions.js';
 
 const config = JSON.parse(byId('lw-config').textContent);
@@ -73,11 +77,13 @@ byId('model-select').addEventListener('change', () => showModel(controller.info,
 
 const toast = new Toast();
 const pendingDeletes = new Set();
+/** Conversations known to be stored though they may have no frames (an import). */
+const storedIds = new Set();
 let opening = 0;
 
 async function refreshList() {
   try {
-    const page = await listConversations();
+    const page = await listConversations(null, originFilter.origins);
     sidebar.show(page.items, connection.sessionId);
   } catch (error) {
     sidebar.failed(`Conversations could not be loaded: ${error.message}`);
@@ -93,6 +99,7 @@ async function openConversation(id, { push = true } = {}) {
   if (id) {
     try {
       stored = await getConversation(id);
+      storedIds.add(id);
     } catch {
       // not stored (yet), or not ours: the server decides on connect
     }
@@ -125,7 +132,18 @@ async function removeConversation(id) {
   refreshList();
 }
 
+const originFilter = new OriginFilter({
+  onChange: () => {
+    refreshList();
+    if (sidebar.searching) sidebar.searchNow();
+  },
+});
+const exportMenu = new ExportMenu({ onError: (text) => sidebar.failed(text) });
+
 const sidebar = new Sidebar({
+  originTag: (item) => originFilter.tag(item),
+  origins: () => originFilter.origins,
+  onExport: (id, button) => exportMenu.toggle(button, id),
   onOpen: (id) => openConversation(id),
   onNew: () => openConversation(null),
   onRename: async (id, title) => {
@@ -139,6 +157,16 @@ const sidebar = new Sidebar({
   onDelete: (id) => removeConversation(id),
 });
 
+new Importer({
+  onImported: (imported) => {
+    storedIds.add(imported.id);
+    sidebar.closeDrawer();
+    refreshList();
+    openConversation(imported.id);
+  },
+  onError: (text) => sidebar.failed(text),
+});
+
 window.addEventListener('popstate', () => openConversation(conversationInUrl(), { push: false }));
 window.addEventListener('pagehide', () => {
   for (const id of pendingDeletes) deleteConversation(id, { keepalive: true }).catch(() => {});
@@ -150,6 +178,10 @@ byId('examples').addEventListener('click', (event) => {
   composer.submit(); // an example is sent, as its button says: try it
 });
 
+// ---------------------------------------------------------------- share links
+
+const share = new ShareDialog({ enabled: config.sharing !== false });
+
 // ---------------------------------------------------------------- tool permissions
 
 const permissions = new ToolPermissions({
@@ -157,6 +189,7 @@ const permissions = new ToolPermissions({
   titleOf: (id) => sidebar.items.find((item) => item.id === id)?.title ?? null,
 });
 controller.addEventListener('grants-changed', () => permissions.refresh());
+const instructions = new InstructionsDialog({ currentId: () => conversationInUrl() }); // stored ones only
 
 // ---------------------------------------------------------------- files
 
@@ -204,7 +237,7 @@ function shortcut(event) {
 }
 
 document.addEventListener('keydown', (event) => {
-  if (event.defaultPrevented || shortcuts.open || approvals.dialog.open || permissions.dialog.open) return;
+  if (event.defaultPrevented || shortcuts.open || approvals.dialog.open || permissions.dialog.open || instructions.dialog.open) return;
   const action = shortcut(event);
   if (action) {
     event.preventDefault();
@@ -214,7 +247,7 @@ document.addEventListener('keydown', (event) => {
 
 document.addEventListener('keydown', (event) => {
   if (event.key !== 'Escape' || event.shiftKey || event.defaultPrevented) return;
-  if (approvals.dialog.open || permissions.dialog.open) return;
+  if (approvals.dialog.open || permissions.dialog.open || instructions.dialog.open) return;
   if (toolbar.closePopover()) {
     event.preventDefault();
   } else if (sidebar.isOpenAsDrawer) {
@@ -232,6 +265,7 @@ connection.addEventListener('status', (event) => {
 });
 /** The address names the conversation once it is one (it has frames). */
 function showInUrl(id, stored) {
+  share.setConversation(stored ? id : null);
   const url = stored ? urlOf(id) : urlOf(null);
   if (window.location.pathname !== url) window.history.replaceState(null, '', url);
 }
@@ -239,7 +273,7 @@ function showInUrl(id, stored) {
 connection.addEventListener('ready', (event) => {
   const { frame } = event.detail;
   const id = frame.session_id;
-  showInUrl(id, frame.last_seq > 0);
+  showInUrl(id, frame.last_seq > 0 || storedIds.has(id));
   sidebar.setCurrent(id);
   refreshList();
   loadFiles(id, frame.last_seq > 0);
@@ -271,7 +305,10 @@ refresh();
 if (openedId) {
   // a link to a conversation: what its user said comes from the server
   getConversation(openedId)
-    .then((conversation) => controller.rememberRuns(openedId, conversation.runs, conversation.messages))
+    .then((conversation) => {
+      storedIds.add(openedId);
+      controller.rememberRuns(openedId, conversation.runs, conversation.messages);
+    })
     .catch(() => {}) // not stored (yet), or not ours: the server decides on connect
     .finally(() => connection.start());
 } else {

@@ -6,7 +6,10 @@
 const BASE = '/api/conversations';
 export const PAGE_SIZE = 50;
 
-async function call(path, options = {}) {
+/** A same-origin call with the session cookie: the JSON answered (null for
+ * 204); a failure throws an Error with the server's message and `status`.
+ * The page's other API modules call through it. */
+export async function call(path, options = {}) {
   let response;
   try {
     response = await fetch(new URL(path, window.location.href), {
@@ -27,17 +30,20 @@ async function call(path, options = {}) {
   return body;
 }
 
-/** The newest conversations: `{items: [{id, title, created_at, updated_at}], next}`. */
-export function listConversations(cursor = null) {
+/** The newest conversations: `{items: [{id, title, created_at, updated_at,
+ * origin}], next}`; only those started by `origins` (names) if given. */
+export function listConversations(cursor = null, origins = null) {
   const query = new URLSearchParams({ limit: String(PAGE_SIZE) });
   if (cursor) query.set('cursor', cursor);
+  if (origins) query.set('origin', origins.join(','));
   return call(`${BASE}?${query}`);
 }
 
 /** The conversations matching `q`, best first: `{items: [{id, title, …,
  * match: {in, position, snippet}}]}` (the snippet's matches between « »). */
-export function searchConversations(q, limit = 30) {
+export function searchConversations(q, limit = 30, origins = null) {
   const query = new URLSearchParams({ q, limit: String(limit) });
+  if (origins) query.set('origin', origins.join(','));
   return call(`${BASE}?${query}`);
 }
 

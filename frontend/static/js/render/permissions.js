@@ -4,23 +4,11 @@
 // Revoke button (`DELETE /api/tool-grants/{id}`). A dialog opened from the
 // sidebar's foot; `refresh()` reloads the list (after an "always allow",
 // after a revoke, on opening).
+import { call } from '../conversations.js';
 import { byId, h } from '../dom.js';
 
 const BASE = '/api/tool-grants';
 const WHEN = new Intl.DateTimeFormat(undefined, { dateStyle: 'medium', timeStyle: 'short' });
-
-/** A same-origin call with the session cookie; a failure throws the server's message. */
-async function call(path, options = {}) {
-  let response;
-  try {
-    response = await fetch(new URL(path, window.location.href), { credentials: 'same-origin', cache: 'no-store', ...options });
-  } catch {
-    throw new Error('The server could not be reached.');
-  }
-  const body = await response.json().catch(() => null);
-  if (!response.ok) throw new Error(body?.message ?? `The server answered ${response.status}.`);
-  return body;
-}
 
 export function listGrants() {
   return call(BASE);
