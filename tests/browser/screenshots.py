@@ -15,11 +15,15 @@ writes into `docs/screenshots/` (or the folder given as the first argument):
 - `tools.png`               the toolbar's tools popover (1280x860)
 - `sources.png`             an answer from the demo documents, with its
                             citations (1280x860)
+- `versions.png`            an edited message with its versions (2 / 2)
+- `share.png`               the Share dialog with a new link
+- `instructions.png`        the Instructions dialog
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
 import sys
 import tempfile
 from pathlib import Path
@@ -44,6 +48,9 @@ NAMES = (
     "mobile-conversations.png",
     "tools.png",
     "sources.png",
+    "versions.png",
+    "share.png",
+    "instructions.png",
 )
 
 
@@ -76,6 +83,36 @@ async def conversations(app: App, shots: dict[str, Path], *, phone: bool) -> Non
     await expect(current).to_have_text("What is 2+2*3?")
 
 
+async def versions_and_dialogs(app: App, out: Path) -> None:
+    """A message edited (its versions shown), then the Share and the
+    Instructions dialogs."""
+    await new_chat(app, phone=False)
+    await app.type_and_send("What is 2+2*3?")
+    await app.wait_idle()
+    asked = app.loc(".turn-user").first
+    await asked.hover()
+    await asked.get_by_role("button", name="Edit message").click()
+    await app.page.get_by_role("textbox", name="Edit your message").fill(
+        "What is (2+2)*3?"
+    )
+    await app.page.keyboard.press("Enter")
+    await app.wait_idle()
+    await expect(app.loc(".versions-count")).to_have_text("2 / 2")
+    await app.composer.blur()
+    await app.page.screenshot(path=out / "versions.png")
+    await app.page.get_by_role("button", name="Share conversation").click()
+    await app.page.get_by_role("button", name="Create link").click()
+    await expect(app.loc("#share-url")).to_have_value(re.compile("/s/"))
+    await app.page.screenshot(path=out / "share.png")
+    await app.page.keyboard.press("Escape")
+    await app.page.get_by_role("button", name="Instructions").click()
+    await app.page.get_by_label("For all your conversations").fill(
+        "Answer briefly; use metric units."
+    )
+    await app.page.screenshot(path=out / "instructions.png")
+    await app.page.keyboard.press("Escape")
+
+
 async def shoot(browser: Browser, url: str, out: Path) -> None:
     desktop = await App.open(browser, url, viewport=DESKTOP)
     try:
@@ -98,6 +135,7 @@ async def shoot(browser: Browser, url: str, out: Path) -> None:
         await expect(desktop.loc(".citations")).to_be_visible()
         await desktop.composer.blur()
         await desktop.page.screenshot(path=out / "sources.png")
+        await versions_and_dialogs(desktop, out)
     finally:
         await desktop.close()
     phone = await App.open(browser, url, viewport=PHONE, touch=True)
