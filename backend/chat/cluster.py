@@ -209,7 +209,7 @@ class Cluster:
                 )
             except InstanceGone as exc:
                 log.warning("session %s: %s; its lease runs out first", session_id, exc)
-                await self._outlive(session_id)
+                await self._outlive(session_id, holder)
                 reply = NOT_HERE
             except BusError as exc:
                 log.warning("cannot attach to %s on %s: %s", session_id, holder, exc)
@@ -283,9 +283,12 @@ class Cluster:
         finally:
             self._resyncing.discard(mirror.id)
 
-    async def _outlive(self, session_id: str) -> None:
-        """Wait out the lease of an instance that is gone (at most one TTL):
-        then the conversation is free to take."""
+    async def _outlive(self, session_id: str, gone: str) -> None:
+        """Wait out the lease of instance `gone` (at most one TTL): then the
+        conversation is free to take. No wait once another instance holds
+        it (it took the conversation over) or nobody does."""
+        if await self.bus.owner_of(session_id) != gone:
+            return
         left = await self.bus.lease_left(session_id)
         await asyncio.sleep(min(left, self.bus.lease_ttl_s) + 0.01)
 
@@ -296,6 +299,7 @@ class Cluster:
         owns the conversation, this instance takes it."""
         mirror.touch()
         for _ in range(ATTEMPTS):
+            holder: str | None = None
             try:
                 holder = mirror.holder or await self.bus.owner_of(mirror.id)
                 if holder is None:
@@ -314,8 +318,8 @@ class Cluster:
             except BusError as exc:
                 log.warning("session %s: %s", mirror.id, exc)
                 mirror.holder = None
-                if isinstance(exc, InstanceGone):
-                    await self._outlive(mirror.id)
+                if isinstance(exc, InstanceGone) and holder is not None:
+                    await self._outlive(mirror.id, holder)
                 continue
             if reply.status == "not_here" or reply.error_type == "moved":
                 mirror.holder = None  # stale or gone: look the owner up again
@@ -349,8 +353,8 @@ class Cluster:
                 reply = await self.bus.request(holder, Command(session_id, body, user))
             except BusError as exc:
                 log.warning("session %s: %s", session_id, exc)
-                if isinstance(exc, InstanceGone):
-                    await self._outlive(session_id)
+                if isinstance(exc, InstanceGone) and holder is not None:
+                    await self._outlive(session_id, holder)
                 continue
             if reply.status != "not_here" and reply.error_type != "moved":
                 return reply
