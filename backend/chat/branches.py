@@ -20,6 +20,7 @@ reset of the history drops every branch (`Journal.branches_dropped`).
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Sequence
 from typing import Any, Protocol
@@ -35,6 +36,8 @@ from backend.text import shorten
 from backend.transcript import Frame
 
 ID_PREVIEW = 40
+MOVED = "another server holds this conversation now; reconnect and switch there"
+log = logging.getLogger(__name__)
 
 
 def set_aside(
@@ -61,6 +64,8 @@ class Flushes(Protocol):
     """Writing a session's journal (`SessionTable`)."""
 
     async def flush(self, session: Session) -> None: ...
+
+    async def flush_held(self, session: Session) -> None: ...
 
     async def flush_quietly(self, session: Session) -> None: ...
 
@@ -102,9 +107,21 @@ class BranchSwitcher:
                 restored=[_restored(run) for run in runs],
                 resent=len(frames),
             )
+            await self._stored(session)  # before anyone is told of it
             session.notify.branch_switched(switched, frames)
         await self.table.flush_quietly(session)  # else written with the next flush
         return switched.model_dump(include={"set_aside", "removed", "restored"})
+
+    async def _stored(self, session: Session) -> None:
+        """The switch written (the lock held), so that a client told of it
+        reads it back; a store that fails keeps it for the next flush (the
+        session has switched: its clients are told all the same)."""
+        try:
+            await self.table.flush_held(session)
+        except Fenced as exc:
+            raise Moved(MOVED) from exc
+        except StoreError as exc:
+            log.error("session %s: the switch is not stored yet: %s", session.id, exc)
 
     async def _flushed(self, session: Session) -> None:
         try:

@@ -307,29 +307,32 @@ class SessionTable:
         """Write what the session's journal holds (one transaction). Refused
         by the fence, the session is let go (`let_go` False: the caller
         does it, after telling its clients why)."""
+        if self.store is not None and session.journal is not None:
+            async with session.flushing:
+                await self.flush_held(session, let_go=let_go)
+
+    async def flush_held(self, session: Session, *, let_go: bool = True) -> None:
+        """`flush`, by a caller that holds `session.flushing`."""
         journal = session.journal
-        if self.store is None or journal is None:
+        if self.store is None or not (journal and journal.pending(session.history)):
             return
-        async with session.flushing:
-            if not journal.pending(session.history):
-                return
-            batch = journal.take(
-                session.history,
-                now=self._clock(),
-                keep_frames_from=session.outbox.oldest_seq,
-            )
-            try:
-                await self.store.write(batch)
-            except Fenced:
-                log.error("session %s: another instance owns it now", session.id)
-                if let_go:
-                    self.let_go(session)
-                raise
-            except StoreError:
-                journal.give_back(batch)
-                self._failed(session, journal)
-                raise
-            journal.written(batch)
+        batch = journal.take(
+            session.history,
+            now=self._clock(),
+            keep_frames_from=session.outbox.oldest_seq,
+        )
+        try:
+            await self.store.write(batch)
+        except Fenced:
+            log.error("session %s: another instance owns it now", session.id)
+            if let_go:
+                self.let_go(session)
+            raise
+        except StoreError:
+            journal.give_back(batch)
+            self._failed(session, journal)
+            raise
+        journal.written(batch)
 
     def _failed(self, session: Session, journal: Journal) -> None:
         """A flush failed: tried again later, up to `store_max_failures` in
