@@ -66,6 +66,9 @@ class _Ending:
     reason: CompletionReason = "finished"
     no_input: bool = False
     failed: ClientError | None = None
+    pipe_closed: bool = False
+    """A prompt found stdout's reader gone (`| head`): the group that
+    cancels the reading is not a Ctrl-C."""
 
     def code(self) -> ExitCode:
         if self.failed is not None:
@@ -84,7 +87,8 @@ async def follow(
         try:
             await reader.read(request)
         except asyncio.CancelledError:  # Ctrl-C: the run must not go on
-            terminal.problem("loopwire: interrupted; stopping the run")
+            if not ending.pipe_closed:
+                terminal.problem("loopwire: interrupted; stopping the run")
             await _stop_quietly(client)
             raise
         except BrokenPipeError:  # its reader went (`| head`): so does the run
@@ -176,7 +180,8 @@ async def _ask(
     answers: Answers,
     ending: _Ending,
 ) -> None:
-    """Get the answer (or the decision) and send it; never raises."""
+    """Get the answer (or the decision) and send it; raises only when
+    stdout's reader went."""
     try:
         if isinstance(event, AgentRequestInput):
             await _answer(client, event, terminal, answers, ending)
@@ -184,6 +189,9 @@ async def _ask(
             await _approve(client, event, terminal, answers, ending)
     except ClientError as exc:
         ending.failed = exc
+    except BrokenPipeError:
+        ending.pipe_closed = True
+        raise
 
 
 async def _answer(
