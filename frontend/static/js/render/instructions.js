@@ -46,10 +46,12 @@ export class InstructionsDialog {
     this.own.value = this.here.value = '';
     this.hereField.hidden = true;
     this.save.disabled = true;
+    this.own.readOnly = this.here.readOnly = true; // nothing typed is lost to the load
     if (!this.dialog.open) this.dialog.showModal();
     try {
       await this.load();
       this.save.disabled = false;
+      this.own.readOnly = this.here.readOnly = false;
     } catch (error) {
       this.failed(`Your instructions could not be loaded: ${error.message}`);
     }
