@@ -18,25 +18,10 @@ from backend.store.sql import SqlStore
 from tests.conftest import Harness, StartServer
 from tests.fakes import Hang, ScriptedLLM, test_registry
 from tests.service_harness import serving
+from tests.test_edit_resend import PLAIN_RUN, contents, run_id
+from tests.test_export_import import ALICE, BOB
 from tests.ws_client import Client, labels
 from tests.ws_client import Frame as WireFrame
-
-PLAIN_RUN = ["token_stream", "token_stream", "chat_response", "response_complete"]
-ALICE = "alice-token-0123456789abcdef"
-BOB = "bob-token-0123456789abcdefgh"
-
-
-def contents(llm: ScriptedLLM, index: int = -1) -> list[tuple[str, str | None]]:
-    """(role, content) of every message of one request after the system prompt."""
-    return [(m.role, m.content) for m in llm.requests[index].messages[1:]]
-
-
-def run_id(frames: list[WireFrame]) -> str:
-    ids = {f["run_id"] for f in frames}
-    assert len(ids) == 1, ids
-    value = ids.pop()
-    assert isinstance(value, str)
-    return value
 
 
 async def switch(client: Client, branch_id: str) -> list[WireFrame]:

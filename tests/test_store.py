@@ -28,6 +28,12 @@ from backend.store.records import (
     RunRecord,
 )
 from backend.store.schema import ENGINE_ONLY, metadata
+from backend.store.share_records import (
+    SharedCall,
+    SharedMessage,
+    ShareRecord,
+    Snapshot,
+)
 from backend.store.sql import SqlStore
 from backend.tools.base import Reconciled, ToolContext
 from backend.tools.threads import ThreadRunner
@@ -606,3 +612,50 @@ async def test_an_in_memory_database_outlives_a_connection_thrown_away() -> None
     finally:
         await database.dispose()
         await other.dispose()
+
+
+# ---------------------------------------------------------------- share links
+
+SNAPSHOT = Snapshot(
+    messages=(
+        SharedMessage(role="user", text="what is 2+3? «café»"),
+        SharedMessage(
+            role="assistant",
+            text="2 + 3 = 5",
+            tools=(
+                SharedCall(name="add", arguments='{"expression": "2+3"}', status="ok"),
+            ),
+        ),
+    ),
+    files=("notes.txt",),
+)
+
+
+def link(share_id: str, at: float, conversation_id: str = "c1") -> ShareRecord:
+    return ShareRecord(
+        id=share_id,
+        conversation_id=conversation_id,
+        owner="ann",
+        title="Sums",
+        snapshot=SNAPSHOT,
+        created_at=at,
+    )
+
+
+async def test_a_share_is_kept_listed_and_deleted_by_its_owner_only(
+    store: SqlStore,
+) -> None:
+    """The snapshot reads back equal; the list is newest first; bob cannot delete."""
+    await store.write(Batch("c1", 1.0, create=conversation("c1")))
+    await store.add_share(link("s1", 10.0))
+    await store.add_share(link("s2", 20.0))
+
+    assert await store.share("s1") == link("s1", 10.0)
+    assert [s.id for s in await store.shares("c1")] == ["s2", "s1"]
+    assert await store.delete_share("s1", "bob") is False
+    assert await store.delete_share("s1", "ann") is True
+    assert await store.share("s1") is None
+    assert await store.delete_share("s1", "ann") is False
+
+    assert await store.delete_conversation("c1") is True
+    assert await store.share("s2") is None

@@ -20,9 +20,10 @@ reset of the history drops every branch (`Journal.branches_dropped`).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, Protocol
 
 from backend.chat.replacement import conversation_runs, request_at
@@ -37,6 +38,7 @@ from backend.transcript import Frame
 
 ID_PREVIEW = 40
 MOVED = "another server holds this conversation now; reconnect and switch there"
+UNAVAILABLE = "the conversation store is unavailable; try again later"
 log = logging.getLogger(__name__)
 
 
@@ -85,8 +87,7 @@ class BranchSwitcher:
         _check_free(session)
         await self._flushed(session)  # the store has every branch and run
         async with session.flushing:
-            branch, runs, frames = await self._read(session.id, branch_id)
-            stored = await self._live_runs(session.id)
+            branch, runs, frames, stored = await self._read(session.id, branch_id)
             # nothing awaited from here on: no run starts in between
             _check_free(session)  # another client may have started one
             if session.journal is not journal:
@@ -125,26 +126,19 @@ class BranchSwitcher:
 
     async def _flushed(self, session: Session) -> None:
         try:
-            await self.table.flush(session)
+            with _store_readable():
+                await self.table.flush(session)
         except Fenced as exc:  # let go: its clients reconnect to the new owner
-            raise Moved(
-                "another server holds this conversation now; reconnect and switch there"
-            ) from exc
-        except StoreError as exc:
-            raise StoreUnavailable(
-                "the conversation store is unavailable; try again later"
-            ) from exc
+            raise Moved(MOVED) from exc
 
     async def _read(
         self, conversation_id: str, branch_id: str
-    ) -> tuple[BranchRecord, list[RunRecord], list[Frame]]:
+    ) -> tuple[BranchRecord, list[RunRecord], list[Frame], list[RunRecord]]:
+        """The branch with its runs and frames, and the conversation's runs."""
         assert self.store is not None
-        try:
+        with _store_readable():
             found = await self.store.branch(conversation_id, branch_id)
-        except StoreError as exc:
-            raise StoreUnavailable(
-                "the conversation store is unavailable; try again later"
-            ) from exc
+            live = await self.store.runs(conversation_id)
         shown = shorten(branch_id, ID_PREVIEW)
         if found is None:
             raise InvalidMessage(
@@ -155,16 +149,18 @@ class BranchSwitcher:
                 f"switch_branch: branch {shown} forks from another branch "
                 f"({found[0].parent}); switch to that one first"
             )
-        return found
+        return (*found, live)
 
-    async def _live_runs(self, conversation_id: str) -> list[RunRecord]:
-        assert self.store is not None
-        try:
-            return await self.store.runs(conversation_id)
-        except StoreError as exc:
-            raise StoreUnavailable(
-                "the conversation store is unavailable; try again later"
-            ) from exc
+
+@contextlib.contextmanager
+def _store_readable() -> Iterator[None]:
+    """A store failure as the client is told it (nothing was changed)."""
+    try:
+        yield
+    except Fenced:
+        raise
+    except StoreError as exc:
+        raise StoreUnavailable(UNAVAILABLE) from exc
 
 
 def _check_free(session: Session) -> None:

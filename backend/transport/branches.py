@@ -23,6 +23,7 @@ from backend.errors import NoSuchConversation, ProtocolError
 from backend.protocol import SwitchBranchMessage
 from backend.store.base import StoreError
 from backend.transport.auth import user_of
+from backend.transport.conversations import found_conversation
 from backend.transport.openapi_parts import CONVERSATION, errors, json_body
 from backend.transport.refusal import Refused
 
@@ -30,19 +31,12 @@ BASE = "/api/conversations/{conversation_id}/branches"
 
 
 async def list_branches(request: Request) -> Response:
-    service: ChatService = request.app.state.chat
-    store = service.store
-    conversation_id = request.path_params["conversation_id"]
-    if store is None:
-        raise Refused(404, "not_found", "this server does not keep conversations")
     try:
-        record = await store.conversation(conversation_id)
-        if record is None or record.owner != user_of(request):
-            raise Refused(404, "not_found", f"no conversation {conversation_id!r}")
+        _, store, record = await found_conversation(request)
         shown = forks(
-            await store.branches(conversation_id),
-            await store.runs(conversation_id),
-            await store.messages(conversation_id),
+            await store.branches(record.id),
+            await store.runs(record.id),
+            await store.messages(record.id),
         )
     except StoreError as exc:
         raise Refused(

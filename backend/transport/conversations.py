@@ -87,7 +87,9 @@ def _context(request: Request) -> tuple[ChatService, Store]:
     return service, service.store
 
 
-async def _found(request: Request) -> tuple[ChatService, Store, ConversationRecord]:
+async def found_conversation(
+    request: Request,
+) -> tuple[ChatService, Store, ConversationRecord]:
     """The conversation the path names, if the caller may see it."""
     service, store = _context(request)
     conversation_id = request.path_params["conversation_id"]
@@ -139,7 +141,7 @@ def _found_in(hit: SearchHit) -> dict[str, Any]:
 
 
 async def get_conversation(request: Request) -> Response:
-    service, store, record = await _found(request)
+    service, store, record = await found_conversation(request)
     with contextlib.suppress(ProtocolError, NoSuchConversation):
         # the owner could not be asked: the store has it up to its last save
         await service.flush_session(record.id, record.owner)
@@ -163,7 +165,7 @@ def _instructions(record: ConversationRecord) -> str:
 
 async def rename_conversation(request: Request) -> Response:
     """Rename it, set its instructions, or both (the instructions first)."""
-    service, store, record = await _found(request)
+    service, store, record = await found_conversation(request)
     change = await read_model(request, Rename, "conversation change")
     if change.title is None and change.instructions is None:
         raise Refused(400, "invalid_message", "give a title, instructions or both")
@@ -185,7 +187,7 @@ async def rename_conversation(request: Request) -> Response:
 
 
 async def delete_conversation(request: Request) -> Response:
-    service, store, record = await _found(request)
+    service, store, record = await found_conversation(request)
     try:
         forgotten = await service.forget_anywhere(record.id, record.owner)
     except (ProtocolError, NoSuchConversation) as exc:

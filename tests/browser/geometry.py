@@ -4,7 +4,7 @@ reaches (nothing drawn over it)."""
 
 from __future__ import annotations
 
-from playwright.async_api import Locator
+from playwright.async_api import Locator, Page
 
 WHY_NOT_CLICKABLE = """(element) => {
   const box = element.getBoundingClientRect();
@@ -35,3 +35,20 @@ async def why_not_clickable(control: Locator) -> list[str]:
     """What keeps `control` from being seen and clicked where it is (none: fine)."""
     problems: list[str] = await control.evaluate(WHY_NOT_CLICKABLE)
     return problems
+
+
+PHONE = {"width": 390, "height": 844}
+DESKTOP = {"width": 1280, "height": 800}
+SIZES = (PHONE, DESKTOP)
+"""The sizes a control is checked at, the desktop's last."""
+
+
+async def click_at_both_sizes(page: Page, control: Locator) -> None:
+    """Click `control` once it is in view, unclipped and itself at its
+    centre on a phone and then on a desktop (the page stays at the
+    desktop's size)."""
+    for size in SIZES:
+        await page.set_viewport_size(size)  # type: ignore[arg-type]
+        await control.scroll_into_view_if_needed()
+        assert await why_not_clickable(control) == [], size
+    await control.click()

@@ -15,7 +15,7 @@ from playwright.async_api import Locator, expect
 from pydantic import BaseModel
 
 from backend.tools.base import Tool, ToolContext, ToolEffect
-from tests.browser.geometry import why_not_clickable
+from tests.browser.geometry import PHONE, SIZES, click_at_both_sizes
 from tests.browser.test_approvals import Sockets
 from tests.browser.test_ui_accessibility import violations
 from tests.browser.ui import App, OpenApp
@@ -24,20 +24,6 @@ from tests.fakes import Saver, ScriptedLLM, approval_registry, calls, observe, r
 from tests.test_approvals_together import saving_three
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
-
-DESKTOP = {"width": 1280, "height": 800}
-PHONE = {"width": 390, "height": 844}
-SIZES = (PHONE, DESKTOP)  # the desktop's last: the test goes on at that size
-
-
-async def click(app: App, control: Locator) -> None:
-    """Click `control` after checking it is in view, unclipped and itself at
-    its centre at both sizes."""
-    for size in SIZES:
-        await app.page.set_viewport_size(size)  # type: ignore[arg-type]
-        await control.scroll_into_view_if_needed()
-        assert await why_not_clickable(control) == [], size
-    await control.click()
 
 
 def decisions(app: App) -> list[tuple[str, bool]]:
@@ -97,10 +83,14 @@ async def test_rows_decided_in_the_dialog_are_not_asked_again(
     assert await violations(app) == []
     eggs, bread = await call_ids(app)
 
-    await click(app, row(app, "bread").get_by_role("radio", name="Reject"))
-    await click(app, row(app, "eggs").get_by_role("radio", name="Approve"))
+    await click_at_both_sizes(
+        app.page, row(app, "bread").get_by_role("radio", name="Reject")
+    )
+    await click_at_both_sizes(
+        app.page, row(app, "eggs").get_by_role("radio", name="Approve")
+    )
     approve = app.page.get_by_role("button", name="Approve", exact=True)
-    await click(app, approve)
+    await click_at_both_sizes(app.page, approve)
     await app.wait_idle()
 
     milk = app.sent_of("tool_approval_response")[-1]["tool_call_id"]
@@ -132,7 +122,9 @@ async def test_approve_all(start_server: StartServer, open_app: OpenApp) -> None
     )
     assert fits
     eggs, bread = await call_ids(app)
-    await click(app, app.page.get_by_role("button", name="Approve all"))
+    await click_at_both_sizes(
+        app.page, app.page.get_by_role("button", name="Approve all")
+    )
     await app.wait_idle()
     milk = app.sent_of("tool_approval_response")[-1]["tool_call_id"]
     assert decisions(app) == [(eggs, True), (bread, True), (milk, True)]
@@ -151,11 +143,15 @@ async def test_ask_later_is_asked_in_turn(
     dialog of its own, listing the one after it."""
     saver, app = await ask_three(start_server, open_app, None)
     eggs, bread = await call_ids(app)
-    await click(app, app.page.get_by_role("button", name="Approve", exact=True))
+    await click_at_both_sizes(
+        app.page, app.page.get_by_role("button", name="Approve", exact=True)
+    )
     await expect(app.loc("#approval-tool")).to_have_text("save")
     await expect(app.loc("#approval-args")).to_have_text('{\n  "text": "eggs"\n}')
     assert await call_ids(app) == [bread]
-    await click(app, app.page.get_by_role("button", name="Approve all"))
+    await click_at_both_sizes(
+        app.page, app.page.get_by_role("button", name="Approve all")
+    )
     await app.wait_idle()
     assert [call for call, _ in decisions(app)][1:] == [bread, eggs]
     assert saver.saved == ["milk", "eggs", "bread"]
@@ -185,7 +181,7 @@ async def test_long_arguments_scroll_inside_their_row(
                 <= pre.closest('dialog').clientWidth})"""
         )
         assert box == {"scrolls": True, "wide": False, "fits": True}, size
-    await click(app, app.page.get_by_role("radio", name="Reject"))
+    await click_at_both_sizes(app.page, app.page.get_by_role("radio", name="Reject"))
     await expect(app.page.get_by_role("radio", name="Reject")).to_be_checked()
 
 
@@ -215,12 +211,18 @@ async def test_a_row_asked_after_all_is_shown(
     await expect(app.dialog).to_be_visible()
     eggs, bread = await call_ids(app)
     sockets.kept = eggs
-    await click(app, row(app, "eggs").get_by_role("radio", name="Approve"))
-    await click(app, app.page.get_by_role("button", name="Approve", exact=True))
+    await click_at_both_sizes(
+        app.page, row(app, "eggs").get_by_role("radio", name="Approve")
+    )
+    await click_at_both_sizes(
+        app.page, app.page.get_by_role("button", name="Approve", exact=True)
+    )
 
     await expect(app.loc("#approval-args")).to_have_text('{\n  "text": "eggs"\n}')
     assert await call_ids(app) == [bread]
-    await click(app, app.page.get_by_role("button", name="Approve all"))
+    await click_at_both_sizes(
+        app.page, app.page.get_by_role("button", name="Approve all")
+    )
     await app.wait_idle()
     sent = [  # as the page sent them (through the route)
         (frame["tool_call_id"], frame["approved"])
@@ -274,5 +276,5 @@ async def test_always_allow_after_untrusted_text_says_from_the_next_run(
     )
     await expect(app.loc("#approval-also")).to_be_hidden()
     await expect(app.page.get_by_role("button", name="Approve all")).to_be_hidden()
-    await click(app, app.page.get_by_role("button", name="Reject"))
+    await click_at_both_sizes(app.page, app.page.get_by_role("button", name="Reject"))
     await app.wait_idle()

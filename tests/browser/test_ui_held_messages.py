@@ -11,14 +11,13 @@ import pytest
 from playwright.async_api import Locator, expect
 
 from backend.llm.base import LLMRequest
-from tests.browser.geometry import why_not_clickable
+from tests.browser.geometry import SIZES, click_at_both_sizes, why_not_clickable
 from tests.browser.ui import App, OpenApp
 from tests.conftest import StartServer
 from tests.fakes import ScriptedLLM, SlowTool, calls, observe, reason, test_registry
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
-SIZES = ({"width": 1280, "height": 800}, {"width": 390, "height": 844})
 STEER_NOTE = "Will be told to the agent at its next step"
 
 
@@ -44,15 +43,6 @@ async def working(
     await slow.started.wait()
     await expect(app.stop_button).to_be_visible()
     return app, llm, slow
-
-
-async def click_where_seen(app: App, control: Locator) -> None:
-    """`control` can be seen and reached at phone and desktop sizes; clicked."""
-    for size in SIZES[::-1]:
-        await app.page.set_viewport_size(size)  # type: ignore[arg-type]
-        await control.scroll_into_view_if_needed()
-        assert await why_not_clickable(control) == [], size
-    await control.click()
 
 
 def held(app: App) -> Locator:
@@ -110,7 +100,7 @@ async def test_queued_messages_run_after_and_one_can_be_cancelled(
         ["Queued — runs next", "Queued"]
     )
     cancel = app.page.get_by_role("button", name="Cancel “never mind this”")
-    await click_where_seen(app, cancel)
+    await click_at_both_sizes(app.page, cancel)
     await expect(held(app).locator(".held-text")).to_have_text(["second"])
     cancelled = app.sent_of("cancel_input")
     assert len(cancelled) == 1
@@ -137,13 +127,13 @@ async def test_stop_and_send_now_interrupts_the_run(
         reason("done", finish=True, final="Done now."),
     )
     menu = app.page.get_by_label("While the run works")
-    for size in SIZES:
+    for size in SIZES[::-1]:  # the phone's last: the test goes on at that size
         await app.page.set_viewport_size(size)  # type: ignore[arg-type]
         assert await why_not_clickable(menu) == [], size
     await menu.select_option("interrupt")
     await app.composer.fill("now instead")
     await expect(app.send_button).to_have_text("Send now")
-    await click_where_seen(app, app.send_button)
+    await click_at_both_sizes(app.page, app.send_button)
     await expect(held(app).locator(".held-mode")).to_have_text(
         "Stopping the run — runs next"
     )

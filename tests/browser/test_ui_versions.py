@@ -11,29 +11,15 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from playwright.async_api import Locator, expect
+from playwright.async_api import expect
 
-from tests.browser.geometry import why_not_clickable
+from tests.browser.geometry import click_at_both_sizes
 from tests.browser.test_ui_accessibility import violations
 from tests.browser.ui import App, OpenApp
 from tests.conftest import StartServer
 from tests.fakes import ScriptedLLM, test_registry
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
-
-DESKTOP = {"width": 1280, "height": 800}
-PHONE = {"width": 390, "height": 844}
-SIZES = (PHONE, DESKTOP)  # the desktop's last: the test goes on at that size
-
-
-async def click(app: App, control: Locator) -> None:
-    """Click `control` after checking it is in view, unclipped and itself at
-    its centre at both sizes."""
-    for size in SIZES:
-        await app.page.set_viewport_size(size)  # type: ignore[arg-type]
-        await control.scroll_into_view_if_needed()
-        assert await why_not_clickable(control) == [], size
-    await control.click()
 
 
 def said(llm: ScriptedLLM) -> list[str | None]:
@@ -81,7 +67,9 @@ async def test_an_edit_keeps_the_first_version_and_the_arrows_switch(
         edited_bubble.get_by_role("button", name="Next version")
     ).to_be_disabled()
 
-    await click(app, edited_bubble.get_by_role("button", name="Previous version"))
+    await click_at_both_sizes(
+        app.page, edited_bubble.get_by_role("button", name="Previous version")
+    )
     await shows(app, ["first", "second"], ["One.", "Two."], "1 / 2")
     (switch,) = app.sent_of("switch_branch")
     assert len(switch["branch_id"]) == 32
@@ -94,7 +82,9 @@ async def test_an_edit_keeps_the_first_version_and_the_arrows_switch(
     await app.expect_connected()
     await shows(app, ["first", "second", "third"], ["One.", "Two.", "Three."], "1 / 2")
     original = app.loc(".turn-user").nth(1)
-    await click(app, original.get_by_role("button", name="Next version"))
+    await click_at_both_sizes(
+        app.page, original.get_by_role("button", name="Next version")
+    )
     await shows(app, ["first", "second!"], ["One.", "Edited two."], "2 / 2")
     await app.type_and_send("fourth")
     await app.wait_idle()
@@ -122,5 +112,7 @@ async def test_versions_outlive_a_server_restart(
     await again.expect_connected()
     await shows(again, ["first", "second!"], ["One.", "Edited two."], "2 / 2")
     bubble = again.loc(".turn-user").nth(1)
-    await click(again, bubble.get_by_role("button", name="Previous version"))
+    await click_at_both_sizes(
+        again.page, bubble.get_by_role("button", name="Previous version")
+    )
     await shows(again, ["first", "second"], ["One.", "Two."], "1 / 2")
