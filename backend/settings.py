@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Literal
 
 from pydantic import AliasChoices, Field, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
 
 from backend.agent.config import LoopConfig, OnReject
 from backend.errors import ConfigError
@@ -16,8 +16,9 @@ from backend.setting_values import (
     check_origins,
     comma_list,
     parse_data_sources,
-    secure_url,
 )
+from backend.settings_identity import IdentitySettings
+from backend.settings_observability import ObservabilitySettings
 from backend.tools.config import ExecutorConfig
 
 ProviderName = Literal["offline", "openai"]
@@ -26,7 +27,7 @@ _EXECUTOR = ExecutorConfig()
 """Where the defaults of the loop's and the executor's settings live."""
 
 
-class Settings(BaseSettings):
+class Settings(IdentitySettings, ObservabilitySettings):
     model_config = SettingsConfigDict(
         env_prefix="LOOPWIRE_",
         env_file=".env",
@@ -109,43 +110,6 @@ class Settings(BaseSettings):
     blob_gc_grace_s: float = Field(default=600.0, ge=60)
     """A file in `files_dir` younger than this (by its modification time)
     is never removed: an upload writes its content before its record."""
-    auth_token: str | None = None
-    """One token for the whole server; its user is `local`."""
-    auth_tokens_file: Path | None = None
-    """A file of `user: token` lines, one per user (see docs/security.md)."""
-    auth_cookie_ttl_s: float = Field(default=7 * 24 * 3600.0, gt=0)
-    """How long a browser stays signed in."""
-    auth_failures_per_minute: int = Field(default=30, ge=1, le=100_000)
-    """Wrong bearer tokens, JWTs and session cookies one client address may
-    present per minute (bursts of as many); past it, HTTP 429 with
-    Retry-After, before any credential is compared."""
-    jwt_issuer: str | None = None
-    jwt_audience: str | None = None
-    jwt_jwks_url: str | None = None
-    """With all three set, `Authorization: Bearer <JWT>` from this identity
-    provider is accepted: RS256/ES256 signed by a key of the JWKS at this
-    URL, with this `iss` and `aud`, not expired."""
-    jwt_user_claim: str = "sub"
-    jwt_roles_claim: str = "roles"
-    """A list (or space-separated string) of roles; a dotted path reaches a
-    nested claim (`realm_access.roles`)."""
-    jwt_admin_role: str = "admin"
-    jwt_jwks_refetch_s: float = Field(default=60.0, ge=0, le=86_400)
-    """A token naming a key the JWKS lacks fetches it again, at most this often."""
-    oidc_issuer: str | None = None
-    oidc_client_id: str | None = None
-    oidc_client_secret: str | None = None
-    """With all three set, the login page offers "Sign in with <provider>"
-    (OpenID Connect, found at `<issuer>/.well-known/openid-configuration`;
-    register `<public URL>/login/oidc/callback` as the redirect URI)."""
-    oidc_name: str = ""
-    """The provider's name on the login page (default: the issuer's host)."""
-    oidc_scopes: str = "openid profile email"
-    oidc_user_claim: str = "sub"
-    oidc_roles_claim: str = "roles"
-    oidc_admin_role: str = "admin"
-    allow_insecure: bool = False
-    """Serve a non-loopback address without authentication (not advised)."""
     max_connections_per_user: int = Field(default=32, ge=1)
     """WebSockets and event streams one client has open at once. A client
     is a user when authentication is on, else a client address (loopback
@@ -300,32 +264,6 @@ class Settings(BaseSettings):
         return self
 
     @model_validator(mode="after")
-    def _identity_providers(self) -> Settings:
-        for prefix, names in IDENTITY_SETTINGS.items():
-            given = [n for n in names if getattr(self, n)]
-            if given and len(given) < len(names):
-                missing = ", ".join(
-                    f"LOOPWIRE_{n.upper()}" for n in names if n not in given
-                )
-                raise ValueError(f"{prefix} needs {missing} too (or none of them)")
-        for name in ("jwt_jwks_url", "oidc_issuer"):
-            url = getattr(self, name)
-            if url and not secure_url(url):
-                raise ValueError(
-                    f"LOOPWIRE_{name.upper()} must be an https:// URL "
-                    "(http:// only on a loopback address)"
-                )
-        return self
-
-    @model_validator(mode="after")
-    def _real_token(self) -> Settings:
-        if self.auth_token is not None and not self.auth_token.strip():
-            raise ValueError(
-                "LOOPWIRE_AUTH_TOKEN is set but empty; give it a token or unset it"
-            )
-        return self
-
-    @model_validator(mode="after")
     def _shared_database(self) -> Settings:
         if self.redis_url is not None and not self.redis_url.strip():
             raise ValueError(
@@ -390,16 +328,6 @@ class Settings(BaseSettings):
         return comma_list(self.trusted_proxies)
 
     @property
-    def jwt_enabled(self) -> bool:
-        return bool(self.jwt_issuer and self.jwt_audience and self.jwt_jwks_url)
-
-    @property
-    def oidc_enabled(self) -> bool:
-        return bool(
-            self.oidc_issuer and self.oidc_client_id and self.oidc_client_secret
-        )
-
-    @property
     def hosts(self) -> tuple[str, ...]:
         return comma_list(self.allowed_hosts)
 
@@ -439,10 +367,3 @@ class Settings(BaseSettings):
         """The budget a run gets: the client's ask, capped by the server."""
         steps = self.agent_max_steps if requested is None else requested
         return max(1, min(steps, self.agent_max_steps_cap))
-
-
-IDENTITY_SETTINGS = {
-    "LOOPWIRE_JWT_ISSUER": ("jwt_issuer", "jwt_audience", "jwt_jwks_url"),
-    "LOOPWIRE_OIDC_ISSUER": ("oidc_issuer", "oidc_client_id", "oidc_client_secret"),
-}
-"""An identity provider's settings that go together."""
