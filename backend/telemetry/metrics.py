@@ -30,7 +30,8 @@ from prometheus_client.registry import Collector
 
 from backend.transcript import Usage
 
-disable_created_metrics()  # type: ignore[no-untyped-call]  # the `_created` series only double what is served
+# The `_created` series would only double what is served.
+disable_created_metrics()  # type: ignore[no-untyped-call]
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 """The media type of `exposition()` (Prometheus's text format 0.0.4)."""
