@@ -240,6 +240,7 @@ def _serve(args: argparse.Namespace, *, extra_tools: Sequence[AnyTool] = ()) -> 
         redact_request_logs,
         uvicorn_config,
     )
+    from backend.telemetry.logs import configure_logging, say
 
     settings = load_settings()
     host = args.host or settings.host
@@ -247,23 +248,26 @@ def _serve(args: argparse.Namespace, *, extra_tools: Sequence[AnyTool] = ()) -> 
     logging.basicConfig(
         level=settings.log_level.upper(), format="%(levelname)s %(message)s"
     )
+    configure_logging(settings)
     quiet_client_logs(settings)
     try:
         app = create_app(settings, extra_tools=extra_tools)
     except ConfigError as exc:
-        print(f"loopwire: {exc}", file=sys.stderr)
+        say(settings, f"loopwire: {exc}", error=True)
         return 2
     problem = exposure_problem(host, settings, app.state.users)
     if problem is not None:
-        print(f"loopwire: {problem}", file=sys.stderr)
+        say(settings, f"loopwire: {problem}", error=True)
         return 2
     problem = asyncio.run(_unreachable(settings))
     if problem is not None:
-        print(f"loopwire: cannot start: {problem}", file=sys.stderr)
+        say(settings, f"loopwire: cannot start: {problem}", error=True)
         return 2
-    print(f"loopwire: open http://{host}:{port}/ (model: {app.state.chat.llm.model})")
+    model = app.state.chat.llm.model
+    say(settings, f"loopwire: open http://{host}:{port}/ (model: {model})")
     config = uvicorn_config(app, settings, host=host, port=port)
     redact_request_logs(settings)
+    configure_logging(settings, app.state.chat.bus.instance_id)
     server = Server(config, app.state.chat)
     server.run()
     return 0 if server.started else 1

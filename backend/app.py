@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import time
@@ -22,6 +23,7 @@ from backend.agent.strategies.react import ReasonActObserve
 from backend.agent.strategies.retrieve import RetrieveThenAnswer
 from backend.bus.base import Bus
 from backend.bus.local import LocalBus
+from backend.chat.levels import levels_of
 from backend.chat.run_requests import RunRequests
 from backend.chat.service import ChatService
 from backend.files.blobs import BlobStore
@@ -36,11 +38,13 @@ from backend.identity.oidc import OidcProvider
 from backend.identity.signins import SignIns
 from backend.llm.base import LLMClient
 from backend.llm.context_windows import ContextWindows
+from backend.llm.observed import ObservedLLM
 from backend.prompts import PromptProvider
 from backend.settings import Settings
 from backend.sources.library import Library
 from backend.store.base import Store
 from backend.store.sql import SqlStore
+from backend.telemetry.signals import NO_TELEMETRY, Telemetry, default_telemetry
 from backend.tools.base import AnyTool, ToolRegistry
 from backend.tools.builtin import builtin_tools
 from backend.tools.executor import Runner, ToolExecutor
@@ -57,6 +61,7 @@ from backend.transport.limits import ClientLimits
 from backend.transport.login import Login
 from backend.transport.refusal import Refused, answer_refused
 from backend.transport.routing import routes
+from backend.transport.trace_context import TraceContext
 from backend.users import Users
 
 log = logging.getLogger("loopwire")
@@ -114,14 +119,19 @@ def make_service(
     data_sources: Sequence[str] = (),
     processes: Runner | None = None,
     windows: ContextWindows | None = None,
+    telemetry: Telemetry = NO_TELEMETRY,
 ) -> ChatService:
     """The service and its loop; `processes` (the executor's worker
     processes) may be shared with tools that need them, such as read_file;
-    `windows` are the models' context windows, learnt at start-up."""
+    `windows` are the models' context windows, learnt at start-up;
+    `telemetry` traces and counts the runs and their model calls (every
+    call goes through the kit's `ObservedLLM`)."""
     executor = ToolExecutor(registry, settings.executor_config(), processes=processes)
     config = settings.loop_config()
     config = replace(config, windows=windows) if windows is not None else config
-    kit = LoopKit.build(llm, registry, executor, prompts, config)
+    kit = LoopKit.build(
+        ObservedLLM(llm, telemetry), registry, executor, prompts, config
+    )
     requests = RunRequests(
         llm=llm,
         registry=registry,
@@ -136,6 +146,7 @@ def make_service(
         forget_session=executor.forget_session,
         on_close=executor.aclose,
         bus=make_bus(settings),
+        telemetry=telemetry,
     )
 
 
@@ -226,6 +237,7 @@ def create_app(
     strategies: StrategyFactory | None = None,
     store: Store | None = None,
     extra_tools: Sequence[AnyTool] = (),
+    telemetry: Telemetry | None = None,
 ) -> Starlette:
     """The ASGI app. Tests inject `llm` / `registry`; production uses settings.
 
@@ -234,6 +246,8 @@ def create_app(
     `strategies` builds the strategies to offer from the shared `LoopKit`
     (default: `default_strategies`); embedders add their own this way.
     `store` defaults to the database `LOOPWIRE_DATABASE_URL` names.
+    `telemetry` defaults to Prometheus metrics, and traces as the standard
+    `OTEL_*` variables say (`telemetry/signals.py`).
     """
     settings = settings or Settings()
     prompts = prompts or PromptProvider()
@@ -259,6 +273,7 @@ def create_app(
         data_sources=library.names if library is not None else (),
         processes=processes,
         windows=windows,
+        telemetry=telemetry or default_telemetry(),
     )
     shelf.on_added = service.files_added
     parts = _Parts(
@@ -353,6 +368,7 @@ def _lifespan(
         finally:
             await store.close()
             await llm.aclose()
+            await asyncio.to_thread(parts.service.telemetry.tracing.close)
 
     return lifespan
 
@@ -375,10 +391,16 @@ def _middleware(
 ) -> list[Middleware]:
     return [
         Middleware(InstanceHeader, instance_id=service.bus.instance_id),
+        *([Middleware(TraceContext)] if service.telemetry.tracing.enabled else []),
         Middleware(Incidents),
         Middleware(Guard, settings=settings),
         *cors_middleware(settings),
-        Middleware(Authenticate, identities=identities, guesses=guesses),
+        Middleware(
+            Authenticate,
+            identities=identities,
+            guesses=guesses,
+            metrics_public=settings.metrics_public,
+        ),
     ]
 
 
@@ -394,6 +416,11 @@ def _set_state(
     app.state.signins = identities.signins
     app.state.guesses = guesses
     app.state.limits = ClientLimits(settings, signed_in=users.enabled)
+    service, metrics = parts.service, parts.service.telemetry.metrics
+    app.state.limits.metrics = metrics
+    if isinstance(parts.store, SqlStore):
+        parts.store.metrics = metrics
+    metrics.read_levels(lambda: levels_of(service.sessions, service.bus))
     app.state.store = parts.store
     app.state.files = parts.shelf
     app.state.blob_collector = parts.collector

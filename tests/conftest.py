@@ -19,6 +19,7 @@ from websockets.asyncio.client import connect
 from backend.app import create_app
 from backend.llm.base import LLMClient
 from backend.settings import Settings
+from backend.telemetry.signals import Telemetry
 from backend.tools.base import ToolRegistry
 from devcluster import nginx_server, redis_server
 from devcluster.postgres_server import PostgresServer, unavailable_reason
@@ -126,10 +127,11 @@ def server_starter(stack: AsyncExitStack) -> StartServer:
     async def start(
         llm: LLMClient | None = None,
         registry: ToolRegistry | None = None,
+        telemetry: Telemetry | None = None,
         **settings: Any,
     ) -> Harness:
         config = make_settings(**settings)
-        app = create_app(config, llm=llm, registry=registry)
+        app = create_app(config, llm=llm, registry=registry, telemetry=telemetry)
         server = await stack.enter_async_context(serving(app, settings=config))
         return Harness(server, stack)
 

@@ -18,6 +18,7 @@ from backend.chat.session import Session, Subscription
 from backend.llm.base import LLMClient
 from backend.prompts import PromptProvider
 from backend.store.sql import SqlStore
+from backend.telemetry.signals import NO_TELEMETRY, Telemetry
 from backend.tools.base import ToolRegistry
 from backend.transport.websocket import parse_message
 from tests.conftest import make_settings
@@ -44,6 +45,7 @@ async def serving(
     registry: ToolRegistry,
     *,
     strategies: StrategyFactory | None = None,
+    telemetry: Telemetry = NO_TELEMETRY,
     **settings: Any,
 ) -> AsyncIterator[ServiceClient]:
     """A started service, saving to a real (in-memory SQLite) store, with one
@@ -51,7 +53,13 @@ async def serving(
     store = SqlStore("sqlite://")
     await store.open()
     service = make_service(
-        make_settings(**settings), llm, registry, PromptProvider(), strategies, store
+        make_settings(**settings),
+        llm,
+        registry,
+        PromptProvider(),
+        strategies,
+        store,
+        telemetry=telemetry,
     )
     try:
         async with service:

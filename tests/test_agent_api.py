@@ -606,6 +606,7 @@ async def test_the_openapi_document_is_served_and_matches_the_routes(
         "/api/ui-stream",
         "/api/ui-stream/{chat_id}/stream",
         "/healthz",
+        "/metrics",
         "/s/{share_id}",
         "/v1/chat/completions",
         "/v1/models",

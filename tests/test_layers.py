@@ -18,6 +18,18 @@ RULES = [
     ("transport", ("backend.agent",)),
     ("notifications.py", ("backend.llm", "backend.chat", "backend.agent")),
     ("transcript.py", ("backend.",)),
+    (
+        "telemetry",
+        (
+            "backend.llm",
+            "backend.chat",
+            "backend.agent",
+            "backend.store",
+            "backend.transport",
+            "backend.bus",
+            "backend.tools",
+        ),
+    ),
 ]
 """(a package or module of backend/, the modules it must not import)."""
 
@@ -52,3 +64,14 @@ def test_a_layer_imports_nothing_above_it(
         if (bad := [n for n in imported(module) if n.startswith(forbidden)])
     }
     assert broken == {}
+
+
+def test_only_the_tracing_module_loads_opentelemetry() -> None:
+    """OpenTelemetry is imported by `telemetry/otel.py` alone, which only a
+    server with traces on imports (`test_tracing.py` checks it)."""
+    importers = sorted(
+        str(module.relative_to(BACKEND))
+        for module in BACKEND.rglob("*.py")
+        if any(n.startswith("opentelemetry") for n in imported(module))
+    )
+    assert importers == ["telemetry/otel.py"]

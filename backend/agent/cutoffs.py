@@ -89,6 +89,8 @@ def _running(state: RunState, call: ToolCall) -> bool:
 def _report(
     ctx: AgentContext, call: ToolCall, note: str, status: ToolStatus, duration: float
 ) -> None:
+    client = any(t.name == call.name for t in ctx.state.request.client_tools)
+    ctx.telemetry.metrics.tool_call("client_tool" if client else call.name, status)
     ctx.emit(
         ToolError(
             tool_call_id=call.id,

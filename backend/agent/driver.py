@@ -12,6 +12,10 @@ A run starts from a new state (phase `start`: `agent_start` is announced) or
 continues from a checkpoint: a run that was waiting waits again without
 asking twice, and a run whose ending was decided only finishes.
 
+Each phase and each wait for a person is a span of the run's trace (`phase
+reason`, `wait question`, …; `ctx.telemetry`), and each phase's time is
+counted in the metrics.
+
 Each phase runs within what is left of the run's time limit
 (`agent/time_limit.py`); when it is spent, the phase in flight is cancelled,
 nothing more is asked of the user, and the run ends `timeout` with a final
@@ -24,6 +28,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractContextManager
 
 from backend.agent.cutoffs import close_queue
 from backend.agent.loop import (
@@ -63,6 +68,7 @@ from backend.protocol import (
     TokenStream,
     ToolApprovalRequest,
 )
+from backend.telemetry.tracing import Span
 
 log = logging.getLogger(__name__)
 
@@ -152,9 +158,11 @@ class RunDriver:
             return self._out_of_time()
         phase, calls, tools = state.phase, state.usage.llm_calls, len(state.outcomes)
         started, stop = self._clock(), self._time.start()
-        advance = self.loop.advance(self.ctx)
-        won = await within(advance, self._time.remaining_s, self.ctx.pauses)
-        elapsed_ms = stop()
+        with self._span(f"phase {phase}", phase=phase, step=state.step):
+            advance = self.loop.advance(self.ctx)
+            won = await within(advance, self._time.remaining_s, self.ctx.pauses)
+            elapsed_ms = stop()
+        self.ctx.telemetry.metrics.phase_ended(phase, elapsed_ms / 1000)
         self.ctx.resumed = False
         state.trace.append(
             TraceEntry(
@@ -280,10 +288,34 @@ class RunDriver:
         if question is not None and self._withheld:
             return StopRequested()  # not asked: the stop came first
         if question is not None:
-            return await control.wait_for_answer(question.deadline - self._clock())
+            kind = "client_tool" if question.client_tool else "question"
+            with self._span(f"wait {kind}", step=state.step) as span:
+                limit = question.deadline - self._clock()
+                return _told(span, await control.wait_for_answer(limit))
         assert approval is not None
-        limit = approval.deadline - self._clock()
-        return await control.wait_for_approval(approval.tool_call_id, limit)
+        limit, began = approval.deadline - self._clock(), time.perf_counter()
+        with self._span(
+            "wait approval", step=state.step, tool=approval.tool_name
+        ) as span:
+            outcome = _told(
+                span, await control.wait_for_approval(approval.tool_call_id, limit)
+            )
+        self.ctx.waited_s[approval.tool_call_id] = time.perf_counter() - began
+        return outcome
+
+    def _span(
+        self, name: str, *, step: int, phase: str = "", tool: str = ""
+    ) -> AbstractContextManager[Span]:
+        """A span of the run (attributes only when traces are on)."""
+        tracing = self.ctx.telemetry.tracing
+        if not tracing.enabled:
+            return tracing.span(name)
+        attributes: dict[str, str | int] = {"loopwire.step": step}
+        if phase:
+            attributes["loopwire.phase"] = phase
+        if tool:
+            attributes["gen_ai.tool.name"] = tool
+        return tracing.span(name, attributes)
 
     async def _ask_in_phase(
         self, question: PendingQuestion, announce: bool
@@ -294,16 +326,19 @@ class RunDriver:
         state, control = self.ctx.state, self.control
         async with self._asking:
             state.pending_question = question
-            with self.ctx.pauses.paused():
+            kind = "client_tool" if question.client_tool else "question"
+            span = self._span(f"wait {kind}", step=question.step)
+            with self.ctx.pauses.paused(), span as waiting:
                 if announce:
                     with self.ctx.held():
                         self._announce_question()
                         await self._save()
                 limit = question.deadline - self._clock()
-                outcome = (
+                outcome = _told(
+                    waiting,
                     StopRequested()
                     if announce and self._withheld
-                    else await control.wait_for_answer(limit)
+                    else await control.wait_for_answer(limit),
                 )
             if isinstance(outcome, Suspended):
                 raise RunSuspended(state.run_id)  # parked with the question
@@ -389,3 +424,19 @@ class RunDriver:
         if text:
             self.ctx.emit(TokenStream(token="", is_first=False, is_last=True))
         return text.strip()
+
+
+_OUTCOMES = {
+    "Answered": "answered",
+    "Approved": "approved",
+    "Declined": "declined",
+    "TimedOut": "timed_out",
+    "StopRequested": "stopped",
+    "Suspended": "parked",
+}
+
+
+def _told(span: Span, outcome: WaitOutcome | Suspended) -> WaitOutcome | Suspended:
+    """The wait's outcome on its span."""
+    span.set("loopwire.wait.outcome", _OUTCOMES.get(type(outcome).__name__, "other"))
+    return outcome

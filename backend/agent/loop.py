@@ -37,6 +37,7 @@ from backend.history import History
 from backend.llm.base import Usage
 from backend.pauses import Pauses
 from backend.protocol import CompletionReason, FileInfo, RunEvent, StopMode
+from backend.telemetry.signals import NO_TELEMETRY, Telemetry
 
 Emit = Callable[[RunEvent], None]
 """Reports a run event; never blocks and never fails (safe during cleanup)."""
@@ -71,6 +72,10 @@ class AgentContext:
     ask_in_phase: AskInPhase | None = None
     """Shows a question asked inside a phase (a tool call's) and waits for
     the reply (the driver's; None: nobody can be asked)."""
+    telemetry: Telemetry = NO_TELEMETRY
+    """Where the run's phases, waits and tool calls are traced and counted."""
+    waited_s: dict[str, float] = field(default_factory=dict)
+    """Tool call id → how long a person took to approve it (for its span)."""
 
 
 # ------------------------------------------------------------------ decisions

@@ -16,6 +16,7 @@ against `stop_now`, which cancels whatever is in flight.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Final
@@ -70,6 +71,9 @@ class RunControl:
     approvals: dict[str, asyncio.Future[Approved | Declined]] = field(
         default_factory=dict
     )
+    stop_requested_at: float | None = None
+    """When the first stop reached the run (`time.perf_counter`): the start
+    of the stop latency the metrics time."""
     interjections: list[Interjection] = field(default_factory=list)
     """The user's messages for the run (`when_busy: steer`), told to the
     model at its next phase boundary (`driver.py`)."""
@@ -80,6 +84,8 @@ class RunControl:
     """`_ANSWER`, or the tool call id whose decision the run waits for."""
 
     def stop(self, mode: StopMode) -> None:
+        if self.stop_requested_at is None:
+            self.stop_requested_at = time.perf_counter()
         self.stop_after_step.set()
         if mode == "immediate":
             # the driver's race cancels the run where it waits: waking the

@@ -298,6 +298,9 @@ class RunState(BaseModel):
     active_ms: float = 0.0
     """Time spent working (waits for the user excluded), across resumptions."""
     trace: list[TraceEntry] = Field(default_factory=list)
+    trace_context: str | None = None
+    """The W3C `traceparent` of the run's first span (when traced): where it
+    is continued after a restart or on another instance, as one trace."""
     sources: list[SourceRef] = Field(default_factory=list)
     """What the run's citing tools found (`chat_response.sources`)."""
     untrusted: list[UntrustedSource] = Field(default_factory=list)

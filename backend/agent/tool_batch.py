@@ -28,6 +28,7 @@ from backend.agent.cutoffs import INTERRUPTED_NOTE
 from backend.agent.loop import AgentContext
 from backend.agent.request_input import is_request_input
 from backend.agent.rules import ToolCallRules, call_key
+from backend.agent.tool_spans import executed
 from backend.llm.base import ToolCall
 from backend.protocol import ToolStart
 from backend.tools.base import ToolContext, ToolRegistry
@@ -160,7 +161,7 @@ async def _outcome(
         return _refused(ctx, call, check)
     assert isinstance(check, Ready)
     context = tool_context(ctx, call, asking_s=asking_s)
-    return await executor.execute(check, call, context)
+    return await executed(ctx, executor, check, call, context)
 
 
 def _refused(ctx: AgentContext, call: ToolCall, refused: Refused) -> ToolOutcome:

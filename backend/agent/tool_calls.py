@@ -57,6 +57,7 @@ from backend.agent.state import (
 )
 from backend.agent.tool_batch import tool_context
 from backend.agent.tool_reports import decided, note_untrusted, report
+from backend.agent.tool_spans import executed
 from backend.llm.base import Completion, Message, ToolCall, ToolSpec
 from backend.prompts import ResultLine
 from backend.protocol import AgentDuplicateCall
@@ -322,7 +323,7 @@ class ToolCalls:
             return self._settle(ctx, self._refused_outcome(ctx, call, check))
         asking_s = self.config.request_input_timeout_s
         context = tool_context(ctx, asking_s=asking_s)
-        outcome = await self.executor.execute(check, call, context)
+        outcome = await executed(ctx, self.executor, check, call, context)
         duration = {"duration_ms": self._since(ctx)}
         return self._settle(ctx, outcome.model_copy(update=duration))
 
@@ -355,6 +356,7 @@ class ToolCalls:
         """Report and record a finished call, and take it off the queue."""
         state, call = ctx.state, outcome.call
         ctx.emit(report(outcome))
+        ctx.telemetry.metrics.tool_call(self._label(call), outcome.status)
         if outcome.ok:
             tool = self.registry.get(call.name)
             citations.collect(state, tool, outcome.result)
@@ -389,6 +391,7 @@ class ToolCalls:
         """Never run the same call twice in a run: tell the model instead."""
         state = ctx.state
         ctx.emit(AgentDuplicateCall(step=state.step, tool_name=call.name))
+        ctx.telemetry.metrics.tool_call(self._label(call), "duplicate")
         content = (
             f"Duplicate call: {call.name} was already called with the same arguments "
             f"in step {earlier.step}, so it was not run again. Use that result:\n"
@@ -402,6 +405,11 @@ class ToolCalls:
         state.record.results.append(line)
         self._pop(ctx)
         return self.rules.after_duplicate(state)
+
+    def _label(self, call: ToolCall) -> str:
+        """The call's tool as a metric label: a server tool's name; a
+        client's own tools, unbounded in number, share one."""
+        return call.name if call.name in self.registry.names else "client_tool"
 
     def _pop(self, ctx: AgentContext) -> None:
         state = ctx.state

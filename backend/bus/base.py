@@ -51,6 +51,8 @@ class Command:
     user: str = ""
     sender: str = ""
     """The instance that asks (set by the bus)."""
+    trace: str | None = None
+    """The asker's span as a W3C `traceparent`, continued by the owner."""
 
     @property
     def kind(self) -> CommandKind:
@@ -116,6 +118,16 @@ class Bus(Protocol):
     def trouble(self) -> str | None:
         """Why this instance cannot coordinate with the others now (Redis
         unreachable: `/healthz` says so); None when it can."""
+        ...
+
+    @property
+    def owned(self) -> int:
+        """Conversations this instance owns now."""
+        ...
+
+    @property
+    def queued(self) -> int:
+        """Messages waiting to go to the other instances."""
         ...
 
     async def start(self) -> None: ...

@@ -39,6 +39,14 @@ class LocalBus:
         """Never any: there is nobody to reach."""
         return None
 
+    @property
+    def queued(self) -> int:
+        return 0
+
+    @property
+    def owned(self) -> int:
+        return len(self._held)
+
     async def start(self) -> None:
         pass
 

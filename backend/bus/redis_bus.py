@@ -129,6 +129,16 @@ class RedisBus:
         return self.leases.trouble or self.listener.trouble
 
     @property
+    def owned(self) -> int:
+        """Conversations whose lease this instance holds."""
+        return len(self.leases.held)
+
+    @property
+    def queued(self) -> int:
+        """Messages waiting to go to Redis."""
+        return self.outgoing.queue.qsize()
+
+    @property
     def frames_dropped(self) -> int:
         """Frames not sent because the queue was full (since the start)."""
         return self.outgoing.frames_dropped

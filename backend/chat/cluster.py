@@ -47,6 +47,7 @@ from backend.bus.messages import (
     Watching,
     command_body,
 )
+from backend.chat.control_spans import control_span
 from backend.chat.mirror import Mirror
 from backend.chat.ownership import MISSING, Absent, Ownership
 from backend.chat.session import Session
@@ -55,6 +56,7 @@ from backend.chat.target import Target
 from backend.errors import Busy, NoSuchConversation, Unavailable
 from backend.settings import Settings
 from backend.store.base import StoreError
+from backend.telemetry.tracing import NO_TRACING, Tracing, current_traceparent
 
 log = logging.getLogger(__name__)
 
@@ -82,8 +84,10 @@ class Cluster:
         table: SessionTable,
         settings: Settings,
         ownership: Ownership,
+        tracing: Tracing = NO_TRACING,
     ) -> None:
         self.bus = bus
+        self.tracing = tracing
         self.table = table
         self.settings = settings
         self.ownership = ownership
@@ -296,8 +300,13 @@ class Cluster:
 
     async def forward(self, mirror: Mirror, body: CommandBody) -> Reply:
         """A command to the mirror's owner, wherever it is now; if nobody
-        owns the conversation, this instance takes it."""
+        owns the conversation, this instance takes it. A person's control
+        of the run is traced here, and its trace goes with it."""
         mirror.touch()
+        with control_span(self.tracing, body, session_id=mirror.id):
+            return await self._forward(mirror, body)
+
+    async def _forward(self, mirror: Mirror, body: CommandBody) -> Reply:
         for _ in range(ATTEMPTS):
             holder: str | None = None
             try:
@@ -312,9 +321,10 @@ class Cluster:
                         continue
                     holder = self.me
                     self._resync_soon(mirror)  # watch the session taken here
-                reply = await self.bus.request(
-                    holder, Command(mirror.id, body, mirror.owner)
+                command = Command(
+                    mirror.id, body, mirror.owner, trace=current_traceparent()
                 )
+                reply = await self.bus.request(holder, command)
             except BusError as exc:
                 log.warning("session %s: %s", mirror.id, exc)
                 mirror.holder = None
@@ -345,12 +355,17 @@ class Cluster:
     async def ask(self, session_id: str, user: str, body: CommandBody) -> Reply:
         """A command about a conversation not in memory here: to its owner,
         or `not_here` when nobody owns it."""
+        with control_span(self.tracing, body, session_id=session_id):
+            return await self._ask(session_id, user, body)
+
+    async def _ask(self, session_id: str, user: str, body: CommandBody) -> Reply:
         for _ in range(ATTEMPTS):
             try:
                 holder = await self.bus.owner_of(session_id)
                 if holder is None:
                     return NOT_HERE
-                reply = await self.bus.request(holder, Command(session_id, body, user))
+                command = Command(session_id, body, user, trace=current_traceparent())
+                reply = await self.bus.request(holder, command)
             except BusError as exc:
                 log.warning("session %s: %s", session_id, exc)
                 if isinstance(exc, InstanceGone) and holder is not None:

@@ -41,6 +41,7 @@ from backend.bus.messages import (
     Watching,
     wire,
 )
+from backend.chat.control_spans import control_span
 from backend.chat.ownership import Ownership
 from backend.chat.session import Session
 from backend.chat.sessions import SessionTable
@@ -48,6 +49,8 @@ from backend.errors import NoSuchConversation, ProtocolError
 from backend.protocol import ErrorType
 from backend.store.base import StoreError
 from backend.store.records import FileRecord
+from backend.telemetry.signals import Telemetry
+from backend.telemetry.tracing import continued
 
 __all__ = [
     "MOVED",
@@ -77,6 +80,9 @@ class LocalService(Protocol):
 
     async def ensure_stored(self, session_id: str, owner: str) -> bool: ...
 
+    @property
+    def telemetry(self) -> Telemetry: ...
+
 
 class Commands:
     def __init__(
@@ -98,7 +104,12 @@ class Commands:
         return self.bus.lease_ttl_s / 3
 
     async def command(self, command: Command) -> Reply:
-        """A command from an instance (the bus's `on_command`)."""
+        """A command from an instance (the bus's `on_command`), in the trace
+        of the span that sent it."""
+        with continued(command.trace):
+            return await self._received(command)
+
+    async def _received(self, command: Command) -> Reply:
         if isinstance(command.body, Watching):
             return self._watching(command.sender, command.body)
         session_id = command.session_id
@@ -135,7 +146,13 @@ class Commands:
             case Outcome(run_id=run_id, answer=answer):
                 return Reply("ok", Result(value=await session.outcome(run_id, answer)))
             case StopRun(run_id=run_id):
-                session.stop_soon(run_id)
+                run = session.run
+                linked = run.state.trace_context if run is not None else None
+                tracing = self.service.telemetry.tracing
+                with control_span(
+                    tracing, command.body, session_id=session.id, run_context=linked
+                ):
+                    session.stop_soon(run_id)
                 return OK
             case Flush(store=store):
                 return await self._flush(session, store=store)

@@ -19,6 +19,7 @@ from backend.agent.state import Answered
 from backend.answer_forms import check_answer
 from backend.chat.approval_decisions import ApprovalDecisions
 from backend.chat.branches import BranchSwitcher, set_aside
+from backend.chat.control_spans import control_span
 from backend.chat.held_inputs import HeldInputs
 from backend.chat.inbox import Held
 from backend.chat.replacement import conversation_runs, plan_replacement
@@ -40,6 +41,7 @@ from backend.protocol import (
     ToolResultMessage,
 )
 from backend.store.base import Store, StoreError
+from backend.telemetry.tracing import NO_TRACING, Tracing
 
 log = logging.getLogger(__name__)
 
@@ -58,8 +60,10 @@ class MessageDispatcher:
         runs: RunSupervisor,
         store: Store | None,
         grants: ToolGrants,
+        tracing: Tracing = NO_TRACING,
     ) -> None:
         self.requests = requests
+        self.tracing = tracing
         self.runs = runs
         self.store = store
         self.grants = grants
@@ -85,7 +89,12 @@ class MessageDispatcher:
             if self.draining:
                 raise Busy(RESTARTING)
             return await self.branches.switch(session, message.branch_id)
-        held = await self._act(session, message)
+        run = session.run
+        linked = run.state.trace_context if run is not None else None
+        with control_span(
+            self.tracing, message, session_id=session.id, run_context=linked
+        ):
+            held = await self._act(session, message)
         run = session.run
         if held is not None:
             return {"input_id": held.id, "mode": held.mode, "state": "queued"}

@@ -8,7 +8,8 @@ and how held inputs are used (`chat/inbox.py` has the rules).
 - `next_run`: after a run ends here, the first held input runs (its start
   and its deletion in one batch).
 - `after_recovery`: a conversation back in memory with held inputs hands
-  its steers to its continued run, or runs its first input.
+  its steers to its continued run, or runs its first input
+  (`left_by_the_last_process`: each such conversation, at start-up).
 """
 
 from __future__ import annotations
@@ -143,3 +144,21 @@ class HeldInputs:
                 run.control.interjections.append(
                     Interjection(held.id, held.message.content)
                 )
+
+    async def left_by_the_last_process(self) -> None:
+        """Conversations a previous process left with held inputs: each
+        used as if just sent (`after_recovery`)."""
+        table = self.runs.table
+        store = table.store
+        assert store is not None
+        for conversation_id in await store.live_conversations(parked=False):
+            if conversation_id in table.by_id:
+                continue  # its runs were continued, and it took what it held
+            if await store.live_runs(conversation_id):
+                continue  # a parked run: it goes on when its user comes back
+            try:
+                session = await table.load(conversation_id)
+            except Busy:
+                continue  # used when the conversation is opened
+            if session is not None:
+                await self.after_recovery(session)

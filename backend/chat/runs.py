@@ -33,6 +33,7 @@ from backend.agent.state import ENDING, Ending, RunState, WaitOutcome
 from backend.agent.summary import summarize_outcomes
 from backend.agent.time_limit import TimeLimit
 from backend.chat.instructions import Instructions
+from backend.chat.run_trace import run_ended, run_span
 from backend.chat.session import ActiveRun, Session
 from backend.chat.sessions import SessionTable
 from backend.errors import (
@@ -50,6 +51,8 @@ from backend.protocol import AgentError, ChatMessage, Error
 from backend.settings import Settings
 from backend.store.base import Fenced, StoreError
 from backend.store.records import RunRecord, RunStatus
+from backend.telemetry.signals import NO_TELEMETRY, Telemetry
+from backend.telemetry.tracing import NULL_SPAN, Span
 from backend.transcript import Message
 
 log = logging.getLogger(__name__)
@@ -68,6 +71,8 @@ class RunSupervisor:
         settings: Settings,
         table: SessionTable,
         clock: Callable[[], float],
+        telemetry: Telemetry = NO_TELEMETRY,
+        instance: str = "",
     ) -> None:
         self.strategies = strategies
         self.instructions = Instructions(
@@ -81,6 +86,9 @@ class RunSupervisor:
             final_answer_s=settings.run_final_answer_timeout_s,
         )
         self._clock = clock
+        self.telemetry = telemetry
+        self.instance = instance
+        """This instance's id, on the runs' spans."""
         self.tasks: asyncio.TaskGroup | None = None
         """Where runs are started: the service's TaskGroup, while it runs."""
         self.after_run: Callable[[Session], Awaitable[None]] | None = None
@@ -128,13 +136,18 @@ class RunSupervisor:
     # ------------------------------------------------------------ driving
 
     async def _drive(self, session: Session, run: ActiveRun) -> None:
+        with run_span(self.telemetry, run.state, self.instance) as span:
+            ended = await self._run(session, run, span)
+        if ended and self.after_run is not None:
+            await self.after_run(session)
+
+    async def _run(self, session: Session, run: ActiveRun, span: Span) -> bool:
+        """Drive the run; False if it did not end here (parked, moved)."""
         state, notify = run.state, session.notify
         notify.begin_run(state.run_id, agent=state.request.agent)
         strategy = self.strategies.get(state.strategy)
         assert strategy is not None
-        ctx = AgentContext(
-            state, run.history, notify.emit, files=session.files, held=session.holding
-        )
+        ctx = self._context(session, run)
 
         async def checkpoint(_ctx: AgentContext) -> None:
             await self._checkpoint(session, run)
@@ -153,9 +166,10 @@ class RunSupervisor:
             ctx.epoch = _fence(session, state)
             result: AgentResult | None = await driver.run()
         except RunSuspended:
+            span.set("loopwire.parked", True)  # a later span continues it
             self._park(session, run)
             await self.table.flush_quietly(session)
-            return
+            return False
         except asyncio.CancelledError:
             self._detach(session)  # past the shutdown grace: left mid-phase
             raise
@@ -163,7 +177,7 @@ class RunSupervisor:
             log.error("run %s: %s; it goes on where it is owned", state.run_id, exc)
             self.table.let_go(session)
             self._detach(session)
-            return
+            return False
         except StoreError as exc:
             case = incident()
             log.error("run %s: checkpoint failed (%s): %s", state.run_id, case, exc)
@@ -184,12 +198,26 @@ class RunSupervisor:
                 in_run=True,
             )
             result = None
-        await self._end(session, run, result)
-        if self.after_run is not None:
-            await self.after_run(session)
+        await self._end(session, run, result, span)
+        return True
+
+    def _context(self, session: Session, run: ActiveRun) -> AgentContext:
+        """What the run's strategy sees: its state, history, sink, files."""
+        return AgentContext(
+            run.state,
+            run.history,
+            session.notify.emit,
+            files=session.files,
+            held=session.holding,
+            telemetry=self.telemetry,
+        )
 
     async def _end(
-        self, session: Session, run: ActiveRun, result: AgentResult | None
+        self,
+        session: Session,
+        run: ActiveRun,
+        result: AgentResult | None,
+        span: Span = NULL_SPAN,
     ) -> None:
         """A run that ended here (`result` None: it failed): the closing
         frames, the record final and stored, then `response_complete`."""
@@ -203,6 +231,10 @@ class RunSupervisor:
         with session.holding():  # the outcome is stored before it is announced
             session.notify.response_complete()
             await self._flush_quietly(session)
+        stopped_at = run.control.stop_requested_at
+        if stopped_at is not None:
+            self.telemetry.metrics.stop_latency(time.perf_counter() - stopped_at)
+        run_ended(self.telemetry, span, state, self._clock() - state.started_at)
         self.close(session, run)
 
     def finish(self, session: Session, run: ActiveRun, result: AgentResult) -> None:

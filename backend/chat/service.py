@@ -45,7 +45,6 @@ from backend.chat.sessions import SessionTable
 from backend.chat.target import Target
 from backend.chat.tool_grants import ToolGrants
 from backend.errors import (
-    Busy,
     ConfigError,
     NoSuchConversation,
 )
@@ -59,6 +58,7 @@ from backend.protocol import (
 from backend.settings import Settings
 from backend.store.base import Store
 from backend.store.records import FileRecord
+from backend.telemetry.signals import NO_TELEMETRY, Telemetry
 from backend.tools.base import ToolRegistry
 from backend.users import LOCAL_USER
 
@@ -76,12 +76,14 @@ class ChatService:
         on_close: Callable[[], Awaitable[None]] | None = None,
         clock: Callable[[], float] = time.time,
         bus: Bus | None = None,
+        telemetry: Telemetry = NO_TELEMETRY,
     ) -> None:
         """`requests` turns a client's `chat` into a run's state (with the
         LLM, tools, strategies and data sources it may use). `on_close` runs
         last when the service stops (after every run has ended): e.g. the
         tool executor's worker processes. `bus`: how this instance reaches
-        the others (`RedisBus`); one process by default (`LocalBus`)."""
+        the others (`RedisBus`); one process by default (`LocalBus`).
+        `telemetry`: where runs are traced and counted."""
         strategies = requests.strategies
         for needed in (settings.agent_loop_strategy, PLAIN, TOOL_MODE):
             if needed not in strategies:
@@ -98,6 +100,7 @@ class ChatService:
         self.store = store
         self._clock = clock
         self.bus: Bus = bus or LocalBus()
+        self.telemetry = telemetry
         self._build_parts(forget_session)
         self._on_close = on_close
         self._tasks: asyncio.TaskGroup | None = None
@@ -119,10 +122,16 @@ class ChatService:
             settings=settings,
             table=self.table,
             clock=self._clock,
+            telemetry=self.telemetry,
+            instance=bus.instance_id,
         )
         self.grants = ToolGrants(store)
         self.dispatcher = MessageDispatcher(
-            requests=self.requests, runs=self.runs, store=store, grants=self.grants
+            requests=self.requests,
+            runs=self.runs,
+            store=store,
+            grants=self.grants,
+            tracing=self.telemetry.tracing,
         )
         self.recovery = Recovery(
             store=store,
@@ -136,7 +145,11 @@ class ChatService:
             bus=bus, table=self.table, store=store, recovery=self.recovery
         )
         self.cluster = Cluster(
-            bus=bus, table=self.table, settings=settings, ownership=self.ownership
+            bus=bus,
+            table=self.table,
+            settings=settings,
+            ownership=self.ownership,
+            tracing=self.telemetry.tracing,
         )
         self.commands = Commands(
             service=self, table=self.table, bus=bus, ownership=self.ownership
@@ -170,24 +183,8 @@ class ChatService:
             await self.ownership.adopt_orphans()
         elif self.store is not None:
             await self.recovery.recover()
-            await self._held_inputs_back()
+            await self.dispatcher.held.left_by_the_last_process()
         return self
-
-    async def _held_inputs_back(self) -> None:
-        """Conversations a previous process left with held inputs: each
-        used as if just sent (`HeldInputs.after_recovery`)."""
-        assert self.store is not None
-        for conversation_id in await self.store.live_conversations(parked=False):
-            if conversation_id in self.table.by_id:
-                continue  # its runs were continued, and it took what it held
-            if await self.store.live_runs(conversation_id):
-                continue  # a parked run: it goes on when its user comes back
-            try:
-                session = await self.table.load(conversation_id)
-            except Busy:
-                continue  # used when the conversation is opened
-            if session is not None:
-                await self.dispatcher.held.after_recovery(session)
 
     async def __aexit__(
         self,

@@ -48,6 +48,8 @@ class Completion(_Frozen):
     tool_calls: tuple[ToolCall, ...] = ()
     usage: Usage = Usage(llm_calls=1)
     finish_reason: str | None = None
+    attempts: int = 1
+    """Requests it took (a retried call took more than one)."""
 
 
 class TextDelta(_Frozen):

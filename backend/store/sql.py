@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import time
 from collections.abc import Callable, Collection, Coroutine, Sequence
 from typing import Any
 
@@ -43,6 +44,7 @@ from backend.store.rows import decode_cursor
 from backend.store.search import SearchHit
 from backend.store.share_records import ShareRecord
 from backend.store.user_records import SignInRecord, ToolGrantRecord, UsageRecord
+from backend.telemetry.metrics import NO_METRICS, Metrics
 from backend.transcript import Frame, Message
 
 
@@ -52,6 +54,8 @@ class SqlStore:
         self._db = Database(url)
         self._engine = self._db.engine
         self._statements = writes.Statements(self._db.dialect)
+        self.metrics: Metrics = NO_METRICS
+        """Where the time of each write of conversations is counted."""
 
     async def open(self) -> None:
         async with failing("cannot open the database"):
@@ -166,11 +170,13 @@ class SqlStore:
             return
         names = ", ".join(b.conversation_id for b in batches[:3])
         more = f" and {len(batches) - 3} more" if len(batches) > 3 else ""
+        started = time.perf_counter()
         async with (
             failing(f"cannot save conversation {names}{more}"),
             self._db.begin() as conn,
         ):
             await writes.write(conn, self._statements, batches)
+        self.metrics.store_flush(time.perf_counter() - started)
 
     async def release(self, held: Sequence[tuple[str, int]]) -> None:
         if not held:

@@ -25,7 +25,7 @@ from prometheus_client import (
     disable_created_metrics,
 )
 from prometheus_client.core import GaugeMetricFamily, Metric
-from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector
 
 from backend.transcript import Usage
@@ -33,13 +33,16 @@ from backend.transcript import Usage
 # The `_created` series would only double what is served.
 disable_created_metrics()  # type: ignore[no-untyped-call]
 
-CONTENT_TYPE = CONTENT_TYPE_LATEST
-"""The media type of `exposition()` (Prometheus's text format 0.0.4)."""
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+"""The media type of `exposition()`: Prometheus's classic text format,
+which every Prometheus reads (what `generate_latest` writes)."""
 
 RUN_BUCKETS = (0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300, 600, 1800)
 PHASE_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
 LLM_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 4, 8, 15, 30, 60, 120)
 STOP_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5)
+TOOL_LABELS = 256
+"""The most tool names counted apart; the rest count as `other`."""
 FLUSH_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1, 5)
 
 
@@ -76,6 +79,14 @@ class Metrics(Protocol):
 
     def store_flush(self, seconds: float) -> None: ...
 
+    def read_levels(self, levels: Callable[[], Levels]) -> None:
+        """Where a scrape reads the service's levels from."""
+        ...
+
+    def exposition(self) -> bytes:
+        """Every metric in Prometheus's text format (`CONTENT_TYPE`)."""
+        ...
+
 
 class NoMetrics:
     """Counts nothing."""
@@ -106,6 +117,12 @@ class NoMetrics:
     def store_flush(self, seconds: float) -> None:
         pass
 
+    def read_levels(self, levels: Callable[[], Levels]) -> None:
+        pass
+
+    def exposition(self) -> bytes:
+        return b""
+
 
 NO_METRICS = NoMetrics()
 
@@ -115,7 +132,14 @@ class PrometheusMetrics:
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
-        reg = self.registry
+        self._runs(self.registry)
+        self._calls(self.registry)
+        self._service(self.registry)
+        self._levels = _LevelCollector()
+        self.registry.register(self._levels)
+        self._tools: set[str] = set()
+
+    def _runs(self, reg: CollectorRegistry) -> None:
         self.runs = Counter(
             "loopwire_runs",
             "Runs ended, by strategy and the reason they ended.",
@@ -136,6 +160,14 @@ class PrometheusMetrics:
             buckets=PHASE_BUCKETS,
             registry=reg,
         )
+        self.stop_seconds = Histogram(
+            "loopwire_stop_latency_seconds",
+            "From a stop reaching the run's owner to its response_complete.",
+            buckets=STOP_BUCKETS,
+            registry=reg,
+        )
+
+    def _calls(self, reg: CollectorRegistry) -> None:
         self.llm_calls = Counter(
             "loopwire_llm_calls",
             "Model calls, by model and outcome (ok, error, cancelled).",
@@ -161,12 +193,8 @@ class PrometheusMetrics:
             ["tool", "status"],
             registry=reg,
         )
-        self.stop_seconds = Histogram(
-            "loopwire_stop_latency_seconds",
-            "From a stop reaching the run's owner to its response_complete.",
-            buckets=STOP_BUCKETS,
-            registry=reg,
-        )
+
+    def _service(self, reg: CollectorRegistry) -> None:
         self.frames = Counter(
             "loopwire_frames_sent", "Frames written to clients.", registry=reg
         )
@@ -182,15 +210,11 @@ class PrometheusMetrics:
             buckets=FLUSH_BUCKETS,
             registry=reg,
         )
-        self._levels = _LevelCollector()
-        reg.register(self._levels)
 
     def read_levels(self, levels: Callable[[], Levels]) -> None:
-        """Where the scrape reads the service's levels from."""
         self._levels.read = levels
 
     def exposition(self) -> bytes:
-        """Every metric in Prometheus's text format (`CONTENT_TYPE`)."""
         return generate_latest(self.registry)
 
     def run_ended(self, strategy: str, reason: str, seconds: float) -> None:
@@ -210,6 +234,11 @@ class PrometheusMetrics:
             self.tokens.labels(model, "output").inc(usage.completion_tokens)
 
     def tool_call(self, tool: str, status: str) -> None:
+        if tool not in self._tools:  # a name the model made up counts as `other`
+            if len(self._tools) >= TOOL_LABELS:
+                tool = "other"
+            else:
+                self._tools.add(tool)
         self.tool_calls.labels(tool, status).inc()
 
     def stop_latency(self, seconds: float) -> None:

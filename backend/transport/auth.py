@@ -14,10 +14,11 @@ before any is compared.
 
 Only `/healthz` (bare liveness), the login routes, the static files (the
 repository's own, the same for everyone) and reading a share link
-(`OPEN_SHARES`) are open. Anything else without a
-user is refused before a route runs: the page redirects to the login form,
-a WebSocket handshake gets HTTP 401 (no socket is accepted) and any other
-route a JSON 401 (in OpenAI's shape under `/v1/`: `refusal.body_for`).
+(`OPEN_SHARES`) are open, and `/metrics` with `LOOPWIRE_METRICS_PUBLIC=1`.
+Anything else without a user is refused before a route runs: the page
+redirects to the login form, a WebSocket handshake gets HTTP 401 (no
+socket is accepted) and any other route a JSON 401 (in OpenAI's shape
+under `/v1/`: `refusal.body_for`).
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ OPEN_PATHS = frozenset(
     {"/healthz", "/login", "/logout", "/login/oidc", "/login/oidc/callback"}
 )
 OPEN_PREFIXES = ("/static/",)
+METRICS = "/metrics"
+"""Open too with `LOOPWIRE_METRICS_PUBLIC=1`."""
 OPEN_SHARES = ("/s/", "/api/shares/")
 """A share link's page and snapshot: read-only, open to anyone with the
 link (`transport/shares.py`); revoking one needs its owner."""
@@ -95,10 +98,19 @@ async def identify(identities: Identities, presented: Credentials) -> Identity |
 
 
 class Authenticate:
-    def __init__(self, app: ASGIApp, identities: Identities, guesses: Guesses) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        identities: Identities,
+        guesses: Guesses,
+        *,
+        metrics_public: bool = False,
+    ) -> None:
+        """`metrics_public`: `GET /metrics` needs no credentials."""
         self.app = app
         self.identities = identities
         self.guesses = guesses
+        self.open_paths = OPEN_PATHS | ({METRICS} if metrics_public else set())
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]
@@ -110,7 +122,7 @@ class Authenticate:
             await self.app(scope, receive, send)
             return
         path: str = scope["path"]
-        if path in OPEN_PATHS or path.startswith(OPEN_PREFIXES) or _shared(scope):
+        if path in self.open_paths or path.startswith(OPEN_PREFIXES) or _shared(scope):
             await self.app(scope, receive, send)  # open to all; no user in scope
             return
         presented = credentials(Headers(scope=scope))

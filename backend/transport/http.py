@@ -18,6 +18,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 from backend.chat.service import ChatService
+from backend.telemetry.metrics import CONTENT_TYPE
 from backend.transport.auth import user_of
 from backend.users import Users
 
@@ -103,11 +104,24 @@ async def info(request: Request) -> Response:
     return JSONResponse(body)
 
 
+async def metrics(request: Request) -> Response:
+    """This instance's metrics in Prometheus's text format
+    (`telemetry/metrics.py`); protected like the API unless
+    `LOOPWIRE_METRICS_PUBLIC=1`."""
+    service: ChatService = request.app.state.chat
+    return Response(
+        service.telemetry.metrics.exposition(),
+        media_type=CONTENT_TYPE,
+        headers={"Cache-Control": "no-store"},
+    )
+
+
 def routes() -> list[Route | Mount]:
     return [
         Route("/", index),
         Route("/c/{conversation_id}", index),  # the page, opened on a conversation
         Route("/healthz", health),
         Route("/api/info", info),
+        Route("/metrics", metrics),
         Mount("/static", StaticFiles(directory=FRONTEND_DIR / "static"), name="static"),
     ]

@@ -40,6 +40,7 @@ from starlette.types import Scope
 
 from backend.errors import LoopwireError
 from backend.settings import Settings
+from backend.telemetry.metrics import NO_METRICS, Metrics
 
 PRUNE_EVERY = 1024
 """Admissions between two passes that forget clients with nothing to remember."""
@@ -138,6 +139,8 @@ class ClientLimits:
         self.max_total = settings.max_connections
         self._clock = clock
         self._clients: dict[str, Client] = {}
+        self.metrics: Metrics = NO_METRICS
+        """Where refusals are counted (the app's)."""
         self.open_total = 0
         self._admitted = 0
 
@@ -173,7 +176,8 @@ class ClientLimits:
         """Admit a new connection (`leave` when it closes): the client's
         entry (None for an unlimited client), or `Limited`."""
         if self.open_total >= self.max_total:
-            raise Limited(
+            raise self._limited(
+                "connections",
                 "too_many_connections",
                 f"the server has {self.open_total} connections open, its limit "
                 "(LOOPWIRE_MAX_CONNECTIONS); try again later",
@@ -184,13 +188,15 @@ class ClientLimits:
             return None
         entry = self.client(key)
         if entry.open >= self.max_open:
-            raise Limited(
+            raise self._limited(
+                "connections",
                 "too_many_connections",
                 f"you have {entry.open} connections open, the most allowed; "
                 "close one first",
             )
         if not entry.connects.take():
-            raise Limited(
+            raise self._limited(
+                "connects",
                 "rate_limited",
                 "too many new connections; wait before connecting again",
                 entry.connects.wait_s(),
@@ -241,7 +247,8 @@ class ClientLimits:
             return
         runs = self.client(key).runs
         if not runs.take():
-            raise Limited(
+            raise self._limited(
+                "runs",
                 "rate_limited",
                 f"too many runs started (at most {self.settings.runs_per_minute:g} "
                 "a minute); wait before starting another",
@@ -259,3 +266,14 @@ class ClientLimits:
 
     def __len__(self) -> int:
         return len(self._clients)
+
+    def _limited(
+        self,
+        limit: str,
+        error_type: str,
+        message: str,
+        retry_after_s: float | None = None,
+    ) -> Limited:
+        """A refusal by `limit` (connections, connects, runs), counted."""
+        self.metrics.rate_limited(limit)
+        return Limited(error_type, message, retry_after_s)

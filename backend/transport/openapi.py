@@ -258,6 +258,18 @@ def openapi() -> dict[str, Any]:
                     "responses": {"200": json_body('{"status": "ok"}')},
                 }
             },
+            "/metrics": {
+                "get": {
+                    "summary": "This instance's metrics, in Prometheus's text "
+                    "format (open with LOOPWIRE_METRICS_PUBLIC=1)",
+                    "responses": {
+                        "200": {
+                            "description": "docs/observability.md lists them",
+                            "content": {"text/plain": {"schema": {"type": "string"}}},
+                        }
+                    },
+                }
+            },
         },
     }
 

@@ -43,6 +43,7 @@ from backend.protocol import (
 )
 from backend.settings import Settings
 from backend.store.base import StoreError
+from backend.telemetry.metrics import Metrics
 from backend.text import shorten
 from backend.transport.auth import Credentials, credentials, identify, user_of
 from backend.transport.bodies import describe
@@ -182,6 +183,7 @@ async def _connect(
     subscription = session.outbox.subscribe(after)
     try:
         await websocket.send_text(service.ready_frame(session, resumed=resumed))
+        service.telemetry.metrics.frames_sent(1)
         await _serve(websocket, service, session, subscription, quota, signed_in)
     finally:
         session.outbox.unsubscribe(subscription)
@@ -197,7 +199,8 @@ async def _serve(
     signed_in: SignedIn | None = None,
 ) -> None:
     async with asyncio.TaskGroup() as tasks:
-        writer = tasks.create_task(_write(websocket, subscription))
+        metrics = service.telemetry.metrics
+        writer = tasks.create_task(_write(websocket, subscription, metrics))
         done = asyncio.Event()
         if signed_in is not None:
             tasks.create_task(signed_in.until_signed_out(subscription, done))
@@ -213,7 +216,9 @@ async def _serve(
             done.set()
 
 
-async def _write(websocket: WebSocket, subscription: Subscription) -> None:
+async def _write(
+    websocket: WebSocket, subscription: Subscription, metrics: Metrics
+) -> None:
     with contextlib.suppress(WebSocketDisconnect, RuntimeError, OSError):
         while True:
             text = await subscription.next_frame()
@@ -226,6 +231,7 @@ async def _write(websocket: WebSocket, subscription: Subscription) -> None:
                 await websocket.close(code=code, reason=reason[:120])
                 return
             await websocket.send_text(text)
+            metrics.frames_sent(1)
 
 
 async def _read(
@@ -259,6 +265,7 @@ async def _read(
             if not excess.take():  # a burst's worth past the rate: flooding
                 return CLOSE_POLICY_VIOLATION, FLOODING
             if refused == 1:  # one error per burst, not one per frame
+                service.telemetry.metrics.rate_limited("messages")
                 await service.report(session, _too_many(settings), "rate_limited")
             continue
         refused = 0

@@ -164,8 +164,11 @@ class OpenAIClient:
                 response = await self._ask(request, stream=False)
                 data = wire.json_object(response.content)
                 reply = wire.completion(data, new_call_id=self._new_call_id)
-                return normalise(
-                    reply, offered=offered(request), new_call_id=self._new_call_id
+                return _attempts(
+                    normalise(
+                        reply, offered=offered(request), new_call_id=self._new_call_id
+                    ),
+                    retrier,
                 )
             except faults.FAULTS as exc:
                 await retrier.after(self._failure(exc))
@@ -200,7 +203,7 @@ class OpenAIClient:
                 continue
             if rest:  # held back in case it was a call; it was not
                 yield TextDelta(text=rest)
-            yield completion
+            yield _attempts(completion, retrier)
             return
 
     async def _ask(self, request: LLMRequest, *, stream: bool) -> httpx2.Response:
@@ -281,3 +284,10 @@ def offered(request: LLMRequest) -> frozenset[str]:
     if request.tool_choice == "none":
         return frozenset()
     return frozenset(spec.name for spec in request.tools)
+
+
+def _attempts(reply: Completion, retrier: Retrier) -> Completion:
+    """The reply, saying how many requests it took when more than one."""
+    if retrier.attempts == 1:
+        return reply
+    return reply.model_copy(update={"attempts": retrier.attempts})
