@@ -78,21 +78,24 @@ browser:
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
 	else echo "note: /usr/bin/chromium missing and not root; browser tests will be skipped"; fi
 
-# Debian's PostgreSQL, Redis and nginx for the store and cluster tests (installed
-# only when root and missing). The tests start their own servers
-# (devcluster/: PostgreSQL, Redis, nginx); none is
-# left running.
+# Debian's PostgreSQL, Redis and nginx for the store and cluster tests, and
+# Prometheus for the metrics tests (installed only when root and missing;
+# Prometheus without its recommends: node-exporter, smartmontools, ...).
+# The tests start their own servers (devcluster/: PostgreSQL, Redis, nginx,
+# Prometheus); none is left running.
 services:
-	@missing=""; \
+	@missing=""; lean=""; \
 	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$$missing postgresql"; \
 	command -v redis-server >/dev/null || [ -x /usr/bin/redis-server ] || missing="$$missing redis-server"; \
 	[ -x /usr/sbin/nginx ] || missing="$$missing nginx-light"; \
-	if [ -z "$$missing" ]; then :; \
+	[ -x /usr/bin/prometheus ] && [ -x /usr/bin/promtool ] || lean=" prometheus"; \
+	if [ -z "$$missing$$lean" ]; then :; \
 	elif [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null; then \
-		echo "installing Debian's$$missing for the store and cluster tests"; \
+		echo "installing Debian's$$missing$$lean for the store, cluster and metrics tests"; \
 		DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
-	else echo "note:$$missing missing and not root; the tests that need them will be skipped"; fi
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$lean >/dev/null; \
+	else echo "note:$$missing$$lean missing and not root; the tests that need them will be skipped"; fi
 
 # Debian's Node (installed only when root and missing), then the client
 # libraries of other ecosystems the tests drive loopwire with (tests/js/:
