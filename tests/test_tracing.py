@@ -388,3 +388,28 @@ async def restarting(
             yield ServiceClient(service, session)
     finally:
         await store.close()
+
+
+def test_an_exporter_loopwire_cannot_send_to_stops_the_start_with_its_name() -> None:
+    """`OTEL_TRACES_EXPORTER=zipkin`: the server does not start, and says
+    which exporters it takes (exit status 2, as for any bad setting)."""
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    environment |= {
+        "OTEL_TRACES_EXPORTER": "zipkin",
+        "LOOPWIRE_DATABASE_URL": "sqlite://",
+        "LOOPWIRE_PORT": "0",
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "backend", "serve"],
+        cwd=ROOT,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines()[-1] == (
+        "loopwire: OTEL_TRACES_EXPORTER='zipkin': loopwire sends traces with "
+        "otlp (OTLP over HTTP) or console, or none"
+    )

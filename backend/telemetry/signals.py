@@ -14,6 +14,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from backend.errors import ConfigError
 from backend.telemetry.metrics import NO_METRICS, Metrics, PrometheusMetrics
 from backend.telemetry.tracing import NO_TRACING, Tracing
 
@@ -51,7 +52,7 @@ def tracing_from(environ: Mapping[str, str]) -> Tracing:
     if exporter is None:
         return NO_TRACING
     if exporter not in ("otlp", "console"):
-        raise ValueError(
+        raise ConfigError(
             f"OTEL_TRACES_EXPORTER={exporter!r}: loopwire sends traces with "
             "otlp (OTLP over HTTP) or console, or none"
         )
