@@ -31,10 +31,26 @@ WHY_NOT_CLICKABLE = """(element) => {
 }"""
 
 
+SETTLE_FRAMES = 30
+"""How many animation frames a control may take to settle where it goes
+(a list re-rendered, a drawer sliding in) before what is wrong is reported."""
+
+
 async def why_not_clickable(control: Locator) -> list[str]:
-    """What keeps `control` from being seen and clicked where it is (none: fine)."""
+    """What keeps `control` from being seen and clicked where it is (none:
+    fine), once the page has drawn `SETTLE_FRAMES` frames without it
+    settling; the element is looked up afresh each frame (a re-rendered
+    list replaces its rows)."""
     problems: list[str] = await control.evaluate(WHY_NOT_CLICKABLE)
+    for _ in range(SETTLE_FRAMES):
+        if not problems:
+            break
+        await control.page.evaluate(NEXT_FRAME)
+        problems = await control.evaluate(WHY_NOT_CLICKABLE)
     return problems
+
+
+NEXT_FRAME = "() => new Promise((drawn) => requestAnimationFrame(() => drawn()))"
 
 
 PHONE = {"width": 390, "height": 844}
