@@ -48,7 +48,7 @@ from benchmarks.report import render, write
 from benchmarks.results import Results
 
 SECTIONS = ("loop", "sources", "turns", "runs", "frames", "memory", "stop")
-PART_OF = {"pace": "frames"}
+PART_OF = {"pace": "frames", "tracing": "turns"}
 """Measurements run under another's name: `--only frames` also runs the
 streamed tokens at a model's pace."""
 DEFAULT_OUT = ROOT / "docs" / "benchmarks.md"
@@ -156,6 +156,12 @@ async def _measure(harness: Harness, sections: Sequence[str], results: Results) 
     async def turns() -> None:
         results.turn_cost = await turn_cost.measure(harness)
 
+    async def tracing() -> None:
+        traced = await turn_cost.measure(
+            harness, label="turns-traced", env=turn_cost.TRACED
+        )
+        results.traced_turn_cost = traced
+
     async def runs() -> None:
         results.runs = await agent_runs.measure(harness)
 
@@ -173,6 +179,7 @@ async def _measure(harness: Harness, sections: Sequence[str], results: Results) 
 
     measurements = {
         "turns": turns,
+        "tracing": tracing,
         "runs": runs,
         "frames": frames,
         "pace": pace,

@@ -89,6 +89,19 @@ def _row(
     return Row(name, form(summary.median), form(summary.p99), target, judged <= limit)
 
 
+def _tracing_row(results: Results) -> Row:
+    """Traces on (OTLP to a collector that is down) against off."""
+    off, on = results.turn_cost, results.traced_turn_cost
+    ratio = on.cpu_ms.scaled(1 / off.cpu_ms.median) if off and on else None
+    return _row(
+        "server CPU per act-shaped turn, traces on ÷ off",
+        ratio,
+        lambda x: f"{x:.2f} times",
+        "≤ 1.10 times",
+        1.10,
+    )
+
+
 def target_rows(results: Results) -> list[Row]:
     """The issue's table: figure, target, met or not."""
     rows: list[Row] = []
@@ -103,6 +116,7 @@ def target_rows(results: Results) -> list[Row]:
             3.0,
         )
     )
+    rows.append(_tracing_row(results))
     rows += _run_rows(results)
     rows += _frame_rows(results)
     rows.append(_pace_row(results))

@@ -157,6 +157,8 @@ class Results:
     """Per measured round, the share of the machine's CPU other processes took."""
     duration_s: float = 0.0
     turn_cost: TurnCost | None = None
+    traced_turn_cost: TurnCost | None = None
+    """The same turns with traces on, exported by OTLP to nowhere."""
     runs: list[RunScale] = field(default_factory=list)
     frames: FrameRate | None = None
     token_pace: TokenPace | None = None

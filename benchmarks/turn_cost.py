@@ -12,6 +12,7 @@ turn's frames and the fake's 2 x N x T requests are checked.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 
 from benchmarks.checks import Frame, check_tool_turn, expect_calls
 from benchmarks.clients import Session, close_all, open_many, reset_all
@@ -21,7 +22,10 @@ from benchmarks.results import Others, TurnCost
 from benchmarks.stats import Summary
 
 
-async def measure(harness: Harness) -> TurnCost:
+async def measure(
+    harness: Harness, *, label: str = "turns", env: Mapping[str, str] | None = None
+) -> TurnCost:
+    """The turns on a server of their own, with the extra variables `env`."""
     sizes = harness.sizes
     count, turns, tokens = (
         sizes.turn_sessions,
@@ -43,7 +47,7 @@ async def measure(harness: Harness) -> TurnCost:
     rate: list[float] = []
     fake_ms: list[float] = []
     client_ms: list[float] = []
-    async with harness.loopwire("turns") as server:
+    async with harness.loopwire(label, env=env) as server:
         url = server.ws_url
         sessions = await open_many(count, lambda: Session.open(url))
         try:
@@ -66,7 +70,7 @@ async def measure(harness: Harness) -> TurnCost:
                 client_ms.append(reading.client_cpu_s / done * 1000)
                 rate.append(done / reading.wall_s)
                 progress(
-                    f"turns: round {number}/{sizes.rounds}: {done} turns in "
+                    f"{label}: round {number}/{sizes.rounds}: {done} turns in "
                     f"{reading.wall_s:.2f}s, {cpu_ms[-1]:.2f} ms server CPU per turn"
                 )
         finally:
@@ -79,3 +83,8 @@ async def measure(harness: Harness) -> TurnCost:
         turns_per_s=Summary.of(rate),
         others=Others(Summary.of(fake_ms), Summary.of(client_ms)),
     )
+
+
+TRACED = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9"}
+"""Traces on, sent by OTLP to the discard port, where nothing listens: what
+tracing costs the server when its collector is down (its worst case)."""

@@ -107,6 +107,7 @@ def test_a_tiny_run_measures_everything_and_keeps_the_prose(tmp_path: Path) -> N
         "loopwire",
         "loopwire-wait-tool",
         "loopwire-token-batch-ms-0",
+        "loopwire-otel-exporter-otlp-endpoint-http_127.0.0.1_9",
     }
     for _, pid in started:
         assert not Path(f"/proc/{pid}").exists(), f"process {pid} left running"
