@@ -125,7 +125,6 @@ def hung_and_stopped(model: str) -> list[tuple[str, str | None, str]]:
         (f"chat {model}", "phase reason", "client"),
         (RUN, None, "internal"),
         ("phase reason", RUN, "internal"),
-        ("phase turn", RUN, "internal"),
     ]
 
 

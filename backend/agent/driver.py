@@ -158,7 +158,7 @@ class RunDriver:
             return self._out_of_time()
         phase, calls, tools = state.phase, state.usage.llm_calls, len(state.outcomes)
         started, stop = self._clock(), self._time.start()
-        with self._span(f"phase {phase}", phase=phase, step=state.step):
+        with self._phase_span(phase, state.step):
             advance = self.loop.advance(self.ctx)
             won = await within(advance, self._time.remaining_s, self.ctx.pauses)
             elapsed_ms = stop()
@@ -303,16 +303,24 @@ class RunDriver:
         self.ctx.waited_s[approval.tool_call_id] = time.perf_counter() - began
         return outcome
 
+    def _phase_span(self, phase: str, step: int) -> AbstractContextManager[None]:
+        """The phase's span, made only when the phase calls the model or
+        runs a tool (a phase that only keeps the books costs none)."""
+        tracing = self.ctx.telemetry.tracing
+        if not tracing.enabled:
+            return tracing.deferred(phase)
+        attributes: dict[str, str | int] = {"loopwire.phase": phase}
+        attributes["loopwire.step"] = step
+        return tracing.deferred(f"phase {phase}", attributes)
+
     def _span(
-        self, name: str, *, step: int, phase: str = "", tool: str = ""
+        self, name: str, *, step: int, tool: str = ""
     ) -> AbstractContextManager[Span]:
         """A span of the run (attributes only when traces are on)."""
         tracing = self.ctx.telemetry.tracing
         if not tracing.enabled:
             return tracing.span(name)
         attributes: dict[str, str | int] = {"loopwire.step": step}
-        if phase:
-            attributes["loopwire.phase"] = phase
         if tool:
             attributes["gen_ai.tool.name"] = tool
         return tracing.span(name, attributes)

@@ -16,7 +16,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
+import time
 from collections.abc import Iterator, Mapping
+from contextvars import ContextVar
+from dataclasses import dataclass
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -35,6 +39,21 @@ from backend.telemetry.tracing import Attributes, AttributeValue
 from backend.telemetry.tracing import SpanKind as Kind
 
 _PROPAGATOR = TraceContextTextMapPropagator()
+
+
+@dataclass(slots=True)
+class _Deferred:
+    """A span not made yet (`OtelTracing.deferred`)."""
+
+    name: str
+    attributes: Attributes | None
+    started_ns: int
+    under: trace.Span
+    """The span current when it began: made only for a span opened there."""
+    span: trace.Span | None = None
+
+
+_DEFERRED: ContextVar[_Deferred | None] = ContextVar("loopwire_deferred", default=None)
 _KINDS = {"internal": SpanKind.INTERNAL, "client": SpanKind.CLIENT}
 _KINDS["server"] = SpanKind.SERVER
 
@@ -91,6 +110,7 @@ class OtelTracing:
             )
         self._tracer = self.provider.get_tracer("loopwire")
         self.capture_content = capture_content
+        _quiet_drops()
 
     def span(
         self,
@@ -104,6 +124,39 @@ class OtelTracing:
         return self._opened(name, attributes, kind, parent, current)
 
     @contextlib.contextmanager
+    def deferred(
+        self, name: str, attributes: Attributes | None = None
+    ) -> Iterator[None]:
+        """A span made only if a span is opened inside it, directly (then
+        as that span's parent, started when this began); else nothing."""
+        held = _Deferred(name, attributes, time.time_ns(), trace.get_current_span())
+        token = _DEFERRED.set(held)
+        try:
+            yield
+        except asyncio.CancelledError:
+            if held.span is not None:
+                held.span.set_attribute("loopwire.cancelled", True)
+            raise
+        finally:
+            _DEFERRED.reset(token)
+            if held.span is not None:
+                held.span.end()
+
+    def _parent(self, parent: str | None) -> otel_context.Context | None:
+        """The context a new span starts in: the `traceparent` given, else
+        a deferred span's (made now) if nothing opened since it began."""
+        if parent:
+            return _PROPAGATOR.extract({"traceparent": parent})
+        held = _DEFERRED.get()
+        if held is None or trace.get_current_span() is not held.under:
+            return None
+        if held.span is None:
+            held.span = self._tracer.start_span(
+                held.name, attributes=held.attributes, start_time=held.started_ns
+            )
+        return trace.set_span_in_context(held.span)
+
+    @contextlib.contextmanager
     def _opened(
         self,
         name: str,
@@ -112,7 +165,7 @@ class OtelTracing:
         parent: str | None,
         current: bool,
     ) -> Iterator[OtelSpan]:
-        context = _PROPAGATOR.extract({"traceparent": parent}) if parent else None
+        context = self._parent(parent)
         span = self._tracer.start_span(
             name,
             context=context,
@@ -182,3 +235,14 @@ def attached(traceparent: str) -> Iterator[None]:
         yield
     finally:
         otel_context.detach(token)
+
+
+DROPS_LOGGER = "opentelemetry.sdk._shared_internal"
+"""Where the SDK warns that it dropped a span: once for every span while the
+collector is down (each warning a log record made, its caller looked up,
+thousands a second under load). The exporter's own error says the
+collector cannot be reached, once per batch; that is the line kept."""
+
+
+def _quiet_drops() -> None:
+    logging.getLogger(DROPS_LOGGER).setLevel(logging.ERROR)

@@ -63,6 +63,14 @@ class Tracing(Protocol):
         current: bool = True,
     ) -> AbstractContextManager[Span]: ...
 
+    def deferred(
+        self, name: str, attributes: Attributes | None = None
+    ) -> AbstractContextManager[None]:
+        """A span made only if one is opened directly inside it (its child,
+        then): a phase that calls the model or runs a tool shows; one that
+        only keeps the books does not cost a span."""
+        ...
+
     def close(self) -> None:
         """Send what is buffered and stop (at shutdown)."""
         ...
@@ -107,6 +115,7 @@ class _NullScope:
 
 
 _NULL_SCOPE = _NullScope()
+_NULL_SCOPE_NONE: AbstractContextManager[None] = contextlib.nullcontext()
 
 
 class NoTracing:
@@ -123,6 +132,11 @@ class NoTracing:
         current: bool = True,
     ) -> AbstractContextManager[Span]:
         return _NULL_SCOPE
+
+    def deferred(
+        self, name: str, attributes: Attributes | None = None
+    ) -> AbstractContextManager[None]:
+        return _NULL_SCOPE_NONE
 
     def close(self) -> None:
         pass
