@@ -138,6 +138,10 @@ class PrometheusMetrics:
         self._levels = _LevelCollector()
         self.registry.register(self._levels)
         self._tools: set[str] = set()
+        self._models: dict[
+            tuple[str, str], tuple[Counter, Histogram, Counter, Counter]
+        ] = {}
+        """A model call's four series, by (model, outcome)."""
 
     def _runs(self, reg: CollectorRegistry) -> None:
         self.runs = Counter(
@@ -196,7 +200,7 @@ class PrometheusMetrics:
 
     def _service(self, reg: CollectorRegistry) -> None:
         self.frames = Counter(
-            "loopwire_frames_sent", "Frames written to clients.", registry=reg
+            "loopwire_frames_sent", "Frames written to WebSocket clients.", registry=reg
         )
         self.limited = Counter(
             "loopwire_rate_limited",
@@ -227,11 +231,20 @@ class PrometheusMetrics:
     def llm_call(
         self, model: str, outcome: str, seconds: float, usage: Usage | None
     ) -> None:
-        self.llm_calls.labels(model, outcome).inc()
-        self.llm_seconds.labels(model).observe(seconds)
+        series = self._models.get((model, outcome))
+        if series is None:  # looked up once per model and outcome
+            series = self._models[model, outcome] = (
+                self.llm_calls.labels(model, outcome),
+                self.llm_seconds.labels(model),
+                self.tokens.labels(model, "input"),
+                self.tokens.labels(model, "output"),
+            )
+        calls, duration, tokens_in, tokens_out = series
+        calls.inc()
+        duration.observe(seconds)
         if usage is not None:
-            self.tokens.labels(model, "input").inc(usage.prompt_tokens)
-            self.tokens.labels(model, "output").inc(usage.completion_tokens)
+            tokens_in.inc(usage.prompt_tokens)
+            tokens_out.inc(usage.completion_tokens)
 
     def tool_call(self, tool: str, status: str) -> None:
         if tool not in self._tools:  # a name the model made up counts as `other`
