@@ -157,10 +157,7 @@ async def _measure(harness: Harness, sections: Sequence[str], results: Results) 
         results.turn_cost = await turn_cost.measure(harness)
 
     async def tracing() -> None:
-        traced = await turn_cost.measure(
-            harness, label="turns-traced", env=turn_cost.TRACED
-        )
-        results.traced_turn_cost = traced
+        results.tracing = await turn_cost.tracing(harness)
 
     async def runs() -> None:
         results.runs = await agent_runs.measure(harness)

@@ -64,6 +64,7 @@ MIN_ROUNDS = 2
 """Rounds every measurement makes, whatever the time budget."""
 RESERVE_S = {
     "turns": 30.0,
+    "tracing": 45.0,
     "runs": 90.0,
     "frames": 20.0,
     "pace": 20.0,

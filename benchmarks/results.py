@@ -32,6 +32,17 @@ class TurnCost:
 
 
 @dataclass(frozen=True)
+class TracingCost:
+    """The act-shaped turns on two servers, traces off and on (exported by
+    OTLP to a collector that is down), rounds in turn."""
+
+    off_ms: Summary
+    on_ms: Summary
+    ratio: Summary
+    """Server CPU per turn, on / off, one sample per pair of rounds."""
+
+
+@dataclass(frozen=True)
 class RunScale:
     """Strict agent runs (react) at one concurrency, and the echo doing the same
     number of delayed round trips."""
@@ -157,8 +168,7 @@ class Results:
     """Per measured round, the share of the machine's CPU other processes took."""
     duration_s: float = 0.0
     turn_cost: TurnCost | None = None
-    traced_turn_cost: TurnCost | None = None
-    """The same turns with traces on, exported by OTLP to nowhere."""
+    tracing: TracingCost | None = None
     runs: list[RunScale] = field(default_factory=list)
     frames: FrameRate | None = None
     token_pace: TokenPace | None = None
