@@ -133,10 +133,19 @@ class Message(_Frozen):
 
 
 class Usage(_Frozen):
+    """Tokens of model calls, as their server reported them."""
+
     prompt_tokens: int = 0
     completion_tokens: int = 0
     total_tokens: int = 0
     llm_calls: int = 0
+    cached_tokens: int = 0
+    """Of `prompt_tokens`, those the server read from its prompt cache."""
+    reasoning_tokens: int = 0
+    """Of `completion_tokens`, a reasoning model's thinking."""
+    estimated_calls: int = 0
+    """Of `llm_calls`, those whose server reported no usage: their tokens
+    are loopwire's estimate (`llm/tokens.py`), not a count."""
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
@@ -144,6 +153,9 @@ class Usage(_Frozen):
             completion_tokens=self.completion_tokens + other.completion_tokens,
             total_tokens=self.total_tokens + other.total_tokens,
             llm_calls=self.llm_calls + other.llm_calls,
+            cached_tokens=self.cached_tokens + other.cached_tokens,
+            reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
+            estimated_calls=self.estimated_calls + other.estimated_calls,
         )
 
 

@@ -70,17 +70,32 @@ class FakeUsage:
 
     prompt_tokens: int
     completion_tokens: int
+    cached_tokens: int | None = None
+    """Reported as OpenAI does, in `prompt_tokens_details`, when set."""
+    reasoning_tokens: int | None = None
+    """Reported in `completion_tokens_details`, when set."""
 
     @property
     def total_tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens
 
     def as_json(self) -> JSON:
-        return {
+        body: JSON = {
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
             "total_tokens": self.total_tokens,
         }
+        if self.cached_tokens is not None:
+            body["prompt_tokens_details"] = {
+                "cached_tokens": self.cached_tokens,
+                "audio_tokens": 0,
+            }
+        if self.reasoning_tokens is not None:
+            body["completion_tokens_details"] = {
+                "reasoning_tokens": self.reasoning_tokens,
+                "audio_tokens": 0,
+            }
+        return body
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ from backend.llm.base import (
     Usage,
 )
 from backend.llm.openai_compat.client import OpenAIClient
+from backend.llm.tokens import estimate_message_tokens, estimate_request_tokens
 from tests.fake_openai import (
     ErrorReply,
     FakeOpenAIServer,
@@ -59,6 +60,19 @@ def ask(text: str = "hi", **kwargs: Any) -> LLMRequest:
 
 async def collect(events: AsyncIterator[StreamEvent]) -> list[StreamEvent]:
     return [event async for event in events]
+
+
+def estimated(request: LLMRequest, reply: Message) -> Usage:
+    """The usage loopwire estimates for a reply its server did not count."""
+    prompt = estimate_request_tokens(request.messages, request.tools)
+    completed = estimate_message_tokens(reply)
+    return Usage(
+        prompt_tokens=prompt,
+        completion_tokens=completed,
+        total_tokens=prompt + completed,
+        llm_calls=1,
+        estimated_calls=1,
+    )
 
 
 def free_port() -> int:
@@ -187,7 +201,7 @@ async def test_complete_without_tools_sends_neither_tools_nor_tool_choice(
         ask("plain", tool_choice="none", purpose="final")
     )
 
-    assert completion.usage == Usage(llm_calls=1)  # the reply carried no usage
+    assert completion.usage.estimated_calls == 1  # the reply carried no usage
     assert fake_openai.requests == [
         {"model": "test-model", "messages": [{"role": "user", "content": "plain"}]}
     ]
@@ -299,15 +313,20 @@ async def test_stream_assembles_fragments_from_servers_omitting_index_and_ids(
         )
     )
 
-    events = await collect(client.stream(ask(tools=(WEATHER,))))
+    request = ask(tools=(WEATHER,))
+    events = await collect(client.stream(request))
 
+    calls = (
+        ToolCall(id="call_1", name="one", arguments='{"a": "xyz"}'),
+        ToolCall(id="call_2", name="two", arguments='{"b": [1, 2]}'),
+    )
     assert events == [
         Completion(
             tool_calls=(
                 ToolCall(id="call_1", name="one", arguments='{"a": "xyz"}'),
                 ToolCall(id="call_2", name="two", arguments='{"b": [1, 2]}'),
             ),
-            usage=Usage(llm_calls=1),
+            usage=estimated(request, Message.assistant("", tool_calls=calls)),
             finish_reason="tool_calls",
         )
     ]
@@ -326,15 +345,23 @@ async def test_stream_retries_without_stream_options_when_rejected_and_remembers
     first = await collect(client.stream(ask("one")))
     second = await collect(client.stream(ask("two")))
 
-    # Without stream_options the server sends no usage chunk.
+    # Without stream_options the server sends no usage chunk: estimated
     assert first == [
         TextDelta(text="fine"),
-        Completion(content="fine", usage=Usage(llm_calls=1), finish_reason="stop"),
+        Completion(
+            content="fine",
+            usage=estimated(ask("one"), Message.assistant("fine")),
+            finish_reason="stop",
+        ),
     ]
     assert second == [
         TextDelta(text="agai"),
         TextDelta(text="n"),
-        Completion(content="again", usage=Usage(llm_calls=1), finish_reason="stop"),
+        Completion(
+            content="again",
+            usage=estimated(ask("two"), Message.assistant("again")),
+            finish_reason="stop",
+        ),
     ]
     assert [r.get("stream_options") for r in fake_openai.requests] == [
         {"include_usage": True},
@@ -565,3 +592,54 @@ def test_only_the_openai_compat_modules_import_the_sdk() -> None:
     outside = {p for p in importers if not p.startswith("llm/openai_compat/")}
     assert "llm/openai_compat/client.py" in importers
     assert outside == set()
+
+
+# -- usage --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["complete", "stream"])
+async def test_usage_is_the_servers_own_cached_and_reasoning_tokens_included(
+    client: OpenAIClient, fake_openai: FakeOpenAIServer, streamed: bool
+) -> None:
+    """The server's usage, cached prompt tokens and reasoning tokens
+    included, is the reply's exactly, streamed (its last chunk) or not."""
+    reported = FakeUsage(1200, 80, cached_tokens=1024, reasoning_tokens=64)
+    fake_openai.script(Reply(content="Done thinking.", usage=reported))
+    if streamed:
+        reply = (await collect(client.stream(ask("think"))))[-1]
+    else:
+        reply = await client.complete(ask("think"))
+    assert isinstance(reply, Completion)
+    assert reply.usage == Usage(
+        prompt_tokens=1200,
+        completion_tokens=80,
+        total_tokens=1280,
+        llm_calls=1,
+        cached_tokens=1024,
+        reasoning_tokens=64,
+    )
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["complete", "stream"])
+async def test_a_reply_without_usage_is_estimated_and_marked_so(
+    client: OpenAIClient, fake_openai: FakeOpenAIServer, streamed: bool
+) -> None:
+    """A server that reports no usage: the tokens are loopwire's estimate of
+    the request and the reply, and the usage says it was estimated."""
+    fake_openai.script(Reply(content="Twelve bytes", usage=None))
+    request = ask("count me")
+    if streamed:
+        reply = (await collect(client.stream(request)))[-1]
+    else:
+        reply = await client.complete(request)
+    assert isinstance(reply, Completion)
+    prompt = estimate_request_tokens(request.messages)
+    completed = estimate_message_tokens(Message.assistant("Twelve bytes"))
+    assert reply.usage == Usage(
+        prompt_tokens=prompt,
+        completion_tokens=completed,
+        total_tokens=prompt + completed,
+        llm_calls=1,
+        estimated_calls=1,
+    )
+    assert (prompt, completed) == (8 + 4 + 2, 4 + 3)

@@ -133,6 +133,8 @@ def usage_reported(fake: FakeOpenAIServer, replies: list[Reply]) -> dict[str, fl
     return {
         "input": float(sum(u.prompt_tokens for u in usages)),
         "output": float(sum(u.completion_tokens for u in usages)),
+        "cached_input": float(sum(u.cached_tokens or 0 for u in usages)),
+        "reasoning": float(sum(u.reasoning_tokens or 0 for u in usages)),
     }
 
 

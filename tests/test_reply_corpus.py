@@ -215,8 +215,14 @@ def check_retries(
 
 
 def check_usage(shape: Shape, frames: list[Frame], calls: int) -> None:
-    """Every call is counted, its tokens when the server reported them."""
+    """Every call is counted: its tokens as the server reported them, or,
+    when it reported none, estimated and said to be."""
     (completion,) = updates(frames, "agent_completion")
-    tokens = 0 if shape.name == "usage-missing" else USAGE.prompt_tokens * calls
-    assert completion["usage"]["llm_calls"] == calls
-    assert completion["usage"]["prompt_tokens"] == tokens
+    usage = completion["usage"]
+    assert usage["llm_calls"] == calls
+    if shape.name == "usage-missing":
+        assert usage["estimated_calls"] == calls
+        assert usage["prompt_tokens"] > 0
+    else:
+        assert usage["estimated_calls"] == 0
+        assert usage["prompt_tokens"] == USAGE.prompt_tokens * calls

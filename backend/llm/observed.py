@@ -118,6 +118,12 @@ class ObservedLLM:
         span.set("gen_ai.usage.output_tokens", usage.completion_tokens)
         span.set("gen_ai.response.finish_reasons", [reply.finish_reason or "unknown"])
         span.set("loopwire.llm.attempts", reply.attempts)
+        if usage.cached_tokens:
+            span.set("loopwire.usage.cached_input_tokens", usage.cached_tokens)
+        if usage.reasoning_tokens:
+            span.set("loopwire.usage.reasoning_tokens", usage.reasoning_tokens)
+        if usage.estimated_calls:
+            span.set("loopwire.usage.estimated", True)
         if reply.tool_calls:
             span.set("loopwire.llm.tool_calls", len(reply.tool_calls))
         if self._tracing.capture_content:

@@ -19,7 +19,7 @@ import json
 import math
 from collections.abc import Iterable
 
-from backend.llm.base import Message, ToolSpec
+from backend.llm.base import Completion, LLMRequest, Message, ToolSpec, Usage
 
 BYTES_PER_TOKEN = 4
 MESSAGE_OVERHEAD_TOKENS = 4
@@ -88,3 +88,23 @@ def prompt_budget(window_tokens: int, reply_tokens: int) -> int:
 def real_tokens(estimated: int) -> int:
     """The tokens an `estimated` cost may really be (the margin added)."""
     return math.ceil(estimated * SAFETY_MARGIN)
+
+
+UNREPORTED = Usage(llm_calls=1, estimated_calls=1)
+"""The usage of a reply whose server said none, until `with_estimate`."""
+
+
+def with_estimate(request: LLMRequest, reply: Completion) -> Completion:
+    """`reply`, whose server reported no usage, with its tokens estimated
+    from the request and the reply (marked: `Usage.estimated_calls`)."""
+    prompt = estimate_request_tokens(request.messages, request.tools)
+    answer = Message.assistant(reply.content, tool_calls=reply.tool_calls)
+    completed = estimate_message_tokens(answer) + estimate_text_tokens(reply.reasoning)
+    usage = UNREPORTED.model_copy(
+        update={
+            "prompt_tokens": prompt,
+            "completion_tokens": completed,
+            "total_tokens": prompt + completed,
+        }
+    )
+    return reply.model_copy(update={"usage": usage})

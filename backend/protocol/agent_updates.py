@@ -49,6 +49,13 @@ class UsageInfo(BaseModel):
     completion_tokens: int
     total_tokens: int
     llm_calls: int
+    cached_tokens: int = 0
+    """Of `prompt_tokens`, those the model server read from its prompt cache."""
+    reasoning_tokens: int = 0
+    """Of `completion_tokens`, a reasoning model's thinking."""
+    estimated_calls: int = 0
+    """Of `llm_calls`, those whose server reported no usage: their tokens
+    are the server's estimate, not a count."""
 
 
 class BaseAgentUpdate(Payload):

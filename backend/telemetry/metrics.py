@@ -88,6 +88,10 @@ class Metrics(Protocol):
         ...
 
 
+_CallSeries = tuple[Counter, Histogram, Counter, Counter, Counter, Counter]
+"""A model call's series: calls, time, tokens in, out, cached, reasoning."""
+
+
 class NoMetrics:
     """Counts nothing."""
 
@@ -138,9 +142,7 @@ class PrometheusMetrics:
         self._levels = _LevelCollector()
         self.registry.register(self._levels)
         self._tools: set[str] = set()
-        self._models: dict[
-            tuple[str, str], tuple[Counter, Histogram, Counter, Counter]
-        ] = {}
+        self._models: dict[tuple[str, str], _CallSeries] = {}
         """A model call's four series, by (model, outcome)."""
 
     def _runs(self, reg: CollectorRegistry) -> None:
@@ -187,7 +189,9 @@ class PrometheusMetrics:
         )
         self.tokens = Counter(
             "loopwire_llm_tokens",
-            "Tokens the model server reported, by model and kind (input, output).",
+            "Tokens of model calls, by model and kind: input, output, and of "
+            "those cached_input (read from the server's prompt cache) and "
+            "reasoning; estimated where the server reported none.",
             ["model", "kind"],
             registry=reg,
         )
@@ -238,13 +242,17 @@ class PrometheusMetrics:
                 self.llm_seconds.labels(model),
                 self.tokens.labels(model, "input"),
                 self.tokens.labels(model, "output"),
+                self.tokens.labels(model, "cached_input"),
+                self.tokens.labels(model, "reasoning"),
             )
-        calls, duration, tokens_in, tokens_out = series
+        calls, duration, tokens_in, tokens_out, cached, reasoning = series
         calls.inc()
         duration.observe(seconds)
         if usage is not None:
             tokens_in.inc(usage.prompt_tokens)
             tokens_out.inc(usage.completion_tokens)
+            cached.inc(usage.cached_tokens)
+            reasoning.inc(usage.reasoning_tokens)
 
     def tool_call(self, tool: str, status: str) -> None:
         if tool not in self._tools:  # a name the model made up counts as `other`

@@ -62,6 +62,7 @@ from backend.llm.openai_compat.profiles import (
 from backend.llm.openai_compat.stream import StreamAssembler, chunks
 from backend.llm.replies.normaliser import ReplyStream, normalise
 from backend.llm.retries import Failure, Retrier, RetryPolicy, Sleep
+from backend.llm.tokens import with_estimate
 from backend.redaction import bare_urls, redact
 
 __all__ = ["PLACEHOLDER_API_KEY", "OpenAIClient"]
@@ -164,12 +165,10 @@ class OpenAIClient:
                 response = await self._ask(request, stream=False)
                 data = wire.json_object(response.content)
                 reply = wire.completion(data, new_call_id=self._new_call_id)
-                return _attempts(
-                    normalise(
-                        reply, offered=offered(request), new_call_id=self._new_call_id
-                    ),
-                    retrier,
+                normal = normalise(
+                    reply, offered=offered(request), new_call_id=self._new_call_id
                 )
+                return _attempts(_counted(request, normal), retrier)
             except faults.FAULTS as exc:
                 await retrier.after(self._failure(exc))
 
@@ -203,7 +202,7 @@ class OpenAIClient:
                 continue
             if rest:  # held back in case it was a call; it was not
                 yield TextDelta(text=rest)
-            yield _attempts(completion, retrier)
+            yield _attempts(_counted(request, completion), retrier)
             return
 
     async def _ask(self, request: LLMRequest, *, stream: bool) -> httpx2.Response:
@@ -291,3 +290,8 @@ def _attempts(reply: Completion, retrier: Retrier) -> Completion:
     if retrier.attempts == 1:
         return reply
     return reply.model_copy(update={"attempts": retrier.attempts})
+
+
+def _counted(request: LLMRequest, reply: Completion) -> Completion:
+    """The reply with its usage: the server's, else estimated (and marked)."""
+    return with_estimate(request, reply) if reply.usage.estimated_calls else reply

@@ -24,6 +24,7 @@ from backend.llm.openai_compat import wire
 from backend.llm.openai_compat.faults import CutShort
 from backend.llm.replies.normaliser import arguments_text
 from backend.llm.sse import EventTooLarge, SSEReader
+from backend.llm.tokens import UNREPORTED
 
 __all__ = ["StreamAssembler", "chunks"]
 
@@ -122,7 +123,7 @@ class StreamAssembler:
             content="".join(self.text),
             reasoning="".join(self.reasoning).strip(),
             tool_calls=tuple(self._finished_calls()),
-            usage=self.usage or Usage(llm_calls=1),
+            usage=self.usage or UNREPORTED,
             finish_reason=self.finish_reason,
         )
 

@@ -18,6 +18,7 @@ from backend.llm.base import Completion, LLMRequest, Message, ToolCall, ToolSpec
 from backend.llm.openai_compat.faults import BadReply
 from backend.llm.openai_compat.profiles import PROFILES, Profile
 from backend.llm.replies.normaliser import arguments_text
+from backend.llm.tokens import UNREPORTED
 
 __all__ = [
     "completion",
@@ -156,7 +157,7 @@ def completion(data: dict[str, Any], *, new_call_id: Callable[[], str]) -> Compl
         content=text(message.get("content")),
         reasoning=reasoning(message).strip(),
         tool_calls=tool_calls,
-        usage=usage(data.get("usage")),
+        usage=usage(data.get("usage")) or UNREPORTED,
         finish_reason=text(choice.get("finish_reason")) or None,
     )
 
@@ -184,10 +185,13 @@ def _count(value: object) -> int:
     return value if isinstance(value, int) and value > 0 else 0
 
 
-def usage(value: object) -> Usage:
-    """Provider usage as `Usage` (one LLM call); missing numbers count as 0."""
+def usage(value: object) -> Usage | None:
+    """Provider usage as `Usage` (one LLM call), with the prompt tokens read
+    from the server's cache and the reasoning tokens when it says them
+    (`prompt_tokens_details`, `completion_tokens_details`); missing numbers
+    count as 0. None: the server reported no usage."""
     if not isinstance(value, dict):
-        return Usage(llm_calls=1)
+        return None
     prompt = _count(value.get("prompt_tokens"))
     completed = _count(value.get("completion_tokens"))
     total = _count(value.get("total_tokens")) or prompt + completed
@@ -196,4 +200,13 @@ def usage(value: object) -> Usage:
         completion_tokens=completed,
         total_tokens=total,
         llm_calls=1,
+        cached_tokens=_detail(value, "prompt_tokens_details", "cached_tokens"),
+        reasoning_tokens=_detail(
+            value, "completion_tokens_details", "reasoning_tokens"
+        ),
     )
+
+
+def _detail(value: dict[str, Any], part: str, name: str) -> int:
+    details = value.get(part)
+    return _count(details.get(name)) if isinstance(details, dict) else 0
