@@ -1,7 +1,7 @@
 """`Tracing`: the spans the server records, behind a seam.
 
 Traces are off unless the standard `OTEL_*` variables turn them on
-(`signals.telemetry_from`); then `OtelTracing` (`telemetry/otel.py`, the
+(`signals.tracing_from`); then `OtelTracing` (`telemetry/otel.py`, the
 only module that imports the OpenTelemetry SDK) records them. Off,
 `NO_TRACING` hands out one shared do-nothing span, so the run path pays a
 method call per span and imports nothing.
@@ -13,7 +13,9 @@ be). Its parent is the current span, or the W3C `traceparent` given as
 `parent` (a run continued from its checkpoint, a command from another
 instance). `current_traceparent()` is the current span as a `traceparent`,
 for what goes to another instance; `continued(traceparent)` makes such a
-context current without a span of its own.
+context current without a span of its own. `deferred()` is a span made only
+if a span is opened directly inside it (a phase that calls nothing costs
+none).
 """
 
 from __future__ import annotations
