@@ -1,6 +1,6 @@
 """`OtelTracing`: spans recorded with the OpenTelemetry SDK.
 
-Imported only when traces are on (`signals.telemetry_from`). Each app has
+Imported only when traces are on (`signals.tracing_from`). Each app has
 its own `TracerProvider` (never the process-wide one: several apps in one
 process keep their own exporters); the context that says which span is
 current is OpenTelemetry's, shared by the process, so a `traceparent`
