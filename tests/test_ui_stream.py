@@ -129,11 +129,15 @@ def finish(finish_reason: str = "stop", **metadata: Any) -> dict[str, Any]:
 
 
 def usage(prompt: int, completion: int, calls: int) -> dict[str, int]:
+    """`agent_completion.usage` of calls whose server counted their tokens."""
     return {
         "prompt_tokens": prompt,
         "completion_tokens": completion,
         "total_tokens": prompt + completion,
         "llm_calls": calls,
+        "cached_tokens": 0,
+        "reasoning_tokens": 0,
+        "estimated_calls": 0,
     }
 
 
