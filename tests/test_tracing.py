@@ -105,7 +105,7 @@ async def test_a_react_run_is_one_trace_of_phases_calls_a_wait_and_a_stop() -> N
         await slow.started.wait()
         await client.send(type="agent_control", action="stop")
         frames = await client.run()
-        session_id = client.session.id
+        session_id, instance = client.session.id, client.service.bus.instance_id
     assert labels(frames)[-3:] == [
         "agent_stopped",
         "agent_completion",
@@ -145,7 +145,7 @@ async def test_a_react_run_is_one_trace_of_phases_calls_a_wait_and_a_stop() -> N
         "gen_ai.conversation.id": session_id,
         "loopwire.run.id": run_id,
         "loopwire.strategy": "react",
-        "loopwire.instance": run_attributes["loopwire.instance"],
+        "loopwire.instance": instance,
         "enduser.id": "local",
         "loopwire.resumed": False,
         "loopwire.end_reason": "stopped",
@@ -164,6 +164,10 @@ async def test_a_react_run_is_one_trace_of_phases_calls_a_wait_and_a_stop() -> N
     assert attributes(wait) == {"loopwire.step": 2, "loopwire.wait.outcome": "answered"}
     slow_call = one(spans, "execute_tool slow")
     assert attributes(slow_call)["loopwire.cancelled"] is True
+    stopped_phase = max(
+        (s for s in spans if s.name == "phase tools"), key=lambda s: s.start_time or 0
+    )
+    assert attributes(stopped_phase)["loopwire.cancelled"] is True
 
     stop = one(spans, "stop")
     assert stop.parent is None  # the client sent it with no trace of its own
