@@ -1,8 +1,13 @@
 """`Foreground`: a server process run in the foreground, ready when its own
-output says so (no polling of its port), stopped with SIGTERM."""
+output says so (no polling of its port), stopped with SIGTERM. Run as its
+service's user under root, `runuser` is the process started and the server
+its child (`server_pid`, `end_server`)."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import subprocess
 import threading
 from collections import deque
@@ -25,6 +30,7 @@ class Foreground:
         self.lines: deque[str] = deque(maxlen=KEPT_LINES)
         self._process: subprocess.Popen[str] | None = None
         self._reader_done = threading.Event()
+        self._under_runuser = False
 
     @property
     def pid(self) -> int:
@@ -41,6 +47,7 @@ class Foreground:
         """Run `command`; return once a line of its output contains `ready`."""
         if self._process is not None:
             raise RuntimeError(f"{self.name} is started already")
+        self._under_runuser = list(command)[:1] == ["runuser"]
         self._process = subprocess.Popen(
             list(command),
             env=dict(env) if env is not None else None,
@@ -70,8 +77,31 @@ class Foreground:
         started.set()  # it exited: `spawn` sees that
         self._reader_done.set()
 
+    @property
+    def server_pid(self) -> int:
+        """The server's own pid: under `runuser`, its child."""
+        pid = self.pid
+        if not self._under_runuser:
+            return pid
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        return int(children[0]) if children else pid
+
+    def end_server(self) -> None:
+        """SIGTERM to the server itself (`runuser` would pass it on only after
+        2 s; it follows its child out), then the process reaped; what a
+        subclass's `stop` does besides is left to it."""
+        if self._process is not None and self._process.poll() is None:
+            with contextlib.suppress(OSError, ValueError):
+                os.kill(self.server_pid, signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self._process.wait(timeout=STOP_LIMIT_S)
+        self._end()
+
     def stop(self) -> None:
         """SIGTERM (SIGKILL if that does not end it), then the pipe closed."""
+        self._end()
+
+    def _end(self) -> None:
         process, self._process = self._process, None
         if process is None:
             return

@@ -15,12 +15,10 @@ scrape comes some 5 s after `start()` returns; then one per interval.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import pwd
 import shutil
-import signal
 import subprocess
 import tempfile
 import urllib.parse
@@ -29,7 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from devcluster.foreground import STOP_LIMIT_S, Foreground
+from devcluster.foreground import Foreground
 from devcluster.ports import free_port
 
 PROMETHEUS = Path("/usr/bin/prometheus")
@@ -158,25 +156,9 @@ class PrometheusServer(Foreground):
         result: list[dict[str, Any]] = answer["data"]["result"]
         return result
 
-    @property
-    def server_pid(self) -> int:
-        """The prometheus process's pid: under root, `pid` is `runuser`'s
-        and this is its child."""
-        pid = self.pid
-        if not self._as_user:
-            return pid
-        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-        return int(children[0]) if children else pid
-
     def stop(self) -> None:
-        """SIGTERM to prometheus itself (`runuser` would pass it on only
-        after 2 s), then the directory removed."""
-        if self._process is not None and self._process.poll() is None:
-            with contextlib.suppress(OSError, ValueError):
-                os.kill(self.server_pid, signal.SIGTERM)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self._process.wait(timeout=STOP_LIMIT_S)  # runuser follows it
-        super().stop()
+        """The server ended (`end_server`), then the directory removed."""
+        self.end_server()
         directory, self._dir = self._dir, None
         self.port = 0
         if directory is not None:

@@ -11,17 +11,14 @@ and `start_again()` starts it there again, empty (`restart()`: both).
 
 from __future__ import annotations
 
-import contextlib
 import os
 import pwd
 import shutil
-import signal
-import subprocess
 import tempfile
 import threading
 from pathlib import Path
 
-from devcluster.foreground import STOP_LIMIT_S, Foreground
+from devcluster.foreground import Foreground
 from devcluster.ports import free_port
 
 READY = "Ready to accept connections"
@@ -77,26 +74,10 @@ class RedisServer(Foreground):
 
     # ------------------------------------------------------------ faults
 
-    @property
-    def server_pid(self) -> int:
-        """The redis-server process's pid: under root, `pid` is `runuser`'s
-        and this is its child."""
-        pid = self.pid
-        if self._command[:1] != ["runuser"]:
-            return pid
-        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-        return int(children[0]) if children else pid
-
     def halt(self) -> None:
         """End the server, keeping its port and directory for `start_again()`.
-        Nothing persists: the data goes with it. SIGTERM goes to redis-server
-        itself: `runuser` would wait 2 s before passing it on."""
-        if self._process is not None and self._process.poll() is None:
-            with contextlib.suppress(OSError, ValueError):
-                os.kill(self.server_pid, signal.SIGTERM)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self._process.wait(timeout=STOP_LIMIT_S)  # runuser follows it
-        super().stop()
+        Nothing persists: the data goes with it."""
+        self.end_server()
 
     def start_again(self) -> RedisServer:
         """Start a `halt()`ed server again on the same port (empty)."""
