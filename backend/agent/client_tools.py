@@ -36,6 +36,12 @@ def is_client_tool(ctx: AgentContext, call: ToolCall) -> bool:
     return any(spec.name == call.name for spec in ctx.state.request.client_tools)
 
 
+def counted_as(ctx: AgentContext, call: ToolCall) -> str:
+    """The call's tool as a metric label: a client's own tools, each client
+    naming its own, count as one (`client_tool`)."""
+    return "client_tool" if is_client_tool(ctx, call) else call.name
+
+
 def ask(ctx: AgentContext, call: ToolCall, timeout_s: float, now: float) -> Decision:
     """Wait for the client's result of `call` (already announced)."""
     return AwaitInput(

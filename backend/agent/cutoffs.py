@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+from backend.agent import client_tools
 from backend.agent.loop import AgentContext
 from backend.agent.request_input import is_request_input
 from backend.agent.state import RunState
@@ -89,8 +90,7 @@ def _running(state: RunState, call: ToolCall) -> bool:
 def _report(
     ctx: AgentContext, call: ToolCall, note: str, status: ToolStatus, duration: float
 ) -> None:
-    client = any(t.name == call.name for t in ctx.state.request.client_tools)
-    ctx.telemetry.metrics.tool_call("client_tool" if client else call.name, status)
+    ctx.telemetry.metrics.tool_call(client_tools.counted_as(ctx, call), status)
     ctx.emit(
         ToolError(
             tool_call_id=call.id,

@@ -356,7 +356,9 @@ class ToolCalls:
         """Report and record a finished call, and take it off the queue."""
         state, call = ctx.state, outcome.call
         ctx.emit(report(outcome))
-        ctx.telemetry.metrics.tool_call(self._label(call), outcome.status)
+        ctx.telemetry.metrics.tool_call(
+            client_tools.counted_as(ctx, call), outcome.status
+        )
         if outcome.ok:
             tool = self.registry.get(call.name)
             citations.collect(state, tool, outcome.result)
@@ -391,7 +393,7 @@ class ToolCalls:
         """Never run the same call twice in a run: tell the model instead."""
         state = ctx.state
         ctx.emit(AgentDuplicateCall(step=state.step, tool_name=call.name))
-        ctx.telemetry.metrics.tool_call(self._label(call), "duplicate")
+        ctx.telemetry.metrics.tool_call(client_tools.counted_as(ctx, call), "duplicate")
         content = (
             f"Duplicate call: {call.name} was already called with the same arguments "
             f"in step {earlier.step}, so it was not run again. Use that result:\n"
@@ -405,11 +407,6 @@ class ToolCalls:
         state.record.results.append(line)
         self._pop(ctx)
         return self.rules.after_duplicate(state)
-
-    def _label(self, call: ToolCall) -> str:
-        """The call's tool as a metric label: a server tool's name; a
-        client's own tools, unbounded in number, share one."""
-        return call.name if call.name in self.registry.names else "client_tool"
 
     def _pop(self, ctx: AgentContext) -> None:
         state = ctx.state
