@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
@@ -26,6 +27,9 @@ class History:
         self._messages: list[Message] = []
         self._tokens: list[int] = []
         """Each message's `estimate_message_tokens`."""
+        self._before: list[int] = []
+        """Per message, the sum of the costs of the messages before it (where
+        it lies in the history, in tokens: `window` blocks are cut by it)."""
         self._owners: list[int] = []
         """Per message, the index a window must reach back to so as to hold
         it: a tool result's assistant call; any other message's own index (a
@@ -41,6 +45,7 @@ class History:
     def append(self, message: Message) -> None:
         index = len(self._messages)
         self._messages.append(message)
+        self._before.append(self._before[-1] + self._tokens[-1] if index else 0)
         self._tokens.append(estimate_message_tokens(message))
         owner = index
         if message.role == "tool" and message.tool_call_id is not None:
@@ -63,6 +68,7 @@ class History:
         length = min(max(length, 0), len(self._messages))
         del self._messages[length:]
         del self._tokens[length:]
+        del self._before[length:]
         del self._owners[length:]
         cut = {call_id for call_id, index in self._calls.items() if index >= length}
         for call_id in cut:
@@ -98,6 +104,7 @@ class History:
         since: int = 0,
         current_tool_chars: int | None = None,
         whole_current: bool = True,
+        block_tokens: int = 0,
     ) -> list[Message]:
         """The newest messages (from `since` on) that fit `budget_tokens`.
 
@@ -126,10 +133,14 @@ class History:
         what came after it that fits the budget (whole call groups only),
         so older steps of a long run are left out.
 
+        With `block_tokens`, older history is left out in whole blocks (cut
+        at fixed costs, which appends do not move), so the window's start —
+        and the prompt prefix a provider caches — stays put while a run
+        grows; up to a block more than needed is left out (`_block_start`).
+
         The history itself is never changed: compacted messages are copies.
         Costs were estimated on append, so a call looks at the messages it
-        returns and the few before them (up to the one that did not fit), not
-        the whole history.
+        returns and the few before them, not the whole history.
         """
         since = min(max(since, 0), len(self._messages))
         current = self._last_user_index(since)
@@ -137,6 +148,8 @@ class History:
         if not whole_current and current < len(self._messages):
             return self._tight(budget_tokens, limits)
         start = self._window_start(budget_tokens, limits, since)
+        if block_tokens > 0:
+            start = self._block_start(start, current, block_tokens, since)
         shown = range(start, len(self._messages))
         return [self._shown(i, limits)[0] for i in shown]
 
@@ -156,6 +169,31 @@ class History:
         # Only a history that is malformed already (a tool result before its
         # call, or its call before `since`) has no safe start at all.
         return min(start, current)
+
+    def _block_start(self, start: int, current: int, block: int, since: int) -> int:
+        """The first safe start from `start` on that is the first safe start
+        of its block, else `current`; `start` itself when no safe start
+        comes before it (nothing was left out) or there is no current
+        request."""
+        safe = self._safe_starts(since, start, current)
+        if not safe or safe[0] >= start:
+            return start
+        for previous, candidate in itertools.pairwise(safe):
+            if self._before[previous] // block != self._before[candidate] // block:
+                return candidate
+        return current if current < len(self._messages) else start
+
+    def _safe_starts(self, since: int, start: int, current: int) -> list[int]:
+        """The safe starts (see `window`) from `start` to `current`, after the
+        last one before `start` if there is one; ascending."""
+        reach, found = len(self._messages), []
+        for i in range(len(self._messages) - 1, since - 1, -1):
+            reach = min(reach, self._owners[i])
+            if i <= current and reach == i and self._messages[i].role in STARTS:
+                found.append(i)
+                if i < start:
+                    break
+        return found[::-1]
 
     def _tight(self, budget: int, limits: _Limits) -> list[Message]:
         """The current user message and the newest safe suffix after it

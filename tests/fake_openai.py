@@ -21,6 +21,12 @@ content split into several chunks, tool-call arguments split into fragments
 (id and name only in the first one), `delta.content` set to null in tool-call
 chunks, and a usage-only final chunk with empty `choices` when
 `stream_options.include_usage` was requested.
+
+`count_prefix_cache()` makes the server count tokens and a prompt cache the
+way OpenAI's works (`PrefixCache`): every reply then reports the request's
+`prompt_tokens` and, in `prompt_tokens_details.cached_tokens`, the longest
+prefix an earlier request had already sent (whole 1,024 tokens, then
+128-token increments), streamed or not.
 """
 
 from __future__ import annotations
@@ -35,7 +41,7 @@ import struct
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from starlette.applications import Starlette
@@ -52,6 +58,7 @@ __all__ = [
     "FakeOpenAIServer",
     "FakeUsage",
     "HangReply",
+    "PrefixCache",
     "Reply",
     "Responder",
     "ScriptedReply",
@@ -198,6 +205,78 @@ class HangReply:
 
 
 ScriptedReply = Reply | ErrorReply | HangReply
+
+TOKEN_BYTES = 4
+"""The fake's token: four bytes of the request's prompt text."""
+CACHE_MIN_TOKENS = 1024
+"""The shortest prefix read from the cache (OpenAI's)."""
+CACHE_STEP_TOKENS = 128
+"""Cached prefixes grow in steps of this many tokens past the first 1,024."""
+
+
+def prompt_text(body: Mapping[str, Any]) -> bytes:
+    """A request's prompt as the counting fake tokenises it: the canonical
+    JSON (sorted keys, compact, UTF-8) of its tool list, then of each
+    message in order, one per line. `tool_choice` and the sampling
+    parameters are not prompt text. Order-preserving: requests that agree
+    on their tools and first messages agree on a prefix of this text."""
+    parts = [body.get("tools") or [], *(body.get("messages") or [])]
+    return b"".join(
+        json.dumps(
+            part, sort_keys=True, separators=(",", ":"), ensure_ascii=False
+        ).encode()
+        + b"\n"
+        for part in parts
+    )
+
+
+@dataclass
+class PrefixCache:
+    """Counts prompt tokens, and the tokens a prefix cache like OpenAI's reads.
+
+    A prompt is `prompt_text` cut into tokens of `TOKEN_BYTES` bytes (the last
+    one may be shorter). Once a request has been seen, each of its prefixes
+    of 1,024 + k·128 tokens is cached; a later request reads from the cache
+    the longest such prefix that it begins with byte for byte (0 when its
+    prompt is under 1,024 tokens or nothing matches).
+    """
+
+    seen: set[bytes] = field(default_factory=set)
+    """Digests of the cached prefixes."""
+    counts: list[tuple[int, int]] = field(default_factory=list)
+    """Per request, in arrival order: (prompt tokens, cached tokens)."""
+
+    def count(self, body: Mapping[str, Any]) -> tuple[int, int]:
+        """The request's prompt and cached tokens; its prefixes are cached."""
+        text = prompt_text(body)
+        tokens = -(-len(text) // TOKEN_BYTES)
+        cached = 0
+        digest = hashlib.sha256()
+        done = 0
+        whole = len(text) // TOKEN_BYTES
+        for size in range(CACHE_MIN_TOKENS, whole + 1, CACHE_STEP_TOKENS):
+            digest.update(text[done * TOKEN_BYTES : size * TOKEN_BYTES])
+            done = size
+            key = digest.copy().digest()
+            if key in self.seen:  # a request cached it, and its shorter ones
+                cached = size
+            self.seen.add(key)
+        self.counts.append((tokens, cached))
+        return tokens, cached
+
+    @property
+    def prompt_tokens(self) -> int:
+        return sum(prompt for prompt, _ in self.counts)
+
+    @property
+    def cached_tokens(self) -> int:
+        return sum(cached for _, cached in self.counts)
+
+    @property
+    def hit_ratio(self) -> float:
+        """The share of all prompt tokens read from the cache (0 before any)."""
+        return self.cached_tokens / self.prompt_tokens if self.counts else 0.0
+
 
 EMBEDDING_DIMENSIONS = 256
 EMBEDDING_SYNONYMS = {
@@ -415,6 +494,8 @@ class FakeOpenAIServer:
             ]
         )
         self._live = LiveServer(self.app, lifespan="off")
+        self.prefix_cache: PrefixCache | None = None
+        """Set by `count_prefix_cache()`."""
 
     @property
     def base_url(self) -> str:
@@ -429,6 +510,14 @@ class FakeOpenAIServer:
         """Answer each request that finds no scripted reply left with
         `responder(body)`."""
         self._responder = responder
+
+    def count_prefix_cache(self) -> PrefixCache:
+        """Count every chat request's prompt and cached tokens from now on
+        (`PrefixCache`), reported as each reply's usage in place of the
+        scripted one (its completion and reasoning tokens are kept; without
+        one, the reply's text counts a token per four characters)."""
+        self.prefix_cache = PrefixCache()
+        return self.prefix_cache
 
     def fail_embeddings(self, *errors: ErrorReply) -> None:
         """Queue errors; each `/v1/embeddings` request answers the next one
@@ -498,6 +587,8 @@ class FakeOpenAIServer:
         )
 
     def _respond(self, reply: ScriptedReply, body: JSON) -> Response:
+        if self.prefix_cache is not None and isinstance(reply, Reply):
+            reply = replace(reply, usage=_counted(reply, self.prefix_cache, body))
         streaming = bool(body.get("stream"))
         writer = ChunkWriter(
             model=str(body.get("model", "")),
@@ -519,6 +610,17 @@ class FakeOpenAIServer:
                 _iterate(stream_chunks(reply, writer)), media_type="text/event-stream"
             )
         return JSONResponse(completion_json(reply, writer.model))
+
+
+def _counted(reply: Reply, cache: PrefixCache, body: JSON) -> FakeUsage:
+    """The usage of `reply` to `body`, its prompt counted by `cache`."""
+    prompt, cached = cache.count(body)
+    if reply.usage is not None:
+        return replace(reply.usage, prompt_tokens=prompt, cached_tokens=cached)
+    written = (reply.content or "") + "".join(
+        reply.arguments_text(position) for position in range(len(reply.tool_calls))
+    )
+    return FakeUsage(prompt, -(-len(written) // TOKEN_BYTES), cached)
 
 
 async def _iterate(chunks: Iterator[bytes]) -> AsyncIterator[bytes]:

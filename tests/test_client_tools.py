@@ -410,8 +410,17 @@ async def test_a_frontend_tool_wait_survives_a_restart(tmp_path: Path) -> None:
         )
     assert kinds(second) == RESUMED
     assert [m.content for m in tool_messages(again, 0)] == ["Lyon"]
-    offered = [tool.name for tool in again.requests[0].tools]
-    assert offered == []  # observe is a plain call; the run kept its tools
+    observed = again.requests[0]
+    # observe lets the model call nothing, and offers the run's tools, the
+    # client's among them (the same list every call sends: prompt caching)
+    assert observed.tool_choice == "none"
+    assert [tool.name for tool in observed.tools] == [
+        "add",
+        "fail",
+        "slow",
+        "get_location",
+        "request_input",
+    ]
     assert second[-1].result["answer"] == "Lyon."  # type: ignore[attr-defined]
 
 

@@ -11,7 +11,7 @@ from tests.ws_client import labels
 async def test_agent_run_over_the_openai_provider(
     start_server: StartServer, fake_openai: FakeOpenAIServer
 ) -> None:
-    """An agent run over the `openai` provider offers tools only to act and answers."""
+    """An agent run over the `openai` provider lets only act call tools, and answers."""
     fake_openai.script(
         Reply(content=reason("Add 2 and 3.", tools=["add"])),
         Reply(tool_calls=[("add", {"expression": "2+3"})]),
@@ -39,7 +39,10 @@ async def test_agent_run_over_the_openai_provider(
     assert frames[4]["result"] == {"expression": "2+3", "result": 5.0}
     assert frames[6]["message"] == "2 + 3 = 5"
     reason_body, act_body, observe_body = fake_openai.requests
-    assert "tools" not in reason_body and reason_body["model"] == "fake-gpt"
+    # every call offers the same tools (a prefix a prompt cache keeps)
+    assert reason_body["tools"] == act_body["tools"] == observe_body["tools"]
+    assert reason_body["tool_choice"] == observe_body["tool_choice"] == "none"
+    assert reason_body["model"] == "fake-gpt"
     assert act_body["tool_choice"] == "auto"
     assert [t["function"]["name"] for t in act_body["tools"]] == [
         "add",

@@ -93,14 +93,16 @@ async def test_plan_reaches_act_and_observe_sees_real_results() -> None:
     await run.go()
 
     reason_call, act_call, observe_call = llm.requests
-    assert reason_call.tools == () and reason_call.tool_choice is None
+    # every call offers act's tools, a prefix a prompt cache keeps; only act
+    # lets the model call them
+    assert reason_call.tools == act_call.tools and reason_call.tool_choice == "none"
     assert "`add`" in (reason_call.messages[-1].content or "")
     assert "`request_input`" in (reason_call.messages[-1].content or "")
     assert act_call.tool_choice == "auto"
     assert [t.name for t in act_call.tools] == ["add", "fail", "slow", "request_input"]
     assert "PLAN-XYZ: add 2 and 3" in (act_call.messages[-1].content or "")
     observe_prompt = observe_call.messages[-1].content or ""
-    assert observe_call.tools == ()
+    assert (observe_call.tools, observe_call.tool_choice) == (act_call.tools, "none")
     assert '"result": 5.0' in observe_prompt
     assert "Agent step 1 of 10: OBSERVE" in observe_prompt
     assert QUESTION in observe_prompt

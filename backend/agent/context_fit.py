@@ -19,6 +19,15 @@ it fits:
 What must be sent is never shortened: a request that does not fit even then
 is refused (`ContextOverflow`) before it is sent, saying what it needed.
 With the window unknown, requests are built as they always were.
+
+The history before the current request is left out in whole blocks of a
+`WINDOW_BLOCKS`th of what the history may cost (`History.window`'s
+`block_tokens`: the smaller of `history_window_tokens` and, when the model's
+window is known, `prompt_budget`), so that the window's start, and the
+prompt prefix a provider caches, stays put for several steps of a run
+instead of moving with every message that pushes an old one out. The block
+size depends on the settings and the model only, never on one request's
+phase prompt, so every call of a run cuts the history at the same places.
 """
 
 from __future__ import annotations
@@ -42,6 +51,9 @@ log = logging.getLogger(__name__)
 
 MIN_TOOL_CHARS = 200
 """The fewest characters of a tool result a shortened window keeps."""
+WINDOW_BLOCKS = 4
+"""The history window leaves old messages out a quarter of its budget at a
+time: it holds at least three quarters of what it may, less a message."""
 
 
 def fitted_window(
@@ -59,8 +71,12 @@ def fitted_window(
     budget = config.history_window_tokens
     window = config.context_window(model)
     if window is None:
-        return history.window(budget, tool_output_chars=chars, since=since)
+        block = max(1, budget // WINDOW_BLOCKS)
+        return history.window(
+            budget, tool_output_chars=chars, since=since, block_tokens=block
+        )
     room = prompt_budget(window, config.reply_tokens)
+    block = max(1, min(budget, room) // WINDOW_BLOCKS)
     room -= estimate_request_tokens(fixed, tools)
     budget = max(0, min(budget, room))
     cost = 0
@@ -71,6 +87,7 @@ def fitted_window(
             tool_output_chars=older,
             current_tool_chars=current,
             whole_current=whole,
+            block_tokens=block,
         )
         cost = sum(estimate_message_tokens(m) for m in messages)
         if cost <= room:

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from backend.agent.config import LoopConfig
 from backend.agent.context_fit import fitted_window
 from backend.agent.loop import AgentContext
+from backend.agent.request_input import REQUEST_INPUT_SPEC
 from backend.agent.token_batcher import TokenBatcher
 from backend.errors import LLMError
 from backend.llm.base import (
@@ -43,6 +44,29 @@ from backend.text import shorten
 
 THINKING_CHARS = 16_000
 """The most of a call's thinking shown (the first part: how it set out)."""
+
+
+def _offered(
+    ctx: AgentContext,
+    listed: Sequence[ToolSpec],
+    tools: Sequence[ToolSpec],
+    tool_choice: ToolChoice | None,
+) -> tuple[tuple[ToolSpec, ...], ToolChoice | None]:
+    """The tools a request offers, and how the model may choose among them.
+
+    A call that names the run's tools without letting the model call them —
+    reason, observe, plan (nothing offered), the final answer (`tool_choice:
+    "none"`) — offers the very list the run's act calls offer (`listed`,
+    then `request_input` in agent runs, as `ToolCalls.with_request_input`),
+    with `tool_choice: "none"`: every call of a run then begins with the
+    same tools and system prompt, byte for byte, a prefix the provider's
+    prompt cache keeps (a server that is not told `tool_choice` gets no
+    tools at all: `wire`)."""
+    if not listed or (tools and tool_choice != "none"):
+        return tuple(tools), tool_choice
+    if ctx.state.request.agent:
+        return (*listed, REQUEST_INPUT_SPEC), "none"
+    return tuple(listed), "none"
 
 
 class ModelCalls:
@@ -81,6 +105,7 @@ class ModelCalls:
         tail = (Message.system(prompt),) if prompt else ()
         own = (Message.system(request.system_prompt),) if request.system_prompt else ()
         head = (Message.system(system), *own)
+        tools, tool_choice = _offered(ctx, listed, tools, tool_choice)
         window = fitted_window(
             ctx.history,
             since=ctx.state.history_start,
@@ -91,7 +116,7 @@ class ModelCalls:
         )
         return LLMRequest(
             messages=(*head, *window, *tail),
-            tools=tuple(tools),
+            tools=tools,
             tool_choice=tool_choice,
             model=request.model,
             temperature=request.temperature,
