@@ -123,6 +123,34 @@ def _schema_arguments(schema: argparse.ArgumentParser) -> None:
     )
 
 
+def _budget_arguments(chat: argparse.ArgumentParser) -> None:
+    """`--budget-tokens`, `--budget-cost` and `--budget-time`."""
+    for kind, unit, parse, what in (
+        ("tokens", "N", _steps, "tokens"),
+        ("cost", "USD", _amount, "dollars"),
+        ("time", "SECONDS", _amount, "seconds of work"),
+    ):
+        chat.add_argument(
+            f"--budget-{kind}",
+            type=parse,
+            metavar=unit,
+            default=None,
+            help=f"end the run, with the model's answer, at this many {what} "
+            "(below the server's budget)",
+        )
+
+
+def _amount(text: str) -> float:
+    """A budget's amount: a number above 0 (else a usage error, 2)."""
+    try:
+        amount = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not amount > 0 or amount == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text} is not a positive amount")
+    return amount
+
+
 def _steps(text: str) -> int:
     """A step budget: a whole number of at least 1 (else a usage error, 2)."""
     try:
@@ -149,6 +177,7 @@ def _chat_arguments(chat: argparse.ArgumentParser) -> None:
     chat.add_argument(
         "--max-steps", type=_steps, default=None, help="step budget (at least 1)"
     )
+    _budget_arguments(chat)
     chat.add_argument(
         "--system",
         metavar="TEXT",

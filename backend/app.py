@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, replace
 from urllib.parse import urlsplit
@@ -21,6 +21,7 @@ from backend.agent.strategies.llm_only import LLMOnly
 from backend.agent.strategies.plan_execute import PlanAndExecute
 from backend.agent.strategies.react import ReasonActObserve
 from backend.agent.strategies.retrieve import RetrieveThenAnswer
+from backend.budget import Budget
 from backend.bus.base import Bus
 from backend.bus.local import LocalBus
 from backend.chat.levels import levels_of
@@ -120,12 +121,14 @@ def make_service(
     processes: Runner | None = None,
     windows: ContextWindows | None = None,
     telemetry: Telemetry = NO_TELEMETRY,
+    daily_budgets: Mapping[str, Budget] | None = None,
 ) -> ChatService:
     """The service and its loop; `processes` (the executor's worker
     processes) may be shared with tools that need them, such as read_file;
     `windows` are the models' context windows, learnt at start-up;
     `telemetry` traces and counts the runs and their model calls (every
-    call goes through the kit's `ObservedLLM`)."""
+    call goes through the kit's `ObservedLLM`); `daily_budgets`: the users
+    whose daily budget is their own (the tokens file's)."""
     executor = ToolExecutor(registry, settings.executor_config(), processes=processes)
     config = settings.loop_config()
     config = replace(config, windows=windows) if windows is not None else config
@@ -138,6 +141,7 @@ def make_service(
         strategies=(strategies or default_strategies)(kit),
         settings=settings,
         data_sources=data_sources,
+        daily_budgets=daily_budgets,
     )
     return ChatService(
         requests=requests,
@@ -274,6 +278,7 @@ def create_app(
         processes=processes,
         windows=windows,
         telemetry=telemetry or default_telemetry(),
+        daily_budgets=identities.users.daily_budgets,
     )
     shelf.on_added = service.files_added
     parts = _Parts(

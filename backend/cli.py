@@ -25,6 +25,7 @@ from typing import Any, TextIO
 
 from pydantic import ValidationError
 
+from backend.protocol import BudgetLimits
 from backend.settings import Settings
 from loopwire.answers import Answers
 from loopwire.client import AgentClient
@@ -133,7 +134,12 @@ async def _chat(
         ) as client:
             terminal.ready(client.ready)
             request = Request(
-                args.message, args.agent, args.strategy, args.max_steps, args.system
+                args.message,
+                args.agent,
+                args.strategy,
+                args.max_steps,
+                args.system,
+                _budget(args),
             )
             code = await follow(client, request, terminal, answers)
             if terminal.mode != "json" and client.run_id is not None:
@@ -244,3 +250,13 @@ def format_grants(items: list[Frame]) -> str:
         )
         lines.append(f"{item['id']}  {when}  {item['tool']}  {where}\n")
     return "".join(lines) or "(no tools allowed without asking)\n"
+
+
+def _budget(args: argparse.Namespace) -> BudgetLimits | None:
+    """`--budget-tokens`, `--budget-cost` and `--budget-time`, if any."""
+    tokens, cost, time_s = (
+        getattr(args, f"budget_{kind}", None) for kind in ("tokens", "cost", "time")
+    )
+    if tokens is None and cost is None and time_s is None:
+        return None
+    return BudgetLimits(tokens=tokens, cost_usd=cost, time_s=time_s)

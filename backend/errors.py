@@ -12,6 +12,7 @@
     │   ├── NoPendingApproval  an approval nobody asked for  -> "no_pending_approval"
     │   ├── NoActiveRun        a control frame with no run        -> "no_active_run"
     │   ├── StoreUnavailable   the store failed a read a frame needs -> "store_error"
+    │   ├── BudgetExhausted    the user's daily budget is spent  -> "budget_exhausted"
     │   ├── Unavailable        the instance owning the conversation is unreachable
     │   │                                                          -> "unavailable"
     │   └── Moved              a decision reached an instance that lost the
@@ -51,8 +52,10 @@ else is a bug or an outage: the client hears that it happened and an
 from __future__ import annotations
 
 import secrets
+import time
 from collections.abc import Sequence
 
+from backend.budget import day_end
 from backend.text import shorten
 
 
@@ -148,6 +151,19 @@ def incident() -> str:
     return secrets.token_hex(6)
 
 
+class BudgetExhausted(ProtocolError):
+    """A run refused: its user has spent their daily budget. `resets_at`
+    (epoch seconds) is when it starts over (the next UTC midnight, as
+    `backend.budget.day_end` says; a refusal forwarded from another
+    instance works it out again from its message's day)."""
+
+    error_type = "budget_exhausted"
+
+    def __init__(self, message: str, resets_at: float | None = None) -> None:
+        super().__init__(message)
+        self.resets_at = day_end(time.time()) if resets_at is None else resets_at
+
+
 class Unavailable(ProtocolError):
     """The server instance that holds the conversation cannot be reached."""
 
@@ -185,6 +201,7 @@ _PROTOCOL_ERRORS: tuple[type[ProtocolError], ...] = (
     NoPendingApproval,
     NoActiveRun,
     StoreUnavailable,
+    BudgetExhausted,
     Unavailable,
     Moved,
 )

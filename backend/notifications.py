@@ -214,10 +214,14 @@ class Notifications:
         *,
         in_run: bool = False,
         about: str | None = None,
+        resets_at: float | None = None,
     ) -> None:
         """An error frame; `run_id` stays null unless the run itself failed;
-        `about`: what the refused message named."""
-        refusal = Error(message=message, error_type=error_type, about=about)
+        `about`: what the refused message named; `resets_at`: when a spent
+        daily budget starts over."""
+        refusal = Error(
+            message=message, error_type=error_type, about=about, resets_at=resets_at
+        )
         self.send(refusal, in_run=in_run)
 
     # ------------------------------------------------------------ run ends
@@ -239,12 +243,14 @@ class Notifications:
         usage: Usage,
         duration_ms: float,
         strategy: str,
+        cost_usd: float | None = None,
     ) -> None:
+        """`cost_usd`: what `usage` cost by the price table (None: unknown)."""
         self.send(
             AgentCompletion(
                 steps=steps,
                 reason=reason,
-                usage=UsageInfo(**usage.model_dump()),
+                usage=UsageInfo(**usage.model_dump(), cost_usd=cost_usd),
                 duration_ms=round(duration_ms, 3),
                 strategy=strategy,
             )

@@ -17,6 +17,7 @@ from backend.setting_values import (
     comma_list,
     parse_data_sources,
 )
+from backend.settings_budget import BudgetSettings
 from backend.settings_identity import IdentitySettings
 from backend.settings_observability import ObservabilitySettings
 from backend.tools.config import ExecutorConfig
@@ -27,7 +28,7 @@ _EXECUTOR = ExecutorConfig()
 """Where the defaults of the loop's and the executor's settings live."""
 
 
-class Settings(IdentitySettings, ObservabilitySettings):
+class Settings(IdentitySettings, ObservabilitySettings, BudgetSettings):
     model_config = SettingsConfigDict(
         env_prefix="LOOPWIRE_",
         env_file=".env",

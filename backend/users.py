@@ -7,7 +7,9 @@ Scripts present a token as `Authorization: Bearer …`; a browser presents it
 once to the login form and gets a sign-in (`backend/identity/signins.py`).
 
 A tokens file has one `user: token` line per user, or `user: token role`
-with the role `admin` or `user` (the default); blank lines and lines
+with the role `admin` or `user` (the default), then optionally the user's
+own daily budget as `tokens=N`, `cost_usd=X` and `time_s=S` (in place of
+`LOOPWIRE_DAILY_BUDGET_*`; `0` is no bound); blank lines and lines
 starting with `#` are skipped. User names are 1 to 64 letters, digits and
 `_.@-`; tokens are at least 16 visible characters and unique. The single
 token's user, `local`, is an admin, and so is everyone when there is no
@@ -26,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, NamedTuple, get_args
 
+from backend.budget import Budget
 from backend.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -57,10 +60,11 @@ class Identity:
 
 
 class Account(NamedTuple):
-    """A tokens file's line: the user's token and role."""
+    """A tokens file's line: the user's token, role and own daily budget."""
 
     token: str
     role: Role
+    daily: Budget | None = None
 
 
 class Users:
@@ -72,10 +76,12 @@ class Users:
         *,
         admins: Collection[str] = (),
         external: bool = False,
+        daily: Mapping[str, Budget] | None = None,
     ) -> None:
         """`tokens` maps each user to their token; `admins` have the admin
         role; `external`: users also come from an identity provider, so
-        authentication is on even without tokens."""
+        authentication is on even without tokens; `daily`: the users
+        whose daily budget is their own."""
         self._by_digest = {_digest(token): user for user, token in tokens.items()}
         self._keys = {
             user: hashlib.sha256(b"loopwire-cookie\0" + token.encode()).digest()
@@ -83,6 +89,8 @@ class Users:
         }
         self._admins = frozenset(admins)
         self.external = external
+        self.daily_budgets: dict[str, Budget] = dict(daily or {})
+        """User → their own budget per day (`chat/daily_budgets.py`)."""
 
     @classmethod
     def configured(
@@ -111,6 +119,11 @@ class Users:
                 user for user, account in accounts.items() if account.role == ADMIN
             ],
             external=external,
+            daily={
+                user: account.daily
+                for user, account in accounts.items()
+                if account.daily is not None
+            },
         )
 
     @property
@@ -208,12 +221,42 @@ def _line(line: str, where: str) -> tuple[str, Account]:
             "digits and _.@- (at most 64)"
         )
     token, *extra = rest.split() if rest else ("",)
+    options = [item for item in extra if "=" in item]
+    extra = [item for item in extra if "=" not in item]
     if not TOKEN.fullmatch(token) or len(extra) > 1:
         raise ConfigError(
             f"{where}: the token must be 16 to 512 visible characters, no spaces "
-            "(then, optionally, the role: admin or user)"
+            "(then, optionally, the role: admin or user, and the daily budget: "
+            "tokens=N cost_usd=X time_s=S)"
         )
     role = extra[0] if extra else USER
     if role not in ROLES:
         raise ConfigError(f"{where}: the role must be admin or user, not {role!r}")
-    return user, Account(token, USER if role == USER else ADMIN)
+    daily = _daily_budget(options, where) if options else None
+    return user, Account(token, USER if role == USER else ADMIN, daily)
+
+
+_BUDGET_KEYS = {"tokens": int, "cost_usd": float, "time_s": float}
+
+
+def _daily_budget(options: list[str], where: str) -> Budget:
+    """`tokens=N cost_usd=X time_s=S` (any of them; 0: no bound)."""
+    values: dict[str, float | None] = {}
+    for option in options:
+        key, _, text = option.partition("=")
+        kind = _BUDGET_KEYS.get(key)
+        if kind is None or key in values:
+            raise ConfigError(
+                f"{where}: {key!r} is not a daily budget's bound (or is given "
+                "twice); use tokens=N, cost_usd=X and time_s=S"
+            )
+        try:
+            value = kind(text)
+        except ValueError:
+            value = -1
+        if value < 0 or value != value:  # negative, not a number, NaN
+            raise ConfigError(
+                f"{where}: {key}={text!r} must be a number, 0 or more (0: no bound)"
+            )
+        values[key] = value or None
+    return Budget.model_validate(values)

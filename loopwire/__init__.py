@@ -4,6 +4,7 @@ See docs/clients.md. Events are the frame models of `backend.protocol`,
 named for client code in `loopwire.events`.
 """
 
+from backend.protocol import BudgetLimits
 from loopwire.branches import branches
 from loopwire.client import AgentClient, Decision, Declined, RunResult
 from loopwire.connection import Backoff, Event, envelope
@@ -25,6 +26,7 @@ __all__ = [
     "AgentClient",
     "AgentError",
     "Backoff",
+    "BudgetLimits",
     "ClientError",
     "ConnectionFailed",
     "Decision",

@@ -51,6 +51,7 @@ from backend.protocol import (
     AgentStopped,
     AgentUserInputMessage,
     BranchSwitched,
+    BudgetLimits,
     ChatMessage,
     ChatResponse,
     CompletionReason,
@@ -257,6 +258,7 @@ class AgentClient:
         temperature: float | None = None,
         system_prompt: str | None = None,
         replace_from: str | None = None,
+        budget: BudgetLimits | None = None,
     ) -> AsyncGenerator[Event, None]:
         """Send `content` and yield the run's frames through `response_complete`.
 
@@ -266,7 +268,8 @@ class AgentClient:
         run id of this conversation) sends `content` in place of that run's
         message: that run and every later one are set aside as a branch (a
         `RunsRemoved` event says which, before the new run's frames;
-        `switch_branch` brings them back). Raises `AgentError` on an
+        `switch_branch` brings them back); `budget` bounds the run's tokens,
+        cost and seconds of work below the server's budget. Raises `AgentError` on an
         `error` frame, or before sending what the protocol refuses. The
         message is sent when the iteration starts. Leaving the loop early
         leaves the run going on the server: `stop()` ends it,
@@ -286,6 +289,7 @@ class AgentClient:
             temperature=temperature,
             system_prompt=system_prompt,
             replace_from=replace_from,
+            agent_budget=budget,
         )
         if self.run_open and self.run_id is not None:
             self._abandoned.add(self.run_id)  # left early: skip its late frames
@@ -413,6 +417,25 @@ class AgentClient:
                 type="agent_control",
                 action="grant_steps",
                 steps=steps,
+            )
+        )
+
+    async def grant_budget(
+        self,
+        *,
+        tokens: int | None = None,
+        cost_usd: float | None = None,
+        time_s: float | None = None,
+    ) -> None:
+        """Raise the running run's budget by these amounts (up to the
+        server's cap and the user's daily remainder). Not sent again after a
+        reconnect: twice would grant twice."""
+        await self._control(
+            _validated(
+                AgentControlMessage,
+                type="agent_control",
+                action="grant_budget",
+                budget={"tokens": tokens, "cost_usd": cost_usd, "time_s": time_s},
             )
         )
 

@@ -17,7 +17,8 @@ class ExitCode(IntEnum):
     STOPPED = 3
     """Someone stopped the run (another client of the session, or the UI)."""
     MAX_STEPS = 4
-    """The step budget ran out (the answer is the agent's best so far)."""
+    """The step budget, or the run's budget of tokens, cost or time, ran out
+    (the answer is the agent's best so far)."""
     REJECTED = 5
     """A tool call was declined and that ended the run."""
     TIMEOUT = 6
@@ -38,6 +39,7 @@ _BY_REASON: dict[CompletionReason, ExitCode] = {
     "finished": ExitCode.FINISHED,
     "stopped": ExitCode.STOPPED,
     "max_steps": ExitCode.MAX_STEPS,
+    "budget": ExitCode.MAX_STEPS,
     "rejected": ExitCode.REJECTED,
     "timeout": ExitCode.TIMEOUT,
     "error": ExitCode.ERROR,

@@ -21,6 +21,7 @@ from backend.protocol import (
     AgentCompletion,
     AgentRequestInput,
     AgentStepsGranted,
+    BudgetLimits,
     CompletionReason,
     Error,
     ToolApprovalRequest,
@@ -39,6 +40,7 @@ STOP_LIMIT_S = 5.0
 UNFINISHED: dict[CompletionReason, str] = {
     "stopped": "the run was stopped",
     "max_steps": "the run ran out of steps",
+    "budget": "the run used up its budget",
     "rejected": "the run ended: a tool call was declined",
     "timeout": "the run ended: nobody answered in time",
     "error": "the run failed: the model could not answer",
@@ -57,6 +59,7 @@ class Request:
     strategy: str | None = None
     max_steps: int | None = None
     system_prompt: str | None = None
+    budget: BudgetLimits | None = None
 
 
 @dataclass
@@ -140,6 +143,7 @@ class _Reader:
             strategy=request.strategy,
             max_steps=request.max_steps,
             system_prompt=request.system_prompt,
+            budget=request.budget,
         )
         async for event in events:
             if not isinstance(event, Error | AgentStepsGranted):

@@ -116,6 +116,17 @@ class SyncAgentClient:
     def grant_steps(self, steps: int) -> None:
         self._call(self.client.grant_steps(steps))
 
+    def grant_budget(
+        self,
+        *,
+        tokens: int | None = None,
+        cost_usd: float | None = None,
+        time_s: float | None = None,
+    ) -> None:
+        self._call(
+            self.client.grant_budget(tokens=tokens, cost_usd=cost_usd, time_s=time_s)
+        )
+
     def answer(self, text: str) -> None:
         self._call(self.client.answer(text))
 

@@ -7,6 +7,9 @@ import json
 from typing import Any
 
 from backend.protocol import (
+    AgentBudgetGranted,
+    AgentBudgetReached,
+    AgentBudgetWarning,
     AgentCompletion,
     AgentError,
     AgentMaxStepsReached,
@@ -155,6 +158,12 @@ def _describe_update(event: Event) -> str:
         return f"(done: {event.reason}, {steps} step(s), {ms:.0f} ms)"
     if isinstance(event, AgentMaxStepsReached):
         return "  (max steps reached)"
+    if isinstance(event, AgentBudgetWarning):
+        return f"  (80% of the {_budget_name(event.dimension)} used)"
+    if isinstance(event, AgentBudgetReached):
+        return f"  ({_budget_name(event.dimension)} used up)"
+    if isinstance(event, AgentBudgetGranted):
+        return "  (budget raised)"
     if isinstance(event, AgentStopped):
         return "  (stopped)"
     if isinstance(event, AgentError):
@@ -178,3 +187,9 @@ def activity(event: Event) -> str | None:
     if isinstance(event, AgentMaxStepsReached | AgentStopped | TokenStream):
         return "writing the answer"
     return None
+
+
+def _budget_name(dimension: str) -> str:
+    return {"tokens": "token budget", "cost": "cost budget"}.get(
+        dimension, "time budget"
+    )

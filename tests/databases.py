@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import asyncpg
 import pytest
+
+from backend.store.sql import SqlStore
 
 
 def _admin_dsn(url: str) -> str:
@@ -50,3 +53,15 @@ async def _fresh(server: str) -> AsyncIterator[str]:
         await admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
     finally:
         await admin.close()
+
+
+@asynccontextmanager
+async def stored(url: str) -> AsyncIterator[SqlStore]:
+    """The database at `url` opened from the test's side (what servers wrote
+    there, read back), closed afterwards."""
+    store = SqlStore(url)
+    await store.open()
+    try:
+        yield store
+    finally:
+        await store.close()

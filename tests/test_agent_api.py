@@ -467,6 +467,9 @@ async def test_stream_false_answers_one_document(start_server: StartServer) -> N
         "duration_ms",
         "llm_calls",
         "tool_calls",
+        "input_tokens",
+        "output_tokens",
+        "cached_tokens",
     }
 
 
@@ -588,6 +591,7 @@ async def test_the_openapi_document_is_served_and_matches_the_routes(
         "/api/conversations/{conversation_id}/approvals/{tool_call_id}",
         "/api/conversations/{conversation_id}/branches",
         "/api/conversations/{conversation_id}/branches/{branch_id}",
+        "/api/conversations/{conversation_id}/budget",
         "/api/conversations/{conversation_id}/events",
         "/api/conversations/{conversation_id}/export",
         "/api/conversations/{conversation_id}/files",
@@ -605,6 +609,7 @@ async def test_the_openapi_document_is_served_and_matches_the_routes(
         "/api/tool-grants/{grant_id}",
         "/api/ui-stream",
         "/api/ui-stream/{chat_id}/stream",
+        "/api/usage",
         "/healthz",
         "/metrics",
         "/s/{share_id}",

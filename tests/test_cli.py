@@ -237,6 +237,12 @@ async def test_a_request_in_several_parts_and_a_budget(
     assert "  (max steps reached)" in lines
     assert lines[-2].startswith("(done: max_steps, 1 step(s), ")
 
+    status, lines, err = await run_chat(url, message, budget_tokens=1_000)
+    assert status == ExitCode.MAX_STEPS
+    assert err == ["loopwire: the run used up its budget"]
+    assert "  (token budget used up)" in lines
+    assert lines[-2].startswith("(done: budget, 1 step(s), ")
+
 
 async def test_an_error_frame_ends_the_command(start_server: StartServer) -> None:
     """An error frame refusing the request exits with `USAGE`, printing only

@@ -13,6 +13,7 @@ from backend.protocol import (
     AgentReason,
     AgentRequestInput,
     AgentTurnStart,
+    BudgetLimits,
     ChatResponse,
     Error,
     ResponseComplete,
@@ -45,6 +46,7 @@ from tests.fakes import (
     reason,
     test_registry,
 )
+from tests.protocol_llm import ProtocolLLM, Use
 from tests.scripted_server import (
     MOVED_CLOSE,
     MOVED_DECISION,
@@ -220,6 +222,25 @@ async def test_grant_steps_and_stop_after_step(start_server: StartServer) -> Non
     assert seen[-2].model_dump()["reason"] == "stopped"
     # stopped after the second step's tool: neither observed nor summed up
     assert llm.purposes[-2:] == ["reason", "act"]
+
+
+async def test_a_budget_is_asked_for_and_raised(start_server: StartServer) -> None:
+    """`chat(budget=…)` bounds the run and `grant_budget` raises it, up to the
+    server's cap, while the run works."""
+    llm = ProtocolLLM(Use("add", {"expression": "1+1"}))
+    harness = await start_server(llm, test_registry(), run_budget_tokens=500)
+    async with AgentClient(url(harness)) as client:
+        seen: list[Event] = []
+        async for event in client.chat("add", budget=BudgetLimits(tokens=20)):
+            seen.append(event)
+            if isinstance(event, AgentTurnStart) and event.step == 1:
+                await client.grant_budget(tokens=1_000)
+    start = seen[0].model_dump()
+    granted = next(e for e in seen if label(e.model_dump()) == "agent_budget_granted")
+    assert start["budget"]["tokens"] == 20
+    assert granted.model_dump()["granted"]["tokens"] == 480
+    assert granted.model_dump()["budget"]["tokens"] == 500
+    assert seen[-2].model_dump()["reason"] == "finished"
 
 
 async def test_reconnect_replays_what_was_missed_exactly_once(

@@ -233,6 +233,7 @@ async def test_auto_drops_a_refused_tool_choice_in_complete_for_good(
         "tool_choice": False,
         "tools": True,
         "temperature": True,
+        "max_tokens": True,
     }
     logged = [r for r in caplog.records if r.name == LOG]
     assert [(r.levelno, r.getMessage()) for r in logged] == [

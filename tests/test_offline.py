@@ -22,6 +22,7 @@ from backend.llm.base import (
     ToolCall,
     Usage,
 )
+from backend.llm.tokens import estimate_message_tokens, estimate_request_tokens
 from backend.tools.base import ToolContext
 from backend.tools.builtin import builtin_tools
 from tests.offline_driver import (
@@ -720,10 +721,21 @@ async def test_stream_of_a_tool_call_has_no_text() -> None:
     assert events[0].tool_calls == (call("call_1", "calculator", expression="2+2"),)
 
 
-async def test_usage_counts_calls_and_invents_no_tokens() -> None:
-    """Usage records one LLM call per completion and no token counts."""
-    completion = await llm.complete(request("chat", [Message.user("hello")]))
-    assert completion.usage == Usage(llm_calls=1)
+async def test_usage_is_the_estimate_marked_as_one() -> None:
+    """Usage records one LLM call per completion, its tokens estimated from
+    the request and the reply as for any server that reports none, and says so."""
+    asked = request("chat", [Message.user("hello")])
+    completion = await llm.complete(asked)
+    prompt = estimate_request_tokens(asked.messages, asked.tools)
+    reply = estimate_message_tokens(Message.assistant(completion.content))
+    assert completion.usage == Usage(
+        prompt_tokens=prompt,
+        completion_tokens=reply,
+        total_tokens=prompt + reply,
+        llm_calls=1,
+        estimated_calls=1,
+    )
+    assert prompt > 0 and reply > 0
 
 
 # --- several parts in one request ------------------------------------------------

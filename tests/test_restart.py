@@ -9,16 +9,15 @@ same database and reconnects with the session id.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import AsyncExitStack
 
 import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
 from backend.app import create_app
-from backend.store.sql import SqlStore
 from tests.conftest import make_settings
+from tests.databases import stored
 from tests.fake_openai import FakeOpenAIServer, HangReply
 from tests.fakes import ScriptedLLM, SlowTool, calls, observe, reason, test_registry
 from tests.live_server import serving
@@ -45,17 +44,6 @@ async def restarted(client: Client, server: ServerProcess) -> tuple[list[Frame],
     status = await stop
     assert code == 1012
     return frames, status
-
-
-@asynccontextmanager
-async def stored(url: str) -> AsyncIterator[SqlStore]:
-    """The database the servers used, opened from the test's side."""
-    store = SqlStore(url)
-    await store.open()
-    try:
-        yield store
-    finally:
-        await store.close()
 
 
 def calls_of(frames: list[Frame], tool: str) -> int:

@@ -262,7 +262,7 @@ async def test_a_database_at_0007_is_upgraded_and_its_messages_indexed(
     upgraded = SqlStore(database_url)
     await upgraded.open()
     try:
-        assert await upgraded.revision() == "0012"
+        assert await upgraded.revision() == "0013"
         assert found(await upgraded.search("ann", "remem", limit=5)) == [
             ("c1", "message", 0, "«remember» the café")
         ]

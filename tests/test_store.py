@@ -79,11 +79,11 @@ def frame(seq: int, text: str = "x" * 10, run_id: str | None = None) -> Frame:
 async def test_open_migrates_to_the_newest_revision_and_again_changes_nothing(
     database_url: str,
 ) -> None:
-    """Opening migrates to head `0012`, and opening the database again is harmless."""
+    """Opening migrates to head `0013`, and opening the database again is harmless."""
     for _ in range(2):
         store = SqlStore(database_url)
         await store.open()
-        assert await store.revision() == migrate.head() == "0012"
+        assert await store.revision() == migrate.head() == "0013"
         await store.close()
 
 
@@ -131,7 +131,7 @@ async def test_a_database_at_the_first_schema_is_upgraded_in_place(
     upgraded = SqlStore(database_url)
     await upgraded.open()
     try:
-        assert await upgraded.revision() == "0012"
+        assert await upgraded.revision() == "0013"
         assert await upgraded.messages("c1") == [Message.user("hello from 0001")]
         record = await upgraded.conversation("c1")
         assert record is not None and record.title == "old"

@@ -303,3 +303,150 @@ def test_the_shipped_strategies_react_first() -> None:
     """The shipped strategies are listed in a fixed order with `react` first."""
     names = default_strategies(make_kit(ProtocolLLM(), ToolRegistry())).names
     assert names == ("react", "act", "plan_execute", "llm_only", "retrieve")
+
+
+# ------------------------------------------------------------------ budgets
+
+PRICED = '{"protocol-model": {"input": 100000, "output": 200000}}'
+"""$0.10 per input token, $0.20 per output token: each of `ProtocolLLM`'s
+calls (10 in, 5 out) costs $2."""
+BOUNDS = {"tokens": ({"tokens": 36}, 15), "cost": ({"cost_usd": 5}, 2.0)}
+"""A bound met on the third call, warned about after the second, and what
+one call spends against it."""
+
+
+@pytest.mark.parametrize("dimension", ["tokens", "cost"])
+async def test_a_spent_budget_ends_the_run_with_the_models_answer(
+    strategy: str, dimension: str
+) -> None:
+    """At 80 % of a token or cost bound the run warns; at the bound it ends
+    (reason `budget`) before its next model call, and the model writes the
+    final answer within the reserved allowance."""
+    bound, per_call = BOUNDS[dimension]
+    llm = ProtocolLLM(*two_actions(strategy), Ask("Third?"))
+    async with serving(
+        llm,
+        test_registry(),
+        strategies=contract_strategies,
+        prices=PRICED,
+        budget_final_tokens=300,
+    ) as client:
+        await agent_chat(client, strategy, agent_budget=bound)
+        frames = await answering(client)
+        history = client.session.history.messages
+    names = labels(frames)
+    start = frames[0]
+    limit = next(iter(bound.values()))
+    assert start["budget"] == {"tokens": None, "cost_usd": None, "time_s": None} | bound
+    warned = next(f for f in frames if label(f) == "agent_budget_warning")
+    reached = next(f for f in frames if label(f) == "agent_budget_reached")
+    assert names.index("agent_budget_warning") < names.index("agent_budget_reached")
+    calls = len(llm.requests) - 1  # the final answer's is past the bound
+    assert (warned["dimension"], warned["used"], warned["limit"]) == (
+        dimension,
+        2 * per_call,
+        limit,
+    )
+    assert (reached["dimension"], reached["used"], reached["limit"]) == (
+        dimension,
+        calls * per_call,
+        limit,
+    )
+    assert calls * per_call >= limit > (calls - 1) * per_call
+    assert (reached["scope"], reached["can_grant"], reached["resets_at"]) == (
+        "run",
+        True,
+        None,
+    )
+    assert llm.purposes[-1] == "final" and llm.requests[-1].max_tokens == 300
+    assert [r.max_tokens for r in llm.requests[:-1]] == [None] * calls
+    done = completion(frames)
+    assert done["reason"] == "budget" and frames[-3]["message"] == ANSWER
+    assert done["usage"]["total_tokens"] == 15 * len(llm.requests)
+    assert done["usage"]["cost_usd"] == 2.0 * len(llm.requests)
+    assert names[-3:] == ENDING and history[-1].content == ANSWER
+
+
+async def test_a_spent_time_budget_ends_the_run_with_the_models_answer(
+    strategy: str,
+) -> None:
+    """A time bound is checked at every phase boundary: a run whose first
+    phase used it up ends there (reason `budget`), with the model's answer."""
+    llm = ProtocolLLM(*two_actions(strategy))
+    async with serving(llm, test_registry(), strategies=contract_strategies) as client:
+        await agent_chat(client, strategy, agent_budget={"time_s": 1e-6})
+        frames = await answering(client)
+    reached = next(f for f in frames if label(f) == "agent_budget_reached")
+    assert (reached["dimension"], reached["limit"]) == ("time", 1e-6)
+    assert reached["used"] >= 1e-6
+    assert len(llm.requests) <= 2 and llm.purposes[-1] == "final"
+    assert completion(frames)["reason"] == "budget"
+    assert frames[-3]["message"] == ANSWER
+
+
+async def test_grant_budget_raises_the_running_budget_to_the_cap(
+    strategy: str,
+) -> None:
+    """`grant_budget` raises a run's bound up to the server's cap, so the run
+    it would have ended finishes."""
+    first = (await baseline_purposes(strategy))[0]
+    llm = ProtocolLLM(*two_actions(strategy), hold=first)
+    async with serving(
+        llm,
+        test_registry(),
+        strategies=contract_strategies,
+        run_budget_tokens=10_000,
+    ) as client:
+        await agent_chat(client, strategy, agent_budget={"tokens": 20})
+        assert llm.hold is not None
+        await llm.hold.started.wait()
+        await client.send(
+            type="agent_control", action="grant_budget", budget={"tokens": 50_000}
+        )
+        llm.hold.release.set()
+        frames = await answering(client)
+    granted = next(f for f in frames if label(f) == "agent_budget_granted")
+    assert granted["granted"]["tokens"] == 9_980
+    assert granted["budget"]["tokens"] == 10_000
+    assert "agent_budget_reached" not in labels(frames)
+    assert completion(frames)["reason"] == "finished"
+
+
+async def test_continue_with_more_budget_goes_on_from_where_the_run_ended(
+    strategy: str,
+) -> None:
+    """A run ended by its budget is continued by the next chat with a larger
+    budget: it picks up from what the first did, never doing it again."""
+    tools = REGISTERED[strategy].uses_tools
+    llm = ProtocolLLM(
+        *[
+            Use("add", {"expression": f"{n}+{n}"}) if tools else Ask(f"{n}?")
+            for n in range(1, 5)
+        ]
+    )
+    async with serving(
+        llm, test_registry(), strategies=contract_strategies, run_budget_tokens=500
+    ) as client:
+        await agent_chat(client, strategy, agent_budget={"tokens": 30})
+        first = await answering(client)
+        done_before = len(llm.requests)
+        await client.send(
+            type="chat",
+            content="Continue",
+            agent_mode=True,
+            loop_strategy=strategy,
+            agent_budget={"tokens": 400},
+        )
+        second = await answering(client)
+    reached = next(f for f in first if label(f) == "agent_budget_reached")
+    assert reached["can_grant"] is True
+    assert completion(first)["reason"] == "budget"
+    assert completion(second)["reason"] == "finished"
+    assert second[0]["budget"]["tokens"] == 400
+    if REGISTERED[strategy].uses_tools:  # each action once, across the two runs
+        done = [
+            [f["arguments"]["expression"] for f in run if label(f) == "tool_start:add"]
+            for run in (first, second)
+        ]
+        assert done[0] and done[1] and not set(done[0]) & set(done[1])
+    assert len(llm.requests) > done_before

@@ -117,7 +117,12 @@ START = {
 }
 AGENT_START = {
     "type": "data-loopwire-update",
-    "data": {"update_type": "agent_start", "max_steps": 10, "strategy": "react"},
+    "data": {
+        "update_type": "agent_start",
+        "max_steps": 10,
+        "strategy": "react",
+        "budget": None,
+    },
 }
 
 
@@ -138,6 +143,7 @@ def usage(prompt: int, completion: int, calls: int) -> dict[str, int]:
         "cached_tokens": 0,
         "reasoning_tokens": 0,
         "estimated_calls": 0,
+        "cost_usd": None,
     }
 
 

@@ -57,6 +57,8 @@ async def test_session_ready_is_the_first_frame(start_server: StartServer) -> No
         "max_steps_cap": 20,
         "default_max_steps": 10,
         "max_message_bytes": 65536,
+        "run_budget": {"tokens": None, "cost_usd": None, "time_s": None},
+        "daily_budget": {"tokens": None, "cost_usd": None, "time_s": None},
     }
     assert (ready["model"], ready["provider"]) == ("scripted-model", "scripted")
     assert [t["name"] for t in ready["tools"]] == ["add", "fail", "slow"]
@@ -511,7 +513,7 @@ BAD_FRAMES = [
     ),
     (
         '{"type": "agent_control", "action": "pause"}',
-        "invalid agent_control message: action: Input should be 'stop', 'stop_after_step' or 'grant_steps'",
+        "invalid agent_control message: action: Input should be 'stop', 'stop_after_step', 'grant_steps' or 'grant_budget'",
     ),
 ]
 

@@ -28,8 +28,8 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from contextlib import AbstractContextManager
 
+from backend.agent.budget_meter import BudgetMeter
 from backend.agent.cutoffs import close_queue
 from backend.agent.loop import (
     AgentContext,
@@ -43,11 +43,13 @@ from backend.agent.loop import (
     Stopped,
 )
 from backend.agent.run_control import RunControl, Suspended
+from backend.agent.run_spans import phase_span, run_span, told
 from backend.agent.state import (
     ENDING,
     START,
     Ending,
     PendingQuestion,
+    RunState,
     StopRequested,
     TimedOut,
     TraceEntry,
@@ -68,7 +70,6 @@ from backend.protocol import (
     TokenStream,
     ToolApprovalRequest,
 )
-from backend.telemetry.tracing import Span
 
 log = logging.getLogger(__name__)
 
@@ -86,17 +87,21 @@ class RunDriver:
         *,
         checkpoint: Checkpoint | None = None,
         time_limit: TimeLimit = DEFAULT_TIME_LIMIT,
+        budget: BudgetMeter | None = None,
         clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.perf_counter,
     ) -> None:
-        """`time_limit` bounds the run's active time; `clock` gives epoch
-        time (deadlines of waits, timestamps); `monotonic` times the phases."""
+        """`time_limit` bounds the run's active time; `budget` meters its
+        spending (default: its state's bounds, no prices); `clock` gives
+        epoch time (deadlines of waits, timestamps); `monotonic` times the
+        phases."""
         self.loop = loop
         self.ctx = ctx
         self.control = control
         self._checkpoint = checkpoint
         self._clock = clock
         self._time = ActiveTime(ctx.state, time_limit, monotonic, ctx.pauses)
+        self.budget = budget or BudgetMeter(ctx.state)
         self._asking = asyncio.Lock()
         self._withheld = False
         """The pending question was not shown: a stop came before it."""
@@ -120,8 +125,11 @@ class RunDriver:
     async def _drive(self) -> AgentResult:
         state = self.ctx.state
         if state.phase == START:
+            limits = self.budget.limits() if self.budget.bounded else None
             self.ctx.emit(
-                AgentStart(max_steps=state.max_steps, strategy=state.strategy)
+                AgentStart(
+                    max_steps=state.max_steps, strategy=state.strategy, budget=limits
+                )
             )
             state.phase = self.loop.first_phase(state)
         try:
@@ -156,9 +164,12 @@ class RunDriver:
         state = self.ctx.state
         if self._time.spent:
             return self._out_of_time()
-        phase, calls, tools = state.phase, state.usage.llm_calls, len(state.outcomes)
+        spent = self.budget.check(self.ctx)
+        if spent is not None:
+            return spent
+        phase, used, tools = state.phase, state.usage, len(state.outcomes)
         started, stop = self._clock(), self._time.start()
-        with self._phase_span(phase, state.step):
+        with phase_span(self.ctx, phase, state.step):
             advance = self.loop.advance(self.ctx)
             won = await within(advance, self._time.remaining_s, self.ctx.pauses)
             elapsed_ms = stop()
@@ -170,8 +181,11 @@ class RunDriver:
                 phase=phase,
                 started_at=started,
                 duration_ms=round(elapsed_ms, 3),
-                llm_calls=state.usage.llm_calls - calls,
+                llm_calls=state.usage.llm_calls - used.llm_calls,
                 tool_calls=len(state.outcomes) - tools,
+                input_tokens=state.usage.prompt_tokens - used.prompt_tokens,
+                output_tokens=state.usage.completion_tokens - used.completion_tokens,
+                cached_tokens=state.usage.cached_tokens - used.cached_tokens,
             )
         )
         if won is None:
@@ -289,41 +303,19 @@ class RunDriver:
             return StopRequested()  # not asked: the stop came first
         if question is not None:
             kind = "client_tool" if question.client_tool else "question"
-            with self._span(f"wait {kind}", step=state.step) as span:
+            with run_span(self.ctx, f"wait {kind}", step=state.step) as span:
                 limit = question.deadline - self._clock()
-                return _told(span, await control.wait_for_answer(limit))
+                return told(span, await control.wait_for_answer(limit))
         assert approval is not None
         limit, began = approval.deadline - self._clock(), time.perf_counter()
-        with self._span(
-            "wait approval", step=state.step, tool=approval.tool_name
+        with run_span(
+            self.ctx, "wait approval", step=state.step, tool=approval.tool_name
         ) as span:
-            outcome = _told(
+            outcome = told(
                 span, await control.wait_for_approval(approval.tool_call_id, limit)
             )
         self.ctx.waited_s[approval.tool_call_id] = time.perf_counter() - began
         return outcome
-
-    def _phase_span(self, phase: str, step: int) -> AbstractContextManager[None]:
-        """The phase's span, made only when the phase calls the model or
-        runs a tool (a phase that only keeps the books costs none)."""
-        tracing = self.ctx.telemetry.tracing
-        if not tracing.enabled:
-            return tracing.deferred(phase)
-        attributes: dict[str, str | int] = {"loopwire.phase": phase}
-        attributes["loopwire.step"] = step
-        return tracing.deferred(f"phase {phase}", attributes)
-
-    def _span(
-        self, name: str, *, step: int, tool: str = ""
-    ) -> AbstractContextManager[Span]:
-        """A span of the run (attributes only when traces are on)."""
-        tracing = self.ctx.telemetry.tracing
-        if not tracing.enabled:
-            return tracing.span(name)
-        attributes: dict[str, str | int] = {"loopwire.step": step}
-        if tool:
-            attributes["gen_ai.tool.name"] = tool
-        return tracing.span(name, attributes)
 
     async def _ask_in_phase(
         self, question: PendingQuestion, announce: bool
@@ -335,14 +327,14 @@ class RunDriver:
         async with self._asking:
             state.pending_question = question
             kind = "client_tool" if question.client_tool else "question"
-            span = self._span(f"wait {kind}", step=question.step)
+            span = run_span(self.ctx, f"wait {kind}", step=question.step)
             with self.ctx.pauses.paused(), span as waiting:
                 if announce:
                     with self.ctx.held():
                         self._announce_question()
                         await self._save()
                 limit = question.deadline - self._clock()
-                outcome = _told(
+                outcome = told(
                     waiting,
                     StopRequested()
                     if announce and self._withheld
@@ -380,14 +372,17 @@ class RunDriver:
         close_queue(self.ctx, stopped=ending.reason == "stopped", clock=self._clock)
         if ending.answer is not None or ending.reason == "stopped":
             return self._end(ending)
-        text = await self._final_answer(ending.why)
-        answer = text or summarize_outcomes(state.outcomes, state.step)
+        text = await self._final_answer(ending.why, ending.reason)
+        answer = text or _without_answer(state, ending.reason)
         return self._end(ending.model_copy(update={"answer": answer}))
 
-    async def _final_answer(self, why: str) -> str:
+    async def _final_answer(self, why: str, reason: str) -> str:
         """The model's final answer, within what is left of the time limit
-        (at least `TimeLimit.final_answer_s`); past it, what it had streamed."""
+        (at least `TimeLimit.final_answer_s`); past it, what it had streamed.
+        After a budget's bound, its output is held to the reserved allowance."""
         limit = self._time.final_answer_s
+        if reason == "budget":
+            self.ctx.final_tokens = self.budget.final_tokens
         won = await race(self.loop.final_answer(self.ctx, why), limit_s=limit)
         if won is None:
             log.warning(
@@ -434,17 +429,10 @@ class RunDriver:
         return text.strip()
 
 
-_OUTCOMES = {
-    "Answered": "answered",
-    "Approved": "approved",
-    "Declined": "declined",
-    "TimedOut": "timed_out",
-    "StopRequested": "stopped",
-    "Suspended": "parked",
-}
-
-
-def _told(span: Span, outcome: WaitOutcome | Suspended) -> WaitOutcome | Suspended:
-    """The wait's outcome on its span."""
-    span.set("loopwire.wait.outcome", _OUTCOMES.get(type(outcome).__name__, "other"))
-    return outcome
+def _without_answer(state: RunState, reason: str) -> str:
+    """What a run answers when the model wrote no final answer."""
+    done = summarize_outcomes(state.outcomes, state.step)
+    if reason != "budget":
+        return done
+    said = "The run's budget was used up and no answer could be written within it."
+    return f"{said}\n\n{done}" if state.outcomes else said

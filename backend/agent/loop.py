@@ -76,6 +76,9 @@ class AgentContext:
     """Where the run's phases, waits and tool calls are traced and counted."""
     waited_s: dict[str, float] = field(default_factory=dict)
     """Tool call id → how long a person took to approve it (for its span)."""
+    final_tokens: int | None = None
+    """The most output tokens the final answer may use (a run that reached
+    its budget: the reserved allowance); None: the model's own limit."""
 
 
 # ------------------------------------------------------------------ decisions

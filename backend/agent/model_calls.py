@@ -185,5 +185,7 @@ class ModelCalls:
             tools=listed,
             tool_choice="none" if listed else None,
         )
+        if ctx.final_tokens is not None:
+            request = request.model_copy(update={"max_tokens": ctx.final_tokens})
         reply = await self.stream(ctx, request)
         return reply.content.strip()

@@ -20,6 +20,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
+from backend.budget import UNBOUNDED, Budget, Dimension
 from backend.llm.base import ToolCall, ToolSpec, Usage
 from backend.prompts import ResultLine
 from backend.protocol import (
@@ -197,6 +198,11 @@ class TraceEntry:
     duration_ms: float
     llm_calls: int = 0
     tool_calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_tokens: int = 0
+    """The phase's model calls' tokens (`Usage`), so a run's record says
+    which phase spent what."""
 
 
 class InFlight(_Value):
@@ -240,6 +246,18 @@ class RunState(BaseModel):
     step: int = 0
     max_steps: int
     max_steps_cap: int
+    model: str = ""
+    """The model its calls go to (the request's, or the server's)."""
+    budget: Budget = UNBOUNDED
+    """What the run may spend (`agent/budget_meter.py`); a grant raises it."""
+    budget_cap: Budget = UNBOUNDED
+    """The most a grant may raise `budget` to: the server's cap per run,
+    and what the user had left of the day when the run started."""
+    budget_day: list[Dimension] = Field(default_factory=list)
+    """The bounds that are what the user had left of the day (no grant can
+    raise them; reaching one says when the day's budget starts over)."""
+    budget_warned: list[Dimension] = Field(default_factory=list)
+    """The bounds `agent_budget_warning` was sent for."""
 
     # what the strategy is doing
     record: StepRecord = Field(default_factory=StepRecord)

@@ -28,8 +28,8 @@ def control_name(message: ClientMessage | CommandBody) -> str | None:
             return control_name(inner)
         case StopRun():
             return "stop"
-        case AgentControlMessage(action="grant_steps"):
-            return "grant_steps"
+        case AgentControlMessage(action="grant_steps" | "grant_budget" as action):
+            return action
         case AgentControlMessage():
             return "stop"
         case ToolApprovalResponseMessage():

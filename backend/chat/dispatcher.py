@@ -15,8 +15,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from backend.agent.budget_meter import as_limits, from_limits
 from backend.agent.state import Answered
 from backend.answer_forms import check_answer
+from backend.budget import Budget
 from backend.chat.approval_decisions import ApprovalDecisions
 from backend.chat.branches import BranchSwitcher, set_aside
 from backend.chat.control_spans import control_span
@@ -29,6 +31,7 @@ from backend.chat.session import ActiveRun, Session
 from backend.chat.tool_grants import ToolGrants
 from backend.errors import Busy, InvalidMessage, Moved, StoreUnavailable
 from backend.protocol import (
+    AgentBudgetGranted,
     AgentControlMessage,
     AgentStepsGranted,
     AgentUserInputMessage,
@@ -101,6 +104,8 @@ class MessageDispatcher:
         if isinstance(message, ChatMessage) and run is not None:
             return {"run_id": run.run_id, "request_at": run.state.request_at}
         if isinstance(message, AgentControlMessage) and run is not None:
+            if message.action == "grant_budget":
+                return {"budget": as_limits(run.state.budget).model_dump()}
             return {"max_steps": run.state.max_steps}
         return {}
 
@@ -148,6 +153,8 @@ class MessageDispatcher:
         if message.action == "grant_steps":
             assert message.steps is not None
             self._grant(session, run, message.steps)
+        elif message.action == "grant_budget":
+            self._grant_budget(session, run, from_limits(message.budget))
         elif message.action == "stop":
             run.control.stop("immediate")
         else:
@@ -161,6 +168,17 @@ class MessageDispatcher:
         granted = state.grant(steps)
         session.notify.emit(
             AgentStepsGranted(granted=granted, max_steps=state.max_steps)
+        )
+
+    def _grant_budget(self, session: Session, run: ActiveRun, more: Budget) -> None:
+        """Raise the running run's budget by `more`, up to its cap (the
+        server's, and the day's remainder)."""
+        meter = self.runs.meter(run.state)
+        if not meter.bounded:
+            raise InvalidMessage("this run has no budget to raise")
+        granted = meter.grant(more)
+        session.notify.emit(
+            AgentBudgetGranted(granted=as_limits(granted), budget=meter.limits())
         )
 
     def _reset(self, session: Session) -> None:
@@ -180,12 +198,14 @@ class MessageDispatcher:
         checks, so nothing runs between them and the start); or, while a
         run works, the message held as it asks (`when_busy`)."""
         granted = await self.grants.allowed(session.owner, session.id)
+        spent = await self.runs.daily.today(session.owner)
         if session.run is not None and message.when_busy != "refuse":
             if self.draining:
                 raise Busy(RESTARTING)
             return await self.held.hold(session, message)
         self._check_free(session)
         state = self.requests.state_for(session, message)
+        self.runs.daily.fit(state, spent)
         state.granted = granted
         self.runs.start(session, message, state)
         return None
@@ -214,6 +234,7 @@ class MessageDispatcher:
                 "the saved conversation)"
             )
         state = self.requests.state_for(session, message)
+        self.runs.daily.fit(state, await self.runs.daily.today(session.owner))
         state.granted = await self.grants.allowed(session.owner, session.id)
         journal = session.journal
         if self.store is None or journal is None:

@@ -117,10 +117,16 @@ class HeldInputs:
             if held is None:
                 return
             allowed = await self.grants.allowed(session.owner, session.id)
+            try:
+                spent = await self.runs.daily.today(session.owner)
+            except ProtocolError as exc:  # the store is down: it waits, held
+                log.warning("session %s: held input waits: %s", session.id, exc)
+                return
             if session.run is not None or session.inbox.first() is not held:
                 continue  # something else started meanwhile: look again
             try:
                 state = self.requests.state_for(session, held.message)
+                self.runs.daily.fit(state, spent)
             except ProtocolError as exc:  # e.g. a tool or model gone since
                 self._drop(session, held, f"it could not run: {exc}")
                 continue

@@ -11,7 +11,10 @@ error frames it got go with the first real batch, the latest
 `UNSTORED_FRAMES` of them).
 
 A run started with `save_chat: false` is never journalled: its frames are
-skipped here and its messages never reach the session's history.
+skipped here and its messages never reach the session's history. Only its
+row of the usage ledger is (`run_usage`), as every run's is with its
+record: a conversation not stored gets that row alone, unfenced (nothing
+else of it is written, and it is not created for it).
 
 A session reset or an edit cuts the history: the next batch deletes the
 stored messages from the cut on before it adds the new ones. An edit (or a
@@ -28,6 +31,7 @@ from collections.abc import Callable, Iterable
 from backend.history import History
 from backend.store.base import Batch, SetAside
 from backend.store.records import ConversationRecord, PendingInputRecord, RunRecord
+from backend.store.usage_records import RunUsageRecord
 from backend.transcript import Frame
 
 TITLE_CHARS = 80
@@ -64,6 +68,8 @@ class Journal:
         """Where the history was cut since the last flush (None: nowhere)."""
         self.frames: list[Frame] = []
         self.runs: dict[str, RunRecord] = {}
+        self.usage: dict[str, RunUsageRecord] = {}
+        """Runs' rows of the usage ledger, saved runs or not."""
         self.removed_runs: set[str] = set()
         """Runs set aside (in a branch): not the conversation's until brought
         back."""
@@ -99,10 +105,19 @@ class Journal:
             del self.frames[0]
         self.on_change()
 
-    def run(self, record: RunRecord) -> None:
-        if record.id in self.removed_runs:
+    def run(self, record: RunRecord, *, saved: bool = True) -> None:
+        """The run's record, and its row of the usage ledger (that alone
+        for a run not `saved`: `save_chat: false`)."""
+        self.run_usage(record)
+        if record.id in self.removed_runs or not saved:
             return
         self.runs[record.id] = record
+        self.on_change()
+
+    def run_usage(self, record: RunRecord) -> None:
+        """The run's row of the usage ledger (alone, for an unsaved run)."""
+        owner = self.conversation.owner
+        self.usage[record.id] = RunUsageRecord.of(record, owner)
         self.on_change()
 
     def run_ended(self, run_id: str) -> None:
@@ -162,19 +177,32 @@ class Journal:
         """Something to write: for a conversation not stored yet, something
         that creates it (frames alone do not)."""
         return bool(
-            (self.frames and self.stored)
-            or self.runs
+            self.usage
+            or self._creates(history)
+            or (self.stored and (self.frames or self.inputs or self.used_inputs))
+        )
+
+    def _creates(self, history: History) -> bool:
+        """Something pending that a conversation not stored is created for."""
+        return bool(
+            self.runs
             or self.set_aside
             or self.restored
             or self.drop_branches
             or self.truncate_at is not None
             or len(history) > self.saved_messages
             or (self.create_wanted and not self.stored)
-            or ((self.inputs or self.used_inputs) and self.stored)
         )
 
     def take(self, history: History, *, now: float, keep_frames_from: int) -> Batch:
-        """Everything pending, as one batch; the journal is empty afterwards."""
+        """Everything pending, as one batch; the journal is empty afterwards
+        (but for a conversation not stored that only has usage rows: they
+        alone, unfenced)."""
+        usage, self.usage = list(self.usage.values()), {}
+        if not self.stored and not self._creates(history):
+            return Batch(
+                self.conversation.id, now, self.epoch, usage=usage, unfenced=True
+            )
         new = [
             (position, history[position])
             for position in range(self.saved_messages, len(history))
@@ -192,6 +220,7 @@ class Journal:
             drop_branches=self.drop_branches,
             inputs=self.inputs,
             delete_inputs=self.used_inputs,
+            usage=usage,
         )
         if not self.stored:
             batch.create = self._first_record(history, now)
@@ -224,6 +253,8 @@ class Journal:
         self.frames = batch.frames + self.frames
         for record in batch.runs:
             self.runs.setdefault(record.id, record)
+        for row in batch.usage:
+            self.usage.setdefault(row.run_id, row)
         self.set_aside[:0] = batch.set_aside
         self.restored[:0] = batch.restore
         self.drop_branches = self.drop_branches or batch.drop_branches

@@ -11,14 +11,16 @@ is started.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 from backend.agent import client_tools
+from backend.agent.budget_meter import as_limits, from_limits
 from backend.agent.loop import AgentLoop
 from backend.agent.registry import StrategyRegistry
 from backend.agent.request_input import REQUEST_INPUT
 from backend.agent.state import RunRequest, RunState
+from backend.budget import Budget
 from backend.chat.data_sources import (
     RETRIEVE,
     SEARCH_TOOL,
@@ -58,7 +60,11 @@ class RunRequests:
         strategies: StrategyRegistry,
         settings: Settings,
         data_sources: Sequence[str],
+        daily_budgets: Mapping[str, Budget] | None = None,
     ) -> None:
+        """`daily_budgets`: users whose budget per day is their own (else
+        `settings.daily_budget`)."""
+        self.daily_budgets = dict(daily_budgets or {})
         self.llm = llm
         self.registry = registry
         self.strategies = strategies
@@ -85,6 +91,8 @@ class RunRequests:
             max_steps_cap=settings.agent_max_steps_cap,
             default_max_steps=settings.agent_max_steps,
             max_message_bytes=settings.max_message_bytes,
+            run_budget=as_limits(settings.run_budget),
+            daily_budget=as_limits(settings.daily_budget),
         )
         return ServerInfo(
             limits=limits,
@@ -130,6 +138,7 @@ class RunRequests:
         agent = message.agent_mode or message.loop_strategy is not None
         sources = chosen_sources(message, self.data_sources)
         selected = message.selected_tools
+        cap = self.settings.run_budget
         if strategy.name == RETRIEVE:
             selected = [SEARCH_TOOL]
         elif sources is not None and selected is not None:
@@ -154,6 +163,9 @@ class RunRequests:
             ),
             max_steps=self._budget(message, strategy.name, agent),
             max_steps_cap=self.settings.agent_max_steps_cap,
+            model=message.model or self.llm.model,
+            budget=from_limits(message.agent_budget).within(cap),
+            budget_cap=cap,
         )
 
     def _check_client_tools(self, message: ChatMessage) -> None:

@@ -23,8 +23,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 
+from backend.agent.budget_meter import BudgetMeter
 from backend.agent.cutoffs import CANCELLED_NOTE
 from backend.agent.driver import RunDriver
 from backend.agent.loop import AgentContext, AgentResult
@@ -32,6 +33,8 @@ from backend.agent.registry import StrategyRegistry
 from backend.agent.state import ENDING, Ending, RunState, WaitOutcome
 from backend.agent.summary import summarize_outcomes
 from backend.agent.time_limit import TimeLimit
+from backend.budget import Budget
+from backend.chat.daily_budgets import DailyBudgets
 from backend.chat.instructions import Instructions
 from backend.chat.run_trace import run_ended, run_span
 from backend.chat.session import ActiveRun, Session
@@ -73,8 +76,15 @@ class RunSupervisor:
         clock: Callable[[], float],
         telemetry: Telemetry = NO_TELEMETRY,
         instance: str = "",
+        daily_budgets: Mapping[str, Budget] | None = None,
     ) -> None:
+        """`daily_budgets`: the users whose budget per day is their own."""
         self.strategies = strategies
+        self.prices = settings.price_table
+        self.daily = DailyBudgets(
+            table.store, settings.daily_budget, daily_budgets, clock=clock
+        )
+        """Each user's budget per day, fitted to their runs as they start."""
         self.instructions = Instructions(
             table.store, max_chars=settings.instructions_max_chars, clock=clock
         )
@@ -158,6 +168,7 @@ class RunSupervisor:
             run.control,
             checkpoint=checkpoint,
             time_limit=self.time_limit,
+            budget=self.meter(state),
         )
         try:
             await self.instructions.apply(state)  # before the first checkpoint
@@ -200,6 +211,11 @@ class RunSupervisor:
             result = None
         await self._end(session, run, result, span)
         return True
+
+    def meter(self, state: RunState) -> BudgetMeter:
+        """The run's spending against its budget, priced by the table."""
+        final = self.settings.budget_final_tokens
+        return BudgetMeter(state, self.prices, final_tokens=final)
 
     def _context(self, session: Session, run: ActiveRun) -> AgentContext:
         """What the run's strategy sees: its state, history, sink, files."""
@@ -260,6 +276,7 @@ class RunSupervisor:
                 usage=result.usage,
                 duration_ms=(self._clock() - state.started_at) * 1000,
                 strategy=state.strategy,
+                cost_usd=self.prices.cost(state.model, result.usage),
             )
 
     def record_end(self, session: Session, run: ActiveRun, status: RunStatus) -> None:
@@ -371,10 +388,11 @@ class RunSupervisor:
         for input_id in state.interjected:
             if session.inbox.remove(input_id) is not None and session.journal:
                 session.journal.input_used(input_id)
-        if session.journal is None or not state.request.save_chat:
+        if session.journal is None:
             return False
-        session.journal.run(self._record(state, status))
-        return True
+        saved = state.request.save_chat  # if not, its usage is counted all the same
+        session.journal.run(self._record(state, status), saved=saved)
+        return saved
 
     def _record(
         self, state: RunState, status: RunStatus, error: str | None = None
@@ -389,6 +407,8 @@ class RunSupervisor:
             request=state.request.content,
             steps=state.step,
             usage=state.usage,
+            model=state.model,
+            cost_usd=self.prices.cost(state.model, state.usage),
             started_at=state.started_at,
             ended_at=self._clock() if ended else None,
             active_ms=round(state.active_ms, 3),

@@ -124,6 +124,7 @@ class ChatService:
             clock=self._clock,
             telemetry=self.telemetry,
             instance=bus.instance_id,
+            daily_budgets=self.requests.daily_budgets,
         )
         self.grants = ToolGrants(store)
         self.dispatcher = MessageDispatcher(

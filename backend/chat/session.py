@@ -27,6 +27,7 @@ from backend.chat.inbox import Inbox
 from backend.chat.journal import Journal
 from backend.chat.outcome import run_outcome
 from backend.errors import (
+    BudgetExhausted,
     Moved,
     NoActiveRun,
     NoPendingApproval,
@@ -303,7 +304,8 @@ class Session:
             return
         except ProtocolError as exc:
             about = named_in(message)
-            self.notify.error(str(exc), exc.error_type, about=about)  # type: ignore[arg-type]
+            resets = exc.resets_at if isinstance(exc, BudgetExhausted) else None
+            self.notify.error(str(exc), exc.error_type, about=about, resets_at=resets)  # type: ignore[arg-type]
 
     async def report(self, message: str, error_type: ErrorType) -> None:
         self.notify.error(message, error_type)

@@ -70,6 +70,8 @@ class LLMRequest(_Frozen):
     tool_choice: ToolChoice | None = None
     model: str | None = None
     temperature: float | None = None
+    max_tokens: int | None = None
+    """The most tokens the reply may have (None: the model's own limit)."""
     purpose: Purpose = "chat"
 
 

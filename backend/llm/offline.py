@@ -15,8 +15,9 @@ text, which operators may edit:
 It knows no tool itself: each tool's *offline skill* (`offline_skill.py`)
 says what a request needs of it and words the answer from its result, and
 `offline_plan.py` works a request out part by part from them. What the model
-says of itself is in `offline_words.py`. It reports its calls, never invented
-token counts.
+says of itself is in `offline_words.py`. Having no tokenizer, it reports
+its calls' tokens as loopwire estimates them for any server that reports
+none (`llm/tokens.py`), marked as estimated (`Usage.estimated_calls`).
 """
 
 from __future__ import annotations
@@ -35,7 +36,6 @@ from backend.llm.base import (
     StreamEvent,
     TextDelta,
     ToolCall,
-    Usage,
 )
 from backend.llm.offline_plan import Plan, Todo, plan
 from backend.llm.offline_run import REQUEST_INPUT, read
@@ -47,6 +47,7 @@ from backend.llm.offline_words import (
     still_missing,
     unavailable,
 )
+from backend.llm.tokens import UNREPORTED, with_estimate
 
 MODEL = "loopwire-offline"
 PROVIDER = "offline"
@@ -127,12 +128,13 @@ def respond(request: LLMRequest, skills: SkillBook) -> Completion:
     """The offline model's whole reply to one request."""
     turn = _Turn(request, skills)
     content, calls = _PHASES[request.purpose](turn)
-    return Completion(
+    reply = Completion(
         content=content,
         tool_calls=calls,
-        usage=Usage(llm_calls=1),
+        usage=UNREPORTED,
         finish_reason="tool_calls" if calls else "stop",
     )
+    return with_estimate(request, reply)
 
 
 def split_words(text: str) -> list[str]:

@@ -13,6 +13,9 @@ and limits the frames share are in `values`.
 """
 
 from backend.protocol.agent_updates import (
+    AgentBudgetGranted,
+    AgentBudgetReached,
+    AgentBudgetWarning,
     AgentCompletion,
     AgentDuplicateCall,
     AgentError,
@@ -97,6 +100,7 @@ from backend.protocol.values import (
     PROTOCOL_VERSION,
     STEPS_LIMIT,
     SYSTEM_PROMPT_LIMIT,
+    BudgetLimits,
     Id,
     Name,
     Payload,
@@ -112,6 +116,9 @@ __all__ = [
     "PROTOCOL_VERSION",
     "STEPS_LIMIT",
     "SYSTEM_PROMPT_LIMIT",
+    "AgentBudgetGranted",
+    "AgentBudgetReached",
+    "AgentBudgetWarning",
     "AgentCompletion",
     "AgentControlMessage",
     "AgentDuplicateCall",
@@ -132,6 +139,7 @@ __all__ = [
     "AnswerAction",
     "BaseAgentUpdate",
     "BranchSwitched",
+    "BudgetLimits",
     "CancelInputMessage",
     "ChatMessage",
     "ChatResponse",

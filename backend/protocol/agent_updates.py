@@ -6,7 +6,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from backend.protocol.values import Payload
+from backend.protocol.values import (
+    BudgetDimension,
+    BudgetLimits,
+    BudgetScope,
+    Payload,
+)
 
 
 class ReasonControl(BaseModel):
@@ -56,6 +61,9 @@ class UsageInfo(BaseModel):
     estimated_calls: int = 0
     """Of `llm_calls`, those whose server reported no usage: their tokens
     are the server's estimate, not a count."""
+    cost_usd: float | None = None
+    """What the calls cost in US dollars by the server's price table; null
+    when it has no price for the model (unknown, never guessed)."""
 
 
 class BaseAgentUpdate(Payload):
@@ -68,6 +76,9 @@ class AgentStart(BaseAgentUpdate):
     update_type: Literal["agent_start"] = "agent_start"
     max_steps: int
     strategy: str
+    budget: BudgetLimits | None = None
+    """The run's budget, when it has a bound (`agent_budget_reached` ends
+    it at one)."""
 
 
 class AgentTurnStart(BaseAgentUpdate):
@@ -151,6 +162,45 @@ class AgentMaxStepsReached(BaseAgentUpdate):
     steps: int
 
 
+class AgentBudgetWarning(BaseAgentUpdate):
+    """80 % of a bound of the run's budget is used (once per bound)."""
+
+    update_type: Literal["agent_budget_warning"] = "agent_budget_warning"
+    step: int
+    dimension: BudgetDimension
+    used: float
+    limit: float
+    scope: BudgetScope
+    can_grant: bool
+    """`grant_budget` can raise this bound (it is below the server's cap)."""
+
+
+class AgentBudgetReached(BaseAgentUpdate):
+    """A bound is reached: the run ends (reason `budget`) once the model has
+    written its final answer within a small reserved allowance."""
+
+    update_type: Literal["agent_budget_reached"] = "agent_budget_reached"
+    step: int
+    dimension: BudgetDimension
+    used: float
+    limit: float
+    scope: BudgetScope
+    can_grant: bool
+    """A run continued with more budget may go further (`agent_budget` of
+    the next `chat`, up to the server's cap); false at the server's cap or
+    the user's daily bound."""
+    resets_at: float | None = None
+    """`scope` day: when the user's daily budget starts over (epoch s)."""
+
+
+class AgentBudgetGranted(BaseAgentUpdate):
+    update_type: Literal["agent_budget_granted"] = "agent_budget_granted"
+    granted: BudgetLimits
+    """What was added (less than asked where the cap bounds it)."""
+    budget: BudgetLimits
+    """The run's budget now."""
+
+
 StopMode = Literal["immediate", "after_step"]
 
 
@@ -161,7 +211,14 @@ class AgentStopped(BaseAgentUpdate):
 
 
 CompletionReason = Literal[
-    "finished", "max_steps", "stopped", "rejected", "timeout", "error", "interrupted"
+    "finished",
+    "max_steps",
+    "budget",
+    "stopped",
+    "rejected",
+    "timeout",
+    "error",
+    "interrupted",
 ]
 
 
@@ -191,6 +248,9 @@ AgentUpdate = (
     | AgentDuplicateCall
     | AgentStepsGranted
     | AgentMaxStepsReached
+    | AgentBudgetWarning
+    | AgentBudgetReached
+    | AgentBudgetGranted
     | AgentStopped
     | AgentCompletion
     | AgentError

@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
 from backend.protocol.values import (
+    BudgetLimits,
     Id,
     Name,
     Steps,
@@ -64,6 +65,10 @@ class ChatMessage(_Frame):
     content: Annotated[str, Field(min_length=1)]
     agent_mode: bool = False
     agent_max_steps: Steps | None = None
+    agent_budget: BudgetLimits | None = None
+    """A budget for this run below the server's (`limits.run_budget`): a
+    bound above it is lowered to it. The run ends with reason `budget` at
+    a bound."""
     selected_tools: ToolNames | None = None
     selected_data_sources: Annotated[list[Name], Field(max_length=50)] | None = None
     """The data sources `search_documents` may search in this run (None: all
@@ -116,8 +121,11 @@ class AgentControlMessage(_Frame):
     """Stop the running loop, stop it gracefully, or extend its budget."""
 
     type: Literal["agent_control"]
-    action: Literal["stop", "stop_after_step", "grant_steps"]
+    action: Literal["stop", "stop_after_step", "grant_steps", "grant_budget"]
     steps: Steps | None = None
+    budget: BudgetLimits | None = None
+    """`grant_budget`: what to add to the running run's budget (up to the
+    server's cap and the user's daily remainder)."""
 
     @model_validator(mode="after")
     def _steps_with_grant(self) -> AgentControlMessage:
@@ -125,7 +133,21 @@ class AgentControlMessage(_Frame):
             raise ValueError("grant_steps needs 'steps' (a positive integer)")
         if self.action != "grant_steps" and self.steps is not None:
             raise ValueError(f"'steps' only goes with grant_steps, not {self.action}")
+        if self.action == "grant_budget" and not _adds(self.budget):
+            raise ValueError(
+                "grant_budget needs 'budget' with a positive tokens, cost_usd "
+                "or time_s to add"
+            )
+        if self.action != "grant_budget" and self.budget is not None:
+            raise ValueError(f"'budget' only goes with grant_budget, not {self.action}")
         return self
+
+
+def _adds(budget: BudgetLimits | None) -> bool:
+    """`budget` adds something (a positive amount of some kind)."""
+    if budget is None:
+        return False
+    return any(amount for amount in (budget.tokens, budget.cost_usd, budget.time_s))
 
 
 AnswerAction = Literal["accept", "decline", "cancel"]

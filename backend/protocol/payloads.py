@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from backend.protocol.values import Payload, ToolArguments
+from backend.protocol.values import BudgetLimits, Payload, ToolArguments
 
 
 class Limits(BaseModel):
@@ -16,6 +16,12 @@ class Limits(BaseModel):
     max_steps_cap: int
     default_max_steps: int
     max_message_bytes: int
+    run_budget: BudgetLimits = BudgetLimits()
+    """The server's budget of every run (its cap: `agent_budget` and
+    `grant_budget` go no higher); null fields are unbounded."""
+    daily_budget: BudgetLimits = BudgetLimits()
+    """Each user's budget per day (UTC) unless the server gives them their
+    own (`GET /api/usage` says a user's); null fields are unbounded."""
 
 
 class ToolEffectInfo(BaseModel):
@@ -341,6 +347,7 @@ ErrorType = Literal[
     "internal_error",
     "run_interrupted",
     "server_restarting",
+    "budget_exhausted",
     "store_error",
     "unavailable",
     "moved",
@@ -360,3 +367,6 @@ class Error(Payload):
     """What the refused message named, if anything: its `question_id`,
     `tool_call_id` or `input_id` (so a client knows which request an
     `invalid_answer` is for)."""
+    resets_at: float | None = None
+    """`budget_exhausted`: when the user's daily budget starts over (epoch
+    seconds)."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -28,6 +28,26 @@ SystemPrompt = Annotated[str, Field(min_length=1, max_length=SYSTEM_PROMPT_LIMIT
 
 ToolArguments = dict[str, Any] | str
 """Parsed arguments, or the raw text when the model sent something unparseable."""
+
+
+class BudgetLimits(BaseModel):
+    """Bounds on a run's (or a day's) spending, or amounts to add to them
+    (`grant_budget`); a field left out (null) is no bound / nothing added."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    tokens: Annotated[int, Field(ge=0)] | None = None
+    """Tokens of model calls, input and output."""
+    cost_usd: Annotated[float, Field(ge=0)] | None = None
+    """US dollars, by the server's price table."""
+    time_s: Annotated[float, Field(ge=0)] | None = None
+    """Seconds of work (waits for a person do not count)."""
+
+
+BudgetDimension = Literal["tokens", "cost", "time"]
+BudgetScope = Literal["run", "day"]
+"""`run`: the run's own bound (a grant may raise it up to the server's cap);
+`day`: what the user had left of their daily budget (no grant raises it)."""
 
 
 class Payload(BaseModel):

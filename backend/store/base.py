@@ -38,6 +38,7 @@ from backend.store.records import (
 )
 from backend.store.search import SearchHit
 from backend.store.share_records import ShareRecord
+from backend.store.usage_records import RunUsageRecord, UsageLedger
 from backend.store.user_records import (
     SignInRecord,
     ToolGrantRecord,
@@ -97,6 +98,10 @@ class Batch:
     inputs: list[PendingInputRecord] = field(default_factory=list)
     delete_inputs: list[str] = field(default_factory=list)
     """Pending inputs used (deleted after `inputs` are added)."""
+    usage: list[RunUsageRecord] = field(default_factory=list)
+    """Every run's row of the usage ledger, saved or not."""
+    unfenced: bool = False
+    """Only `usage`, of a conversation not stored: written unfenced."""
 
     @property
     def empty(self) -> bool:
@@ -111,6 +116,7 @@ class Batch:
             or self.drop_branches
             or self.inputs
             or self.delete_inputs
+            or self.usage
         )
 
 
@@ -198,7 +204,7 @@ def shown_bytes(count: int) -> str:
     return f"{value:.1f}".removesuffix(".0") + f" {units[0]}"
 
 
-class Store(Protocol):
+class Store(UsageLedger, Protocol):
     """Where conversations, runs, frames and notes live."""
 
     async def open(self) -> None:

@@ -16,6 +16,7 @@ RunStatus = Literal[
     "suspended",
     "finished",
     "max_steps",
+    "budget",
     "stopped",
     "rejected",
     "timeout",
@@ -78,6 +79,10 @@ class RunRecord(_Record):
     """The user's message that started the run."""
     steps: int = 0
     usage: Usage = Field(default_factory=Usage)
+    model: str = ""
+    """The model its calls went to (the client's choice, or the server's)."""
+    cost_usd: float | None = None
+    """What its usage cost by the price table; None: the model has no price."""
     started_at: float
     ended_at: float | None = None
     active_ms: float = 0.0

@@ -95,6 +95,8 @@ runs = Table(
     Column("state", Text, nullable=False),
     Column("epoch", BigInteger, nullable=False, server_default="0"),
     Column("branch_id", ID, nullable=True),
+    Column("model", String(200), nullable=False, server_default=""),
+    Column("cost_usd", Float, nullable=True),
 )
 
 pending_inputs = Table(
@@ -236,6 +238,34 @@ shares = Table(
 """A read-only link to a conversation as it was when shared: `id` is the
 link's secret, `messages` the snapshot; deleted when its owner revokes it
 or deletes the conversation."""
+
+run_usage = Table(
+    "run_usage",
+    metadata,
+    Column("run_id", ID, primary_key=True),
+    Column("owner", String(128), nullable=False),
+    Column("conversation_id", ID, nullable=False, index=True),
+    Column("model", String(200), nullable=False),
+    Column("started_at", Float, nullable=False),
+    Column("day", String(10), nullable=False, index=True),
+    Column("input_tokens", BigInteger, nullable=False),
+    Column("output_tokens", BigInteger, nullable=False),
+    Column("total_tokens", BigInteger, nullable=False),
+    Column("cached_tokens", BigInteger, nullable=False),
+    Column("reasoning_tokens", BigInteger, nullable=False),
+    Column("llm_calls", Integer, nullable=False),
+    Column("estimated_calls", Integer, nullable=False),
+    Column("cost_usd", Float, nullable=True),
+    Column("active_ms", Float, nullable=False),
+    Index("ix_run_usage_owner_started", "owner", "started_at"),
+)
+"""The usage ledger: what each run used, saved or not (a `save_chat:
+false` run keeps no `runs` row, but is counted here), written with the
+run's record (`store/writes.py`). No foreign key: deleting a conversation
+leaves what its runs spent counted. `day` is the UTC day the run started
+(`YYYY-MM-DD`), what usage is summed by; `cost_usd` NULL: the model had no
+price (`store/sql_spending.py`). A saved run's record has its `model` and
+`cost_usd` too (`runs`; '' and NULL for runs stored before migration 0013)."""
 
 ENGINE_ONLY = "search_"
 """Objects named with this prefix belong to one database engine (migration

@@ -18,6 +18,7 @@ from typing import Any
 from sqlalchemy.exc import IntegrityError
 
 from backend.aio import finished
+from backend.budget import Spent
 from backend.store import (
     sql_branches,
     sql_conversations,
@@ -27,6 +28,7 @@ from backend.store import (
     sql_notes,
     sql_search,
     sql_shares,
+    sql_spending,
     sql_user_settings,
     writes,
 )
@@ -43,6 +45,7 @@ from backend.store.records import (
 from backend.store.rows import decode_cursor
 from backend.store.search import SearchHit
 from backend.store.share_records import ShareRecord
+from backend.store.usage_records import SpendingRow, SpendingTotals
 from backend.store.user_records import SignInRecord, ToolGrantRecord, UsageRecord
 from backend.telemetry.metrics import NO_METRICS, Metrics
 from backend.transcript import Frame, Message
@@ -312,6 +315,22 @@ class SqlStore:
     async def usage(self) -> list[UsageRecord]:
         async with failing("cannot count usage"), self._db.connect() as conn:
             return await sql_identity.usage(conn)
+
+    # ------------------------------------------------------------ the usage ledger
+
+    async def spent_since(self, owner: str, since: float) -> Spent:
+        async with failing("cannot count what was spent"), self._db.connect() as conn:
+            return await sql_spending.spent_since(conn, owner, since)
+
+    async def spending(
+        self, owner: str | None, since: float, until: float
+    ) -> list[SpendingRow]:
+        async with failing("cannot count what was spent"), self._db.connect() as conn:
+            return await sql_spending.spending(conn, owner, since, until)
+
+    async def conversation_spending(self, conversation_id: str) -> SpendingTotals:
+        async with failing("cannot count what was spent"), self._db.connect() as conn:
+            return await sql_spending.conversation_spending(conn, conversation_id)
 
     # ------------------------------------------------------------ tool grants
 

@@ -34,6 +34,7 @@ from backend.store.schema import (
     frames,
     messages,
     pending_inputs,
+    run_usage,
     runs,
     tool_effects,
 )
@@ -77,6 +78,10 @@ class Statements:
         self.save_run = _upsert(
             dialect, runs, ["id"], ("id", "started_at", "branch_id")
         )
+        self.save_usage = _upsert(
+            dialect, run_usage, ["run_id"], ("run_id", "owner", "started_at", "day")
+        )
+        """A run's row of the usage ledger: its sums as they are now."""
         self.add_branch = dialect.insert(branches).on_conflict_do_nothing(
             index_elements=["id"]
         )
@@ -231,6 +236,10 @@ def _runs(b: Batch) -> Rows:
     return [run_row(run, b.epoch) for run in b.runs]
 
 
+def _usage(b: Batch) -> Rows:
+    return [{**row.model_dump(), "day": row.day} for row in b.usage]
+
+
 def _branch_row(cid: str, tail: SetAside) -> dict[str, Any]:
     return {
         "id": tail.branch_id,
@@ -299,6 +308,7 @@ KINDS = (
     _Kind(lambda s: s.frames, _frames),
     _Kind(lambda s: s.window, _window),
     _Kind(lambda s: s.save_run, _runs),
+    _Kind(lambda s: s.save_usage, _usage),
     _Kind(lambda s: s.add_branch, _tails),
     _Kind(lambda s: s.adopt, _adopted),
     _Kind(lambda s: s.set_aside_run, _aside),
@@ -324,9 +334,10 @@ async def write(
 ) -> None:
     """Each kind of change as one statement for all the batches (one
     round trip each, however many conversations the batches touch),
-    after the fence: a batch whose epoch is not its conversation's any
-    more fails the whole transaction (`Fenced`), before anything is
-    written."""
+    then the fence: a batch whose epoch is not its conversation's any
+    more fails the whole transaction (`Fenced`), so nothing is written.
+    An `unfenced` batch (usage rows of a conversation never stored) has
+    no fence."""
     several = len(batches) > 1
     for kind in KINDS:
         if kind.several_only and not several:
@@ -334,14 +345,16 @@ async def write(
         rows = [row for b in batches for row in kind.rows(b)]
         if rows:
             await conn.execute(kind.statement(statements), rows)
-    if not several and _touches(batches[0]):
+    if not several and _touches(batches[0]) and not batches[0].unfenced:
         batch = batches[0]
         touch = {**_touch(batch), "held": batch.epoch}
         fenced = await conn.execute(statements.touch_fenced, touch)
         if rowcount(fenced) != 1:
             raise Fenced([batch.conversation_id])
         return
-    await fence(conn, statements, [(b.conversation_id, b.epoch) for b in batches])
+    owned = [(b.conversation_id, b.epoch) for b in batches if not b.unfenced]
+    if owned:
+        await fence(conn, statements, owned)
 
 
 async def fence(

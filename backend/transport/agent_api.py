@@ -43,6 +43,7 @@ from backend.errors import NoSuchConversation, ProtocolError
 from backend.protocol import (
     AgentCompletion,
     AgentError,
+    BudgetLimits,
     ChatMessage,
     ChatResponse,
     ClientTool,
@@ -80,6 +81,8 @@ class AgentRequest(StrictBody):
     save_chat: bool = True
     include_history: bool = True
     max_steps: Steps | None = None
+    budget: BudgetLimits | None = None
+    """The run's budget, below the server's (as `ChatMessage.agent_budget`)."""
     loop_strategy: Name | None = None
     selected_tools: ToolNames | None = None
     model: Name | None = None
@@ -117,6 +120,7 @@ class AgentRequest(StrictBody):
             content=self.query,
             agent_mode=True,
             agent_max_steps=self.max_steps,
+            agent_budget=self.budget,
             selected_tools=self.selected_tools,
             loop_strategy=self.loop_strategy,
             model=self.model,

@@ -2,6 +2,7 @@
 
 - `POST /api/conversations/{id}/input` `{content, question_id?}`,
   `…/stop` `{mode: immediate | after_step}`, `…/steps` `{add}`,
+  `…/budget` `{tokens?, cost_usd?, time_s?}` (amounts to add),
   `…/approvals/{tool_call_id}` `{approved, reason?}`: dispatched to the
   caller's conversation as the frame would be (`ChatService.control`), on
   whichever instance holds it. 200 JSON; 400 for a bad body, 404 for a
@@ -29,6 +30,7 @@ from backend.protocol import (
     AgentControlMessage,
     AgentUserInputMessage,
     AnswerAction,
+    BudgetLimits,
     ClientMessage,
     Id,
     Remember,
@@ -61,6 +63,10 @@ class StopBody(StrictBody):
 
 class StepsBody(StrictBody):
     add: Steps
+
+
+class BudgetBody(BudgetLimits):
+    """What to add to the run's budget: tokens, dollars, seconds of work."""
 
 
 class ApprovalBody(StrictBody):
@@ -106,6 +112,18 @@ async def grant(request: Request) -> Response:
     if "max_steps" in done:  # steps granted
         return JSONResponse({"status": "granted", "max_steps": done["max_steps"]})
     return JSONResponse({"status": "done"})
+
+
+async def grant_budget(request: Request) -> Response:
+    body = await read_model(request, BudgetBody, "budget")
+    try:
+        message = AgentControlMessage(
+            type="agent_control", action="grant_budget", budget=body
+        )
+    except ValidationError as exc:
+        raise Refused(400, "invalid_message", describe(exc, most=5)[1]) from exc
+    done = await _control(request, message)
+    return JSONResponse({"status": "granted", "budget": done.get("budget")})
 
 
 async def approve(request: Request) -> Response:
@@ -168,6 +186,7 @@ def routes() -> list[Route]:
         Route(f"{base}/input", answer, methods=["POST"]),
         Route(f"{base}/stop", stop, methods=["POST"]),
         Route(f"{base}/steps", grant, methods=["POST"]),
+        Route(f"{base}/budget", grant_budget, methods=["POST"]),
         Route(base + approval, approve, methods=["POST"]),
         Route(f"{base}/tool-results/{{tool_call_id}}", tool_result, methods=["POST"]),
         Route("/api/sessions/{session_id}" + approval, approve, methods=["POST"]),

@@ -10,7 +10,8 @@
   by those kinds of client (`backend/origins.py`; each item has `origin`).
 - `GET /api/conversations/{id}` — one conversation: its messages (the whole
   history, as stored) and its runs (the user's message that started each,
-  its mode, status, steps, usage, timings, trace).
+  its mode, status, steps, usage, timings, trace), and `usage`: the sums
+  of all its runs, unsaved ones too (`GET /api/usage`'s, `usage_api.py`).
 - `PATCH /api/conversations/{id}` with `{"title": "…"}` — rename it; with
   `{"instructions": "…"}` (or both) — set its custom instructions (empty
   clears them; `GET` shows them as `instructions`).
@@ -147,12 +148,14 @@ async def get_conversation(request: Request) -> Response:
         await service.flush_session(record.id, record.owner)
     messages = await store.messages(record.id)
     runs = await store.runs(record.id)
+    usage = await store.conversation_spending(record.id)
     return JSONResponse(
         {
             **_summary(record),
             "instructions": _instructions(record),
             "messages": [m.model_dump(mode="json") for m in messages],
             "runs": [run_view(run) for run in runs],
+            "usage": usage.model_dump(),
         }
     )
 

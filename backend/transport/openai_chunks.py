@@ -201,7 +201,7 @@ class Reply:
                 return self._paused(approval_text(frame), question=False)
             case AgentCompletion():
                 self.usage = {k: getattr(frame.usage, k) for k in USAGE_FIELDS}
-                if frame.reason == "max_steps":
+                if frame.reason in ("max_steps", "budget"):
                     self.finish_reason = "length"
             case ResponseComplete():
                 self.over = True

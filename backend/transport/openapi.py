@@ -23,6 +23,7 @@ from backend.transport.ag_ui import ag_ui_paths
 from backend.transport.agent_api import AgentRequest
 from backend.transport.api import (
     ApprovalBody,
+    BudgetBody,
     InputBody,
     StepsBody,
     StopBody,
@@ -50,6 +51,7 @@ from backend.transport.source_documents import document_paths
 from backend.transport.tool_grants import tool_grant_paths
 from backend.transport.ui_stream import ui_stream_paths
 from backend.transport.ui_stream_body import UIStreamRequest
+from backend.transport.usage_api import usage_paths
 
 OPENAPI_PATH = Path("docs/openapi.json")
 MODELS: tuple[type[BaseModel], ...] = (
@@ -57,6 +59,7 @@ MODELS: tuple[type[BaseModel], ...] = (
     InputBody,
     StopBody,
     StepsBody,
+    BudgetBody,
     ApprovalBody,
     ToolResultBody,
     Rename,
@@ -188,6 +191,7 @@ def _agent_paths(base: str) -> dict[str, Any]:
         f"{base}/input": control("Answer the pending question", InputBody),
         f"{base}/stop": control("Stop the run", StopBody),
         f"{base}/steps": control("Grant the run more steps", StepsBody),
+        f"{base}/budget": control("Raise the run's budget", BudgetBody),
         f"{base}/approvals/{{tool_call_id}}": {
             "post": {
                 "summary": "Approve or reject a tool call",
@@ -237,6 +241,7 @@ def openapi() -> dict[str, Any]:
             **ui_stream_paths(),
             **tool_grant_paths(),
             **instruction_paths(),
+            **usage_paths(),
             **conversation_paths(base),
             **export_paths(),
             **share_paths(),

@@ -13,6 +13,8 @@ OpenAI client reads a middleware's refusal as it reads the routes'."""
 from __future__ import annotations
 
 import json
+import math
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -20,7 +22,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import Receive, Scope, Send
 
-from backend.errors import LoopwireError, ProtocolError
+from backend.errors import BudgetExhausted, LoopwireError, ProtocolError
 from backend.transport.limits import Limited
 
 SECURITY_HEADERS = [
@@ -40,6 +42,7 @@ STATUS = {
     "store_error": 503,
     "unavailable": 503,
     "moved": 503,
+    "budget_exhausted": 429,
 }
 """The status for each refusal of the chat service (`ProtocolError.error_type`)."""
 
@@ -67,8 +70,14 @@ class Refused(LoopwireError):
 
     @classmethod
     def by_service(cls, exc: ProtocolError) -> Refused:
-        """The chat service's refusal, with its status (400 if unlisted)."""
-        return cls(STATUS.get(exc.error_type, 400), exc.error_type, str(exc))
+        """The chat service's refusal, with its status (400 if unlisted); a
+        spent daily budget's says when to try again (`Retry-After`)."""
+        headers = {}
+        if isinstance(exc, BudgetExhausted):
+            wait = max(math.ceil(exc.resets_at - time.time()), 1)
+            headers["Retry-After"] = str(wait)
+        status = STATUS.get(exc.error_type, 400)
+        return cls(status, exc.error_type, str(exc), headers)
 
     @classmethod
     def limited(cls, exc: Limited) -> Refused:

@@ -19,6 +19,7 @@ from backend.transport import (
     shares,
     source_documents,
     tool_grants,
+    usage_api,
 )
 from backend.transport.ag_ui import routes as ag_ui_routes
 from backend.transport.agent_api import AgentAPI
@@ -47,6 +48,7 @@ def routes(identities: Identities, login: Login, settings: Settings) -> list[Bas
         *api.routes(),
         *tool_grants.routes(),
         *instructions.routes(),
+        *usage_api.routes(),
         *AgentAPI().routes(),
         *ag_ui_routes(),
         *openai_api.routes(),

@@ -44,6 +44,7 @@ Chunk = dict[str, Any]
 FINISH_REASONS = {
     "finished": "stop",
     "max_steps": "length",
+    "budget": "length",
     "error": "error",
 }
 """`agent_completion.reason` → the `finish` part's `finishReason` (`other`

@@ -77,6 +77,9 @@ class Profile:
     """Offer tools natively (`tools`); off, tool calls are read from text."""
     temperature: bool = True
     """Send the call's `temperature` when it sets one."""
+    max_tokens: bool = True
+    """Send the call's `max_tokens` when it sets one (a final answer after
+    a budget's bound)."""
     reasoning_back: bool = False
     """Send the thinking behind this turn's tool calls back with them, as
     `reasoning_content` (DeepSeek's thinking mode refuses a tool-call
@@ -107,6 +110,7 @@ DROPPABLE: Mapping[str, tuple[str, ...]] = {
         "tool-call-parser",
     ),
     "temperature": ("temperature",),
+    "max_tokens": ("max_tokens",),
 }
 """The parameters a refusal can drop, and the words that name each in a
 server's error message (case-insensitive, whole words)."""

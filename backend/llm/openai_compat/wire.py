@@ -52,6 +52,8 @@ def payload(
     body.update(_tool_params(request, profile))
     if request.temperature is not None and profile.temperature:
         body["temperature"] = request.temperature
+    if request.max_tokens is not None and profile.max_tokens:
+        body["max_tokens"] = request.max_tokens
     if stream:
         body["stream"] = True
         if profile.stream_options:

@@ -26,6 +26,9 @@ export const FRAME = Object.freeze({
 
 /** `update_type` of an `agent_update` frame. */
 export const UPDATE = Object.freeze({
+  AGENT_BUDGET_GRANTED: 'agent_budget_granted',
+  AGENT_BUDGET_REACHED: 'agent_budget_reached',
+  AGENT_BUDGET_WARNING: 'agent_budget_warning',
   AGENT_COMPLETION: 'agent_completion',
   AGENT_DUPLICATE_CALL: 'agent_duplicate_call',
   AGENT_ERROR: 'agent_error',
@@ -56,6 +59,7 @@ export const CLIENT = Object.freeze({
 
 /** `error_type` of an `error` frame. */
 export const ERROR = Object.freeze({
+  BUDGET_EXHAUSTED: 'budget_exhausted',
   BUSY: 'busy',
   INTERNAL_ERROR: 'internal_error',
   INVALID_ANSWER: 'invalid_answer',
