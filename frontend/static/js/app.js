@@ -29,6 +29,7 @@ import { Sidebar } from './render/sidebar.js';
 import { ConnectionStatus, showModel } from './render/status.js';
 import { Toast } from './render/toast.js';
 import { Toolbar } from './render/toolbar.js';
+import { UsageDialog } from './render/usage.js';
 import { ExportMenu, Importer } from './render/transfer.js';
 import { OriginFilter } from './render/origins.js';
 import { Versions } from './render/versions.js';
@@ -190,6 +191,7 @@ const permissions = new ToolPermissions({
 });
 controller.addEventListener('grants-changed', () => permissions.refresh());
 const instructions = new InstructionsDialog({ currentId: () => conversationInUrl() }); // stored ones only
+const usage = new UsageDialog();
 
 // ---------------------------------------------------------------- files
 
@@ -237,7 +239,7 @@ function shortcut(event) {
 }
 
 document.addEventListener('keydown', (event) => {
-  if (event.defaultPrevented || shortcuts.open || approvals.dialog.open || permissions.dialog.open || instructions.dialog.open) return;
+  if (event.defaultPrevented || shortcuts.open || approvals.dialog.open || permissions.dialog.open || instructions.dialog.open || usage.dialog.open) return;
   const action = shortcut(event);
   if (action) {
     event.preventDefault();
@@ -247,7 +249,7 @@ document.addEventListener('keydown', (event) => {
 
 document.addEventListener('keydown', (event) => {
   if (event.key !== 'Escape' || event.shiftKey || event.defaultPrevented) return;
-  if (approvals.dialog.open || permissions.dialog.open || instructions.dialog.open) return;
+  if (approvals.dialog.open || permissions.dialog.open || instructions.dialog.open || usage.dialog.open) return;
   if (toolbar.closePopover()) {
     event.preventDefault();
   } else if (sidebar.isOpenAsDrawer) {

@@ -18,8 +18,10 @@ import { runsOfImport } from './render/transfer.js';
 import { RunState } from './state.js';
 
 /** Frames after which a pending question can no longer be waiting. */
-const KEEPS_QUESTION = new Set([UPDATE.AGENT_REQUEST_INPUT, UPDATE.AGENT_STEPS_GRANTED, UPDATE.AGENT_REQUEST_INPUT_TIMEOUT, UPDATE.AGENT_STOPPED]);
-const REFUSES_CHAT = new Set([ERROR.BUSY, ERROR.INVALID_MESSAGE, ERROR.RATE_LIMITED, ERROR.UNAUTHORIZED, ERROR.INTERNAL_ERROR]);
+const KEEPS_QUESTION = new Set([UPDATE.AGENT_REQUEST_INPUT, UPDATE.AGENT_STEPS_GRANTED, UPDATE.AGENT_BUDGET_GRANTED, UPDATE.AGENT_REQUEST_INPUT_TIMEOUT, UPDATE.AGENT_STOPPED]);
+/** Frames that may come while a decision waits (they say nothing of it). */
+const GRANTS = new Set([UPDATE.AGENT_STEPS_GRANTED, UPDATE.AGENT_BUDGET_GRANTED]);
+const REFUSES_CHAT = new Set([ERROR.BUSY, ERROR.INVALID_MESSAGE, ERROR.RATE_LIMITED, ERROR.UNAUTHORIZED, ERROR.INTERNAL_ERROR, ERROR.BUDGET_EXHAUSTED]);
 /** Refusals of a decision that came too late (it had been taken, or the wait was over). */
 const STALE_DECISION = new Set([ERROR.NO_PENDING_INPUT, ERROR.NO_PENDING_APPROVAL]);
 
@@ -189,6 +191,9 @@ export class Controller extends EventTarget {
       mode,
       onGrant: (steps) => this.grant(steps),
       onContinue: (steps) => this.continueRun(steps),
+      onGrantBudget: (budget) => this.grantBudget(budget),
+      onContinueBudget: (budget) => this.continueWithBudget(budget),
+      budgetCap: () => this.info.limits.run_budget ?? null,
       onStopAfterStep: () => this.stopAfterStep(),
       onRetry: () => this.retry(view),
     });
@@ -261,6 +266,9 @@ export class Controller extends EventTarget {
       case UPDATE.AGENT_DUPLICATE_CALL: run.duplicateCall(frame); break;
       case UPDATE.AGENT_STEPS_GRANTED: run.stepsGranted(frame); break;
       case UPDATE.AGENT_MAX_STEPS_REACHED: run.maxStepsReached(frame); break;
+      case UPDATE.AGENT_BUDGET_WARNING: run.budgetWarning(frame); break;
+      case UPDATE.AGENT_BUDGET_GRANTED: run.budgetGranted(frame); break;
+      case UPDATE.AGENT_BUDGET_REACHED: run.budgetReached(frame); break;
       case UPDATE.AGENT_STOPPED:
         run.stopped(frame);
         this.clearQuestion('Question withdrawn: the run was stopped.');
@@ -321,7 +329,7 @@ export class Controller extends EventTarget {
    * it (its tool's result, the question's follow-up, the call asked about again
    * in doubt, a timeout, a stop); only a step grant can come while it waits. */
   noteEffects(frame) {
-    if (this.state.unacked.size === 0 || frame.update_type === UPDATE.AGENT_STEPS_GRANTED) return;
+    if (this.state.unacked.size === 0 || GRANTS.has(frame.update_type)) return;
     for (const [key, kept] of this.state.unacked) {
       if (kept.runId === frame.run_id && frame.seq > kept.seq) this.state.unacked.delete(key);
     }
@@ -409,6 +417,11 @@ export class Controller extends EventTarget {
   /** A run that used up its steps goes on: a follow-up "Continue" with `steps` more. */
   continueRun(steps) {
     return this.sendChat('Continue', { agent_mode: true, agent_max_steps: Math.min(steps, this.info.limits.max_steps_cap) });
+  }
+
+  /** A run that used up its own budget goes on: a follow-up "Continue" asking for `budget`. */
+  continueWithBudget(budget) {
+    return this.sendChat('Continue', { agent_mode: true, agent_budget: budget });
   }
 
   /** Send a chat (`overrides`: fields of the frame instead of the settings'); true when it went out. */
@@ -540,6 +553,12 @@ export class Controller extends EventTarget {
 
   grant(steps) {
     this.connection.send({ type: CLIENT.AGENT_CONTROL, action: 'grant_steps', steps });
+  }
+
+  /** Add `budget` (`BudgetLimits` amounts) to the running run's; true when it went out. */
+  grantBudget(budget) {
+    if (!this.running) return false;
+    return this.connection.send({ type: CLIENT.AGENT_CONTROL, action: 'grant_budget', budget });
   }
 
   /** Answer the pending question; `action` 'decline' / 'cancel' (no

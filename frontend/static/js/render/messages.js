@@ -4,6 +4,7 @@ import { copyButton } from './copy.js';
 import { editInPlace } from './edit.js';
 import { h, icon } from '../dom.js';
 import { ERROR } from '../protocol.js';
+import { formatReset } from './budget.js';
 
 const ERROR_TITLES = {
   [ERROR.INVALID_MESSAGE]: 'The server refused a message',
@@ -15,6 +16,7 @@ const ERROR_TITLES = {
   [ERROR.UNAUTHORIZED]: 'Not allowed to connect',
   [ERROR.RATE_LIMITED]: 'Too many requests',
   [ERROR.INTERNAL_ERROR]: 'Something went wrong on the server',
+  [ERROR.BUDGET_EXHAUSTED]: 'Your daily budget is used up',
 };
 
 const MODE_LABELS = { agent: 'Agent', tools: 'With tools', retrieve: 'Documents', plain: null };
@@ -93,8 +95,11 @@ export class MessageList {
     return this.add(element);
   }
 
-  errorNotice({ error_type: errorType, message }) {
-    return this.notice({ kind: 'error', title: errorTitle(errorType), text: message });
+  errorNotice({ error_type: errorType, message, resets_at: resetsAt }) {
+    const text = typeof resetsAt === 'number' ? `${message} (${formatReset(resetsAt)}, your time).` : message;
+    const notice = this.notice({ kind: 'error', title: errorTitle(errorType), text });
+    if (errorType === ERROR.BUDGET_EXHAUSTED) notice.classList.add('notice-budget');
+    return notice;
   }
 
   clear() {

@@ -2,8 +2,9 @@
 // the streamed then final answer, the busy indicator and a summary line.
 import { h, icon, spinner } from '../dom.js';
 import { setMarkdown } from '../markdown.js';
+import { RunBudget, usageDetail, usageParts } from './budget.js';
 import { addCodeCopyButtons, copyButton } from './copy.js';
-import { formatDuration, formatNumber, plural } from '../format.js';
+import { formatDuration, plural } from '../format.js';
 import { FRAME, UPDATE } from '../protocol.js';
 import { errorTitle } from './messages.js';
 import { QuestionCard, StepView } from './steps.js';
@@ -13,6 +14,7 @@ import { ToolCard } from './toolcard.js';
 const COMPLETION_TEXT = {
   finished: 'Finished',
   max_steps: 'Step budget used up',
+  budget: 'Budget used up',
   stopped: 'Stopped',
   rejected: 'Ended after a rejected tool',
   timeout: 'Question timed out',
@@ -20,7 +22,7 @@ const COMPLETION_TEXT = {
 };
 
 /** Endings after which the steps fold away into one line (the rest stay open). */
-const FOLDS_AWAY = new Set(['finished', 'max_steps']);
+const FOLDS_AWAY = new Set(['finished', 'max_steps', 'budget']);
 
 /** What is running after `frame`, for the busy indicator (null = unchanged). */
 export function phaseAfter(frame, agent) {
@@ -41,6 +43,7 @@ export function phaseAfter(frame, agent) {
     }
     case UPDATE.AGENT_REQUEST_INPUT_TIMEOUT:
     case UPDATE.AGENT_MAX_STEPS_REACHED:
+    case UPDATE.AGENT_BUDGET_REACHED:
     case FRAME.TOKEN_STREAM: return 'Writing the answer…';
     case UPDATE.AGENT_STOPPED: return 'Stopping…';
     case FRAME.CHAT_RESPONSE:
@@ -53,7 +56,7 @@ export function phaseAfter(frame, agent) {
 export const CONTINUE_STEPS = 5;
 
 export class RunView {
-  constructor({ mode, onGrant, onContinue, onStopAfterStep, onRetry }) {
+  constructor({ mode, onGrant, onContinue, onStopAfterStep, onRetry, onGrantBudget, onContinueBudget, budgetCap }) {
     this.runId = null;
     this.agent = mode === 'agent';
     this.maxSteps = null;
@@ -66,6 +69,7 @@ export class RunView {
     this.trace = null;
     this.onGrant = onGrant;
     this.onContinue = onContinue;
+    this.onContinueBudget = onContinueBudget;
     this.onRetry = onRetry;
     this.retired = false;
     this.answerText = '';
@@ -77,6 +81,7 @@ export class RunView {
     this.pendingPlan = null;
 
     this.notices = h('div', { class: 'run-notices' });
+    this.budget = new RunBudget({ notices: this.notices, onGrant: onGrantBudget, cap: budgetCap ?? (() => null) });
     this.answer = h('div', { class: 'answer md', hidden: true });
     this.busyText = h('span', { class: 'busy-text' });
     this.busyStep = h('span', { class: 'busy-step' });
@@ -179,9 +184,10 @@ export class RunView {
     if (this.traceTitle) this.traceTitle.textContent = 'Agent run';
   }
 
-  start({ max_steps }) {
+  start({ max_steps, budget }) {
     this.becomeAgent();
     this.maxSteps = max_steps;
+    this.budget.start(budget);
     this.ensureTrace();
     this.updateTraceStats();
   }
@@ -261,6 +267,18 @@ export class RunView {
     this.notice('warn', `Used up the step budget (${plural(steps, 'step')}): the agent answers with what it has so far, and you can let it continue.`);
   }
 
+  budgetWarning(frame) {
+    this.budget.warning(frame);
+  }
+
+  budgetGranted(frame) {
+    this.budget.granted(frame);
+  }
+
+  budgetReached(frame) {
+    this.budget.reachedBound(frame);
+  }
+
   stopped({ step, mode }) {
     const how = mode === 'after_step' ? 'after the current step' : 'immediately';
     this.notice('stop', step ? `Stopped by you at step ${step} (${how}).` : `Stopped by you (${how}).`);
@@ -276,14 +294,16 @@ export class RunView {
 
   completion({ steps, reason, usage, duration_ms }) {
     this.durationMs = duration_ms;
-    const parts = [COMPLETION_TEXT[reason] ?? reason, plural(steps, 'step')];
+    const ending = reason === 'budget' ? this.budget.endText() : COMPLETION_TEXT[reason] ?? reason;
+    const parts = [ending, plural(steps, 'step')];
     if (this.toolCount) parts.push(plural(this.toolCount, 'tool call'));
     parts.push(formatDuration(duration_ms));
-    if (usage?.llm_calls) parts.push(plural(usage.llm_calls, 'LLM call'));
-    if (usage?.total_tokens) parts.push(`${formatNumber(usage.total_tokens)} tokens`);
-    this.meta.textContent = parts.join(' · ');
+    const used = usageParts(usage);
+    const line = used.length ? h('span', { class: 'run-usage', title: usageDetail(usage) || null, text: used.join(' · ') }) : null;
+    this.meta.replaceChildren(parts.join(' · '), line ? ' · ' : '', line ?? '');
     this.meta.hidden = false;
     this.element.dataset.reason = reason;
+    if (reason === 'budget') this.offerMoreBudget();
     if (reason === 'max_steps' && this.onContinue && !this.continueButton && !this.retired) {
       this.continueButton = h(
         'button',
@@ -294,6 +314,13 @@ export class RunView {
       this.continueButton.addEventListener('click', () => this.onContinue(CONTINUE_STEPS));
       this.meta.after(this.continueButton);
     }
+  }
+
+  /** A run ended at its own budget goes on, when the server allows more. */
+  offerMoreBudget() {
+    if (!this.onContinueBudget || this.continueButton || this.retired) return;
+    this.continueButton = this.budget.continueButton((budget) => this.onContinueBudget(budget));
+    if (this.continueButton) this.meta.after(this.continueButton);
   }
 
   /** A run shown from the stored history (its frames are no longer kept). */
@@ -430,6 +457,7 @@ export class RunView {
     if (this.stream) this.answer.querySelector('.caret')?.remove();
     this.answer.removeAttribute('aria-busy');
     this.busy.remove();
+    this.budget.finish();
     this.showActions();
     if (this.trace) {
       // a run that did not finish keeps its steps open: where it ended matters
