@@ -19,8 +19,8 @@ from starlette.templating import Jinja2Templates
 
 from backend.chat.service import ChatService
 from backend.telemetry.metrics import CONTENT_TYPE
-from backend.transport.auth import user_of
-from backend.users import Users
+from backend.transport.auth import role_of, user_of
+from backend.users import ADMIN, Users
 
 FRONTEND_DIR = Path(__file__).resolve().parent.parent.parent / "frontend"
 CONTENT_SECURITY_POLICY = "; ".join(
@@ -68,7 +68,11 @@ async def index(request: Request) -> Response:
         {
             "model": service.llm.model,
             "provider": service.llm.provider,
-            "config": {**page_config(service), "sharing": sharing},
+            "config": {
+                **page_config(service),
+                "sharing": sharing,
+                "admin": role_of(request) == ADMIN,
+            },
             "signed_in_as": user_of(request) if users.enabled else None,
         },
     )

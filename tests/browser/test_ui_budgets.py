@@ -304,3 +304,201 @@ async def shows_two_runs(dialog: Locator) -> None:
     day = dialog.locator("#usage-days tr")
     await expect(day).to_have_count(1)
     assert await day.locator("td").all_text_contents() == ["2", "160", "$0.0180"]
+
+
+async def test_a_budget_typed_in_the_toolbar_ends_the_run_and_continue_goes_on(
+    start_server: StartServer, open_app: OpenApp
+) -> None:
+    """A token budget typed in the toolbar is sent; the run ends at it and Continue finishes it."""
+    llm = ScriptedLLM(
+        costing(reason("Add.")),
+        costing(calls(("add", {"expression": "2+3"}))),
+        costing(observe("5")),
+        costing("So far: 5."),
+        costing(reason("done", finish=True, final="All done: 5.")),
+    )
+    harness = await start_server(llm, test_registry(), run_budget_tokens=1000)
+    app = await open_app(harness)
+    field = app.page.get_by_role("spinbutton", name="Token budget")
+    await expect(field).to_have_value("")  # the server's, by default
+    await expect(field).to_have_attribute("placeholder", "1,000")
+    # no cost cap on this server: no cost field
+    await expect(app.loc("#run-budget-cost-chip")).to_be_hidden()
+    await click_at_both_sizes(app.page, field)
+    await app.page.keyboard.type("200")
+    await app.page.keyboard.press("Tab")
+    await app.type_and_send("What is 2+3?")
+    await app.wait_idle()
+
+    assert app.sent_of("chat")[0]["agent_budget"] == {"tokens": 200}
+    turn = app.assistant()
+    await expect(turn).to_have_attribute("data-reason", "budget")
+    await expect(turn.locator(".budget-reached")).to_have_text(
+        "Used up the token budget (240 tokens of 200 tokens): the agent answers "
+        "with what it has so far, and you can continue with more budget."
+    )
+    await expect(turn.locator(".answer")).to_have_text("So far: 5.")
+    more = turn.get_by_role("button", name="Continue with more budget (400 tokens)")
+    await click_at_both_sizes(app.page, more)
+    await app.wait_idle()
+    await expect(app.answers().last).to_have_text("All done: 5.")
+    await expect(app.assistant()).to_have_attribute("data-reason", "finished")
+    assert [chat["agent_budget"] for chat in app.sent_of("chat")] == [
+        {"tokens": 200},
+        {"tokens": 400},
+    ]
+    await app.page.reload()  # the budget is remembered, like max steps
+    await app.expect_connected()
+    await expect(field).to_have_value("200")
+    assert len(llm.requests) == 5
+
+
+async def test_a_bad_token_budget_is_refused_and_a_large_one_capped(
+    start_server: StartServer, open_app: OpenApp
+) -> None:
+    """0 or a sign alone in the budget field refuses the chat, saying why; above the cap it is lowered."""
+    llm = ScriptedLLM(costing(reason("done", finish=True, final="Fine.")))
+    harness = await start_server(llm, test_registry(), run_budget_tokens=1000)
+    app = await open_app(harness)
+    field = app.page.get_by_role("spinbutton", name="Token budget")
+    hint = app.loc("#composer-hint")
+    refusal = (
+        "The token budget must be a whole number of tokens above 0, "
+        "or empty for the server's."
+    )
+    for bad in ("0", "-"):
+        await click_at_both_sizes(app.page, field)
+        await field.press("ControlOrMeta+a")
+        await app.page.keyboard.type(bad)
+        await expect(hint).to_have_text(refusal)
+        await expect(field).to_have_attribute("aria-invalid", "true")
+        await app.type_and_send(f"Budget {bad}?")
+        notice = app.loc(".notice").last
+        await expect(notice.locator(".notice-title")).to_have_text(
+            "Not sent: the token budget is not valid"
+        )
+        await expect(notice.locator(".notice-text")).to_have_text(refusal)
+        await expect(app.composer).to_have_value(f"Budget {bad}?")
+        await app.composer.fill("")
+    assert app.sent_of("chat") == []
+
+    await field.fill("")
+    await app.page.keyboard.type("5000")
+    await expect(hint).to_have_text(
+        "Capped at 1,000 tokens: the server allows no more."
+    )
+    await app.page.keyboard.press("Tab")
+    await expect(field).to_have_value("1000")
+    await expect(field).to_have_attribute("aria-invalid", "false")
+    await app.type_and_send("Within the cap?")
+    await app.wait_idle()
+    await expect(app.answers().last).to_have_text("Fine.")
+    [chat] = app.sent_of("chat")
+    assert chat["agent_budget"] == {"tokens": 1000}
+    assert len(llm.requests) == 1
+
+
+async def test_a_cost_budget_is_offered_where_the_server_caps_cost(
+    start_server: StartServer, open_app: OpenApp
+) -> None:
+    """With a cost cap the toolbar has a dollar field; what is typed there is sent as cost_usd."""
+    llm = ScriptedLLM(costing(reason("done", finish=True, final="Cheap.")))
+    harness = await start_server(
+        llm, test_registry(), prices=PRICES, run_budget_cost_usd=1.0
+    )
+    app = await open_app(harness)
+    field = app.page.get_by_role("spinbutton", name="Cost budget in dollars")
+    await expect(field).to_have_attribute("placeholder", "1")
+    await expect(
+        app.page.get_by_role("spinbutton", name="Token budget")
+    ).to_have_attribute("placeholder", "no limit")
+    await click_at_both_sizes(app.page, field)
+    await app.page.keyboard.type("0.5")
+    await app.type_and_send("Cheaply?")
+    await app.wait_idle()
+    await expect(app.answers().last).to_have_text("Cheap.")
+    [chat] = app.sent_of("chat")
+    assert chat["agent_budget"] == {"cost_usd": 0.5}
+    assert len(llm.requests) == 1
+
+
+ALICE = "alice-token-0123456789"
+BOB = "bob-token-0123456789ab"
+
+
+async def signed_in(open_app: OpenApp, harness: Any, token: str) -> App:
+    """A page of `harness` signed in through the login form with `token`."""
+    app = await open_app(harness, load=False, bypass_csp=True)  # for axe
+    await app.page.goto(app.base_url + "/login")
+    await app.page.get_by_label("Token").fill(token)
+    await app.page.get_by_role("button", name="Sign in").click()
+    await expect(app.page).to_have_url(app.base_url + "/")
+    await app.expect_connected()
+    return app
+
+
+async def open_usage(app: App) -> Locator:
+    """The usage dialog, opened with its button at the desktop size."""
+    await app.page.set_viewport_size(DESKTOP)  # type: ignore[arg-type]
+    await click(app.page.get_by_role("button", name="Usage", exact=True))
+    dialog = app.loc("#usage")
+    await expect(dialog).to_have_attribute("data-state", "loaded")
+    return dialog
+
+
+async def test_an_admin_sees_everyones_usage_and_a_user_only_their_own(
+    start_server: StartServer, open_app: OpenApp, tmp_path: Any
+) -> None:
+    """Everyone shows the admin a row per user, most tokens first; a user is not offered it."""
+    llm = ScriptedLLM(
+        *(costing(reason("done", finish=True, final=f"{n}.")) for n in range(3))
+    )
+    tokens = tmp_path / "tokens"
+    tokens.write_text(f"alice: {ALICE} admin\nbob: {BOB}\n", encoding="utf-8")
+    harness = await start_server(
+        llm, test_registry(), prices=PRICES, auth_tokens_file=tokens
+    )
+    alice = await signed_in(open_app, harness, ALICE)
+    await alice.type_and_send("Alice's?")
+    await alice.wait_idle()
+    bob = await signed_in(open_app, harness, BOB)
+    for question in ("Bob's?", "Bob's again?"):
+        await bob.type_and_send(question)
+        await bob.wait_idle()
+    await harness.service.flush_all()
+
+    dialog = await open_usage(alice)
+    everyone = dialog.get_by_role("button", name="Everyone")
+    await click_at_both_sizes(alice.page, everyone)
+    await expect(everyone).to_have_attribute("aria-pressed", "true")
+    await expect(dialog.locator("#usage-today-section")).to_be_hidden()
+    rows = dialog.locator("#usage-users tr")
+    await expect(rows).to_have_count(2)
+    assert [
+        await row.locator("th, td").all_text_contents() for row in await rows.all()
+    ] == [
+        ["bob", "2", "160", "$0.0180"],
+        ["alice", "1", "80", "$0.0090"],
+    ]
+    used = dialog.locator(".usage-bar:not(.usage-bar-empty)")
+    await expect(used).to_have_count(1)
+    assert await used.get_attribute("data-tokens") == "240"
+    for size in (PHONE, DESKTOP):
+        await alice.page.set_viewport_size(size)  # type: ignore[arg-type]
+        assert await violations(alice) == [], size
+        assert await layout_problems(alice.page) == [], size
+    mine = dialog.get_by_role("button", name="Mine")
+    await click_at_both_sizes(alice.page, mine)
+    await expect(dialog.locator("#usage-users-section")).to_be_hidden()
+    await expect(dialog.locator(".usage-today-row[data-what=tokens] dd")).to_have_text(
+        "80 tokens"
+    )
+
+    dialog = await open_usage(bob)  # not an admin: no switch, their own usage
+    await expect(dialog.locator("#usage-whose")).to_be_hidden()
+    await expect(dialog.get_by_role("button", name="Everyone")).to_have_count(0)
+    await expect(dialog).to_have_attribute("data-scope", "mine")
+    await expect(dialog.locator(".usage-today-row[data-what=tokens] dd")).to_have_text(
+        "160 tokens"
+    )
+    await expect(dialog.locator("#usage-users-section")).to_be_hidden()

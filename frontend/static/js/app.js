@@ -191,7 +191,7 @@ const permissions = new ToolPermissions({
 });
 controller.addEventListener('grants-changed', () => permissions.refresh());
 const instructions = new InstructionsDialog({ currentId: () => conversationInUrl() }); // stored ones only
-const usage = new UsageDialog();
+const usage = new UsageDialog({ admin: config.admin === true });
 
 // ---------------------------------------------------------------- files
 

@@ -429,6 +429,7 @@ export class Controller extends EventTarget {
     const text = content.trim();
     if (!text || this.running || !this.connection.isOpen) return false;
     const frame = { ...this.settings.chatFrame(text, this.info), ...overrides };
+    if (this.budgetRefuses(frame, overrides)) return false;
     const size = new TextEncoder().encode(JSON.stringify(frame)).length;
     if (size > this.info.limits.max_message_bytes) {
       this.messages.notice({ kind: 'error', title: 'Message too long', text: `It is ${size} bytes; this server accepts at most ${this.info.limits.max_message_bytes}.` });
@@ -444,12 +445,22 @@ export class Controller extends EventTarget {
     return true;
   }
 
+  /** An agent chat is not sent while the toolbar's token budget is not valid
+   * (unless the chat names its own budget, as Continue does): said, true. */
+  budgetRefuses(frame, overrides) {
+    const problem = this.settings.budgetProblem;
+    if (!problem || !frame.agent_mode || 'agent_budget' in overrides) return false;
+    this.messages.notice({ kind: 'error', title: 'Not sent: the token budget is not valid', text: problem });
+    return true;
+  }
+
   /** Send a chat while a run works: held by the server as `whenBusy` says
    * (`steer`, `queue`, `interrupt`); true when it went out. */
   sendHeld(content, whenBusy) {
     const text = content.trim();
     if (!text || !this.connection.isOpen) return false;
     const frame = { ...this.settings.chatFrame(text, this.info), when_busy: whenBusy };
+    if (this.budgetRefuses(frame, {})) return false;
     if (!this.connection.send(frame)) return false;
     this.held.sent(text, frame.agent_mode ? 'agent' : this.settings.modeFor(this.info));
     this.changed();

@@ -67,6 +67,11 @@ export class Settings {
     const saved = readJson(storage, SETTINGS_KEY, {});
     this.agentMode = saved.agentMode ?? true;
     this.maxSteps = Number.isInteger(saved.maxSteps) ? saved.maxSteps : null;
+    // a run's token budget (null: the server's); a value the toolbar refused
+    // is not kept, only said (`budgetProblem`) until it is fixed
+    this.budgetTokens = Number.isInteger(saved.budgetTokens) && saved.budgetTokens > 0 ? saved.budgetTokens : null;
+    this.budgetCost = typeof saved.budgetCost === 'number' && saved.budgetCost > 0 ? saved.budgetCost : null;
+    this.budgetProblem = null;
     this.readOnly = saved.readOnly ?? false;
     this.strategy = typeof saved.strategy === 'string' ? saved.strategy : null;
     this.model = typeof saved.model === 'string' ? saved.model : null;
@@ -80,6 +85,8 @@ export class Settings {
     writeJson(this.storage, SETTINGS_KEY, {
       agentMode: this.agentMode,
       maxSteps: this.maxSteps,
+      budgetTokens: this.budgetTokens,
+      budgetCost: this.budgetCost,
       readOnly: this.readOnly,
       strategy: this.strategy,
       model: this.model,
@@ -92,6 +99,16 @@ export class Settings {
   stepsFor(limits) {
     const wanted = this.maxSteps ?? limits.default_max_steps;
     return Math.min(Math.max(1, Math.round(wanted)), limits.max_steps_cap);
+  }
+
+  /** The `agent_budget` to ask for (null: the server's), each bound at most
+   * its cap; a cost only where the server caps cost (else the page hides it). */
+  budgetFor(limits) {
+    const caps = limits.run_budget ?? {};
+    const budget = {};
+    if (this.budgetTokens !== null) budget.tokens = Math.min(this.budgetTokens, caps.tokens ?? Infinity);
+    if (this.budgetCost !== null && typeof caps.cost_usd === 'number') budget.cost_usd = Math.min(this.budgetCost, caps.cost_usd);
+    return Object.keys(budget).length ? budget : null;
   }
 
   selectedTools(tools) {
@@ -133,6 +150,8 @@ export class Settings {
       read_only: this.readOnly,
     };
     if (sources.length) frame.selected_data_sources = sources;
+    const budget = this.agentMode ? this.budgetFor(info.limits) : null;
+    if (budget !== null) frame.agent_budget = budget;
     // the defaults are left out, so the server's own choice applies
     const strategy = this.strategyFor(info);
     if (this.agentMode && strategy !== undefined && strategy !== info.strategies[0]) frame.loop_strategy = strategy;

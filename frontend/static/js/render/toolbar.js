@@ -1,8 +1,11 @@
 // The toolbar under the message box: agent mode, strategy, max steps (capped
-// by the server), the tools popover (read-only, tool selection with effect
+// by the server), a run's token budget (empty: the server's; capped by it),
+// the tools popover (read-only, tool selection with effect
 // badges) and the model. Changes are saved in `settings` (localStorage) and
 // apply to the next message.
 import { byId, h } from '../dom.js';
+import { formatNumber } from '../format.js';
+import { formatCost } from './budget.js';
 
 const MODE_NOTES = {
   agent: 'Agent loop: reason → act → observe, step by step, with the selected tools.',
@@ -18,6 +21,30 @@ const STRATEGIES = {
   act: ['Tools until done', 'Calls tools until it can answer, without separate reasoning calls.'],
   llm_only: ['No tools', 'Answers step by step without calling tools.'],
   retrieve: ['Search documents', 'Searches your documents for the message, then answers citing them.'],
+};
+
+/** A run's budget fields (by their `BudgetLimits` name): empty is the server's. */
+const BUDGET_FIELDS = {
+  tokens: {
+    id: 'run-budget',
+    setting: 'budgetTokens',
+    whole: true,
+    name: 'token limit',
+    title: 'Token budget of a run',
+    placeholder: formatNumber,
+    amount: (n) => `${formatNumber(n)} tokens`,
+    problem: "The token budget must be a whole number of tokens above 0, or empty for the server's.",
+  },
+  cost_usd: {
+    id: 'run-budget-cost',
+    setting: 'budgetCost',
+    whole: false,
+    name: 'cost limit',
+    title: 'Cost budget of a run, in US dollars',
+    placeholder: String,
+    amount: formatCost,
+    problem: "The cost budget must be an amount of dollars above 0, or empty for the server's.",
+  },
 };
 
 function badges(effect) {
@@ -44,6 +71,16 @@ export class Toolbar extends EventTarget {
     this.maxSteps = byId('max-steps');
     this.maxStepsChip = byId('max-steps-chip');
     this.maxStepsNote = byId('max-steps-note');
+    this.budgets = {};
+    this.budgetCaps = {};
+    this.budgetProblems = {};
+    for (const [field, spec] of Object.entries(BUDGET_FIELDS)) {
+      const input = byId(spec.id);
+      this.budgets[field] = { input, chip: byId(`${spec.id}-chip`), note: byId(`${spec.id}-note`), spec };
+      input.value = settings[spec.setting] === null ? '' : String(settings[spec.setting]);
+      input.addEventListener('input', () => this.budgetRead(field, false));
+      input.addEventListener('change', () => this.budgetRead(field, true));
+    }
     this.readOnly = byId('read-only');
     this.toolList = byId('tool-options');
     this.toolsCount = byId('tools-count');
@@ -78,6 +115,7 @@ export class Toolbar extends EventTarget {
     this.maxStepsNote.textContent = this.stepsNote();
     this.stepsUnit();
     this.maxStepsChip.title = `Max steps of a run: default ${fallback}, at most ${cap}`;
+    for (const field of Object.keys(BUDGET_FIELDS)) this.setBudgetCap(field, info.limits.run_budget?.[field] ?? null);
     const tools = JSON.stringify(info.tools);
     if (tools !== this.renderedTools) {
       this.renderedTools = tools; // unchanged tools keep their focus and state
@@ -201,6 +239,54 @@ export class Toolbar extends EventTarget {
     this.update({ maxSteps: steps });
   }
 
+  /** The server's cap of a run (null: none) in `field`: the input's bound
+   * and placeholder; the cost field shows only when the server caps cost. */
+  setBudgetCap(field, cap) {
+    const { input, chip, note, spec } = this.budgets[field];
+    this.budgetCaps[field] = cap;
+    if (cap === null) input.removeAttribute('max');
+    else input.max = String(cap);
+    input.placeholder = cap === null ? 'no limit' : spec.placeholder(cap);
+    const server = cap === null ? `the server sets no ${spec.name}` : `the server's ${spec.amount(cap)}, its most`;
+    chip.title = `${spec.title}: empty for ${server}`;
+    note.textContent = `Empty: ${server}.`;
+    if (field === 'cost_usd') chip.hidden = cap === null;
+  }
+
+  /** A budget field read: empty is the server's; a number above 0 (whole
+   * for tokens) is kept (on leaving the field, lowered to the cap with a
+   * word); anything else is refused, said at once, and blocks agent chats
+   * until fixed (`settings.budgetProblem`). */
+  budgetRead(field, left) {
+    const { input, spec } = this.budgets[field];
+    const cap = this.budgetCaps[field] ?? null;
+    const raw = input.value.trim();
+    const value = Number(raw);
+    let amount = null;
+    let hint = null;
+    const bad = input.validity.badInput || (raw !== '' && !(value > 0 && (!spec.whole || Number.isInteger(value))));
+    if (!bad && raw !== '') {
+      amount = value;
+      if (cap !== null && value > cap) {
+        hint = `Capped at ${spec.amount(cap)}: the server allows no more.`;
+        if (left) {
+          amount = cap;
+          input.value = String(cap);
+        }
+      }
+    }
+    input.setAttribute('aria-invalid', String(bad));
+    this.budgetProblems[field] = bad ? spec.problem : null;
+    const problems = Object.values(this.budgetProblems).filter(Boolean);
+    this.settings.budgetProblem = problems.length ? problems.join(' ') : null;
+    const said = bad ? spec.problem : hint;
+    if (said !== this.budgetHint) {
+      this.budgetHint = said;
+      this.dispatchEvent(new CustomEvent('notice', { detail: said }));
+    }
+    if (!bad) this.update({ [spec.setting]: amount });
+  }
+
   toolChanged(input) {
     if (input.type !== 'checkbox') return;
     if (input.checked) this.settings.disabledTools.delete(input.value);
@@ -220,6 +306,7 @@ export class Toolbar extends EventTarget {
   refresh() {
     const agent = this.settings.agentMode;
     this.maxSteps.disabled = !agent;
+    for (const { input } of Object.values(this.budgets)) input.disabled = !agent;
     this.strategy.disabled = !agent;
     document.body.dataset.agentMode = String(agent);
     this.toolList.dataset.readOnly = String(this.settings.readOnly);

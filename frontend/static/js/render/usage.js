@@ -2,6 +2,10 @@
 // today's spending against the daily budget, a bar per day (tokens; each bar
 // labelled, and the same days as a table), and a table by model with cost.
 // A dialog opened from the sidebar's foot; loaded afresh on every opening.
+// "Everyone" (admins: `?user=*`) shows every user's runs instead: a table by
+// user, most tokens first, and the plot of everyone's days. The switch is
+// shown to admins only (the page's config says the role); a 403 (a role
+// taken away since the page loaded) hides it too.
 import { call } from '../conversations.js';
 import { byId, h } from '../dom.js';
 import { formatDuration, formatNumber } from '../format.js';
@@ -15,8 +19,23 @@ const BAR_GAP = 4;
 const CHART_HEIGHT = 120;
 const DAY_LABEL = new Intl.DateTimeFormat(undefined, { month: 'short', day: 'numeric', timeZone: 'UTC' });
 
-export function fetchUsage(days = USAGE_DAYS) {
-  return call(`/api/usage?days=${days}`);
+export const EVERYONE = '*';
+const LEADS = {
+  mine: 'What your runs used in the last 30 days (days in UTC).',
+  everyone: "What everyone's runs used in the last 30 days (days in UTC), by user and by day.",
+};
+const PRICES_NOTE = " Costs come from the server's price table: a model it has no price for has an unknown cost.";
+
+/** `GET /api/usage` over `days`: the caller's, or everyone's (`user`: `*`). */
+export function fetchUsage(days = USAGE_DAYS, user = null) {
+  const query = new URLSearchParams({ days: String(days) });
+  if (user) query.set('user', user);
+  return call(`/api/usage?${query}`);
+}
+
+/** `by_user` rows, most tokens first (then by name). */
+export function byTokens(users) {
+  return [...users].sort((a, b) => b.total_tokens - a.total_tokens || a.user.localeCompare(b.user));
 }
 
 /** A UTC day (`YYYY-MM-DD`) for people: `Nov 27`. */
@@ -66,7 +85,8 @@ function svg(tag, attributes = {}, ...children) {
 }
 
 export class UsageDialog {
-  constructor() {
+  /** `admin`: the signed-in user may see everyone's usage. */
+  constructor({ admin = false } = {}) {
     this.dialog = byId('usage');
     this.button = byId('usage-button');
     this.today = byId('usage-today');
@@ -75,8 +95,28 @@ export class UsageDialog {
     this.days = byId('usage-days');
     this.models = byId('usage-models');
     this.status = byId('usage-status');
+    this.lead = byId('usage-lead');
+    this.whose = byId('usage-whose');
+    this.whoseNote = byId('usage-whose-note');
+    this.mine = byId('usage-mine');
+    this.everyone = byId('usage-everyone');
+    this.users = byId('usage-users');
+    this.scope = 'mine';
+    this.dialog.dataset.scope = this.scope;
     this.loads = 0;
+    this.whose.hidden = !admin;
     this.button.addEventListener('click', () => this.open());
+    this.mine.addEventListener('click', () => this.setScope('mine'));
+    this.everyone.addEventListener('click', () => this.setScope('everyone'));
+  }
+
+  /** Switch between the user's own usage and everyone's, and load it. */
+  setScope(scope) {
+    this.scope = scope;
+    this.mine.setAttribute('aria-pressed', String(scope === 'mine'));
+    this.everyone.setAttribute('aria-pressed', String(scope === 'everyone'));
+    this.dialog.dataset.scope = scope;
+    return this.refresh();
   }
 
   open() {
@@ -87,16 +127,31 @@ export class UsageDialog {
   async refresh() {
     const ticket = ++this.loads;
     this.dialog.dataset.state = 'loading';
+    const scope = this.scope;
     try {
-      const usage = await fetchUsage();
-      if (ticket === this.loads) this.show(usage);
+      const usage = await fetchUsage(USAGE_DAYS, scope === 'everyone' ? EVERYONE : null);
+      if (ticket === this.loads) this.show(usage, scope);
     } catch (error) {
-      if (ticket === this.loads) this.failed(`Usage could not be loaded: ${error.message}`);
+      if (ticket !== this.loads) return;
+      if (scope === 'everyone' && error.status === 403) return this.notAdmin();
+      this.failed(`Usage could not be loaded: ${error.message}`);
     }
   }
 
-  show(usage) {
+  /** Not an admin: the switch goes (for the page's life), their own usage shows. */
+  notAdmin() {
+    this.whose.hidden = true;
+    this.whoseNote.hidden = false;
+    this.whoseNote.textContent = "Only an admin can see everyone's usage; this is yours.";
+    this.whoseNote.focus(); // the switch that had the focus is gone
+    return this.setScope('mine');
+  }
+
+  show(usage, scope = 'mine') {
     this.status.hidden = true;
+    this.lead.textContent = LEADS[scope] + PRICES_NOTE;
+    byId('usage-today-section').hidden = scope === 'everyone';
+    this.showUsers(scope === 'everyone' ? usage.by_user ?? [] : null);
     this.showToday(usage.today);
     this.showDays(usage);
     this.showModels(usage);
@@ -107,6 +162,16 @@ export class UsageDialog {
     this.status.hidden = false;
     this.status.textContent = message;
     this.dialog.dataset.state = 'failed';
+  }
+
+  // ---------------------------------------------------------------- by user
+
+  showUsers(users) {
+    byId('usage-users-section').hidden = users === null;
+    if (users === null) return;
+    this.users.replaceChildren(...byTokens(users).map((sums) => userRow(sums)));
+    this.users.closest('table').hidden = users.length === 0;
+    byId('usage-users-empty').hidden = users.length > 0;
   }
 
   // ---------------------------------------------------------------- today
@@ -186,6 +251,17 @@ function todayRow(name, shown, spent, bound, format) {
     value.append(meter);
   }
   return h('div', { class: 'usage-today-row', dataset: { what: name.toLowerCase() } }, h('dt', { text: name }), value);
+}
+
+function userRow(sums) {
+  return h(
+    'tr',
+    { dataset: { user: sums.user } },
+    h('th', { scope: 'row', text: sums.user }),
+    h('td', { text: formatNumber(sums.runs) }),
+    h('td', { text: formatNumber(sums.total_tokens) }),
+    h('td', { text: costText(sums) }),
+  );
 }
 
 function dayRow({ day, totals }) {
