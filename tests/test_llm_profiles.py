@@ -461,6 +461,24 @@ def test_deepseek_sends_this_turns_thinking_back_with_its_tool_calls() -> None:
     assert all("reasoning_content" not in m for m in plain["messages"])
 
 
+def test_a_reply_limit_is_sent_under_the_name_each_server_takes() -> None:
+    """A call's `max_tokens` (a final answer after a budget) goes to OpenAI's
+    own API as `max_completion_tokens`, to the others as `max_tokens`, and
+    not at all when unset or once a server refused it."""
+    limited = LLMRequest(messages=TURNS[:1], max_tokens=256)
+    sent = {
+        name: payload(limited, default_model="m", profile=PROFILES[name])
+        for name in ("openai", "auto", "vllm")
+    }
+    assert sent["openai"]["max_completion_tokens"] == 256
+    assert "max_tokens" not in sent["openai"]
+    assert sent["auto"]["max_tokens"] == sent["vllm"]["max_tokens"] == 256
+    dropped = PROFILES["auto"].without("max_tokens")
+    assert "max_tokens" not in payload(limited, default_model="m", profile=dropped)
+    unset = payload(LLMRequest(messages=TURNS[:1]), default_model="m")
+    assert "max_tokens" not in unset and "max_completion_tokens" not in unset
+
+
 async def test_auto_learns_to_send_the_thinking_back_from_a_refusal(
     fake_openai: FakeOpenAIServer, caplog: pytest.LogCaptureFixture
 ) -> None:

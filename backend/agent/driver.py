@@ -125,6 +125,13 @@ class RunDriver:
     async def _drive(self) -> AgentResult:
         state = self.ctx.state
         if state.phase == START:
+            if self.budget.unpriced():
+                log.warning(
+                    "run %s: model %r has no price in LOOPWIRE_PRICES, so its "
+                    "cost budget cannot end it",
+                    state.run_id,
+                    state.model,
+                )
             limits = self.budget.limits() if self.budget.bounded else None
             self.ctx.emit(
                 AgentStart(

@@ -80,6 +80,10 @@ class Profile:
     max_tokens: bool = True
     """Send the call's `max_tokens` when it sets one (a final answer after
     a budget's bound)."""
+    max_tokens_as: str = "max_tokens"
+    """The name it is sent as: OpenAI's own API takes `max_completion_tokens`
+    (its reasoning models refuse `max_tokens`); servers that follow the
+    older shape take `max_tokens` (a refusal of it drops it, as any)."""
     reasoning_back: bool = False
     """Send the thinking behind this turn's tool calls back with them, as
     `reasoning_content` (DeepSeek's thinking mode refuses a tool-call
@@ -124,7 +128,9 @@ _NAMED = {
 }
 
 PROFILES: dict[str, Profile] = {
-    "openai": Profile("openai", "OpenAI's own API"),
+    "openai": Profile(
+        "openai", "OpenAI's own API", max_tokens_as="max_completion_tokens"
+    ),
     "ollama": Profile(
         "ollama", "Ollama's /v1 (ignores tool_choice)", tool_choice=False
     ),

@@ -53,7 +53,7 @@ def payload(
     if request.temperature is not None and profile.temperature:
         body["temperature"] = request.temperature
     if request.max_tokens is not None and profile.max_tokens:
-        body["max_tokens"] = request.max_tokens
+        body[profile.max_tokens_as] = request.max_tokens
     if stream:
         body["stream"] = True
         if profile.stream_options:
