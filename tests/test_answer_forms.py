@@ -190,6 +190,7 @@ async def test_a_choice_refuses_an_answer_outside_it(start_server: StartServer) 
         "error_type": "invalid_answer",
         "message": "the answer must be one of: km, mi",
         "about": question["question_id"],
+        "resets_at": None,
     }
     session = harness.service.sessions[question["session_id"]]
     assert session.run.state.pending_question.question_id == question["question_id"]
