@@ -226,8 +226,19 @@ class Notifications:
 
     # ------------------------------------------------------------ run ends
 
-    def chat_response(self, message: str, sources: Sequence[SourceRef] = ()) -> None:
-        self.send(ChatResponse(message=message, sources=list(sources)))
+    def chat_response(
+        self,
+        message: str,
+        sources: Sequence[SourceRef] = (),
+        usage: Usage | None = None,
+        cost_usd: float | None = None,
+    ) -> None:
+        """The answer; `usage`: what the run's calls used, `cost_usd` its
+        cost by the price table (None: unknown)."""
+        used = None
+        if usage is not None:
+            used = UsageInfo(**usage.model_dump(), cost_usd=cost_usd)
+        self.send(ChatResponse(message=message, sources=list(sources), usage=used))
 
     def response_complete(self) -> None:
         self.send(ResponseComplete())

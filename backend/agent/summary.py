@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from backend.tools.outcome import ToolOutcome
 from backend.tools.results import compact
+
+if TYPE_CHECKING:
+    from backend.agent.state import RunState
 
 _MAX_ITEM_CHARS = 600
 
@@ -29,3 +33,15 @@ def summarize_outcomes(outcomes: Sequence[ToolOutcome], steps: int) -> str:
         else:
             lines.append(f"- `{name}` failed ({outcome.status}): {outcome.error}")
     return "\n".join(lines)
+
+
+def cut_short(state: RunState, reason: str) -> str:
+    """What history keeps of a run cut off (`reason`: stopped, interrupted)
+    before it answered, so that a "continue" in the next message picks up
+    from there."""
+    how = "stopped by the user" if reason == "stopped" else "interrupted"
+    done = summarize_outcomes(state.outcomes, state.step) if state.outcomes else ""
+    notes = " ".join(state.observations[-3:])
+    parts = [f"(This run was {how} at step {state.step} before it answered.)"]
+    parts += [text for text in (notes, done) if text]
+    return "\n\n".join(parts)

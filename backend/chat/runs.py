@@ -31,7 +31,7 @@ from backend.agent.driver import RunDriver
 from backend.agent.loop import AgentContext, AgentResult
 from backend.agent.registry import StrategyRegistry
 from backend.agent.state import ENDING, Ending, RunState, WaitOutcome
-from backend.agent.summary import summarize_outcomes
+from backend.agent.summary import cut_short
 from backend.agent.time_limit import TimeLimit
 from backend.budget import Budget
 from backend.chat.daily_budgets import DailyBudgets
@@ -266,9 +266,10 @@ class RunSupervisor:
                 notify.error(result.error, "llm_error", in_run=True)
         if result.answer:
             run.history.append(Message.assistant(result.answer))
-            notify.chat_response(result.answer, sources=state.sources)
+            cost = self.prices.cost(state.model, result.usage)
+            notify.chat_response(result.answer, state.sources, result.usage, cost)
         elif result.reason in ("stopped", "interrupted"):
-            run.history.append(Message.assistant(_cut_short(state, result)))
+            run.history.append(Message.assistant(cut_short(state, result.reason)))
         if agent:
             notify.agent_completion(
                 steps=result.steps,
@@ -436,14 +437,3 @@ def _moved_notice(session_id: str) -> str:
         run_id=None,
         ts=time.time(),
     )
-
-
-def _cut_short(state: RunState, result: AgentResult) -> str:
-    """What history keeps of a run cut off before it answered, so that a
-    "continue" in the next message picks up from there."""
-    how = "stopped by the user" if result.reason == "stopped" else "interrupted"
-    done = summarize_outcomes(state.outcomes, state.step) if state.outcomes else ""
-    notes = " ".join(state.observations[-3:])
-    parts = [f"(This run was {how} at step {state.step} before it answered.)"]
-    parts += [text for text in (notes, done) if text]
-    return "\n\n".join(parts)

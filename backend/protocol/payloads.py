@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from backend.protocol.agent_updates import UsageInfo
 from backend.protocol.values import BudgetLimits, Payload, ToolArguments
 
 
@@ -259,6 +260,9 @@ class ChatResponse(Payload):
     sources: list[SourceRef] = Field(default_factory=list)
     """The passages the run's tools found (citations), in the order found,
     each once; empty when no tool that cites was used."""
+    usage: UsageInfo | None = None
+    """What the run's model calls used so far, and cost: every run's, a
+    plain one's too (which sends no `agent_completion`)."""
 
 
 class ResponseComplete(Payload):

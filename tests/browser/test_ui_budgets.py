@@ -121,6 +121,26 @@ async def test_the_warning_offers_more_budget_and_the_grant_clears_it(
     assert len(llm.requests) == 4
 
 
+async def test_a_plain_answer_shows_what_it_used_and_cost(
+    start_server: StartServer, open_app: OpenApp
+) -> None:
+    """A plain chat (no agent frames) shows its usage and cost under the answer,
+    from `chat_response.usage`."""
+    harness = await start_server(
+        ScriptedLLM(costing("Hello there.")), test_registry(), prices=PRICES
+    )
+    app = await open_app(harness)
+    await app.use_settings(agent=False, tools=[])
+    await app.type_and_send("Hi!")
+    await app.wait_idle()
+    turn = app.assistant()
+    await expect(turn.locator(".answer")).to_have_text("Hello there.")
+    await expect(turn.locator(".run-meta")).to_be_visible()
+    await expect(turn.locator(".run-usage")).to_have_text(
+        "1 LLM call · 80 tokens (33 % cached) · $0.0090"
+    )
+
+
 async def test_a_run_ends_at_its_budget_and_continues_with_more(
     start_server: StartServer, open_app: OpenApp
 ) -> None:

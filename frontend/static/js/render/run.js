@@ -316,6 +316,15 @@ export class RunView {
     }
   }
 
+  /** A plain run's footer: what its model calls used (and cost). */
+  showUsage(usage) {
+    const used = usageParts(usage);
+    if (!used.length) return;
+    const line = h('span', { class: 'run-usage', title: usageDetail(usage) || null, text: used.join(' · ') });
+    this.meta.replaceChildren(line);
+    this.meta.hidden = false;
+  }
+
   /** A run ended at its own budget goes on, when the server allows more. */
   offerMoreBudget() {
     if (!this.onContinueBudget || this.continueButton || this.retired) return;
@@ -415,7 +424,9 @@ export class RunView {
     if (isLast) this.answer.querySelector('.caret')?.remove();
   }
 
-  response({ message, sources = [] }) {
+  response({ message, sources = [], usage = null }) {
+    // an agent run's usage line comes with its `agent_completion`
+    if (usage && !this.agent) this.showUsage(usage);
     this.stream = null;
     setMarkdown(this.answer, message);
     addCodeCopyButtons(this.answer);
