@@ -6,9 +6,10 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from starlette.applications import Starlette
@@ -49,7 +50,6 @@ from backend.telemetry.signals import NO_TELEMETRY, Telemetry, default_telemetry
 from backend.tools.base import AnyTool, ToolRegistry
 from backend.tools.builtin import builtin_tools
 from backend.tools.executor import Runner, ToolExecutor
-from backend.tools.mcp import MCPManager, load_mcp_config
 from backend.tools.notes import MemoryNotebook, Notebook, note_tools
 from backend.tools.processes import ProcessPool
 from backend.transport.auth import Authenticate
@@ -64,6 +64,9 @@ from backend.transport.refusal import Refused, answer_refused
 from backend.transport.routing import routes
 from backend.transport.trace_context import TraceContext
 from backend.users import Users
+
+if TYPE_CHECKING:
+    from backend.tools.mcp import MCPManager
 
 log = logging.getLogger("loopwire")
 
@@ -180,6 +183,19 @@ def default_strategies(kit: LoopKit) -> StrategyRegistry:
             RetrieveThenAnswer(kit),
         ]
     )
+
+
+def _mcp_servers(
+    settings: Settings, reserved: Collection[str]
+) -> AbstractAsyncContextManager[MCPManager | None]:
+    """The MCP servers `LOOPWIRE_MCP_CONFIG` names, started while the app
+    runs; without it, nothing (and the MCP SDK, a third of the start-up's
+    imports, is never loaded)."""
+    if not settings.mcp_config:
+        return contextlib.nullcontext()
+    from backend.tools.mcp import MCPManager, load_mcp_config
+
+    return MCPManager(load_mcp_config(settings.mcp_config), reserved_names=reserved)
 
 
 def _add_mcp_tools(registry: ToolRegistry, mcp: MCPManager) -> None:
@@ -355,7 +371,7 @@ def _lifespan(
     servers, the data sources, the service and the blob collector; close
     them all in reverse."""
     settings, store, llm, tools = parts.settings, parts.store, parts.llm, parts.tools
-    mcp_configs = load_mcp_config(settings.mcp_config) if settings.mcp_config else []
+    mcp_servers = _mcp_servers(settings, tools.names)  # a bad config stops it now
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -363,9 +379,10 @@ def _lifespan(
         await _learn_windows(settings, windows)
         await store.open()
         try:
-            async with MCPManager(mcp_configs, reserved_names=tools.names) as mcp:
-                app.state.mcp = mcp
-                _add_mcp_tools(tools, mcp)
+            async with mcp_servers as mcp:
+                if mcp is not None:
+                    app.state.mcp = mcp
+                    _add_mcp_tools(tools, mcp)
                 library = parts.library
                 documents = library.running() if library else contextlib.nullcontext()
                 async with documents, parts.service, parts.collector:
