@@ -15,7 +15,6 @@ import os
 import shutil
 import signal
 import socket
-import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
@@ -681,31 +680,3 @@ def test_a_missing_config_file_is_a_config_error(tmp_path: Path) -> None:
     """A missing MCP config file raises `ConfigError` saying it cannot be read."""
     with pytest.raises(ConfigError, match="cannot read MCP config"):
         load_mcp_config(tmp_path / "nope.json")
-
-
-def test_a_server_without_mcp_servers_loads_no_mcp_sdk() -> None:
-    """Without `LOOPWIRE_MCP_CONFIG` a server starts and answers without
-    importing the MCP SDK (a third of start-up's imports), and says it has
-    no MCP servers."""
-    program = (
-        "import sys\n"
-        "from starlette.testclient import TestClient\n"
-        "from backend.app import create_app\n"
-        "from tests.conftest import make_settings\n"
-        "app = create_app(make_settings(allowed_hosts='testserver'))\n"
-        "with TestClient(app) as client:\n"
-        "    print(client.get('/api/info').json()['mcp'])\n"
-        "wanted = ('mcp.', 'mcp_types', 'backend.tools.mcp')\n"
-        "print(sorted(m for m in sys.modules if m == 'mcp' or m.startswith(wanted)))\n"
-    )
-    environment = {k: v for k, v in os.environ.items() if k != "LOOPWIRE_MCP_CONFIG"}
-    done = subprocess.run(
-        [sys.executable, "-c", program],
-        cwd=ROOT,
-        env=environment,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
-    assert done.stdout.strip().splitlines()[-2:] == ["{}", "[]"]

@@ -8,6 +8,10 @@ and the `Pending` values the browser carries to the callback (in a signed
 cookie: `transport/oidc.py`); `finish` trades the code for tokens, verifies
 the ID token (signature by the provider's published keys, issuer, audience
 = the client id, time, and the nonce) and reads the user and role from it.
+
+authlib (with joserfc and cryptography, ~200 modules) is imported when a
+sign-in first needs it, not when the server starts: a server without OIDC
+never loads it.
 """
 
 from __future__ import annotations
@@ -20,9 +24,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx2
-from authlib.common.errors import AuthlibBaseError
-from authlib.common.security import generate_token
-from authlib.integrations.httpx_client import AsyncOAuth2Client
 
 from backend.errors import LoopwireError
 from backend.identity.claims import ClaimMap
@@ -87,6 +88,8 @@ class OidcProvider:
     async def begin(self, redirect_uri: str) -> tuple[str, Pending]:
         """The provider's authorization URL to send the browser to, and what
         the callback needs back."""
+        from authlib.common.security import generate_token
+
         metadata, _ = await self._discovered()
         pending = Pending(generate_token(32), generate_token(32), generate_token(48))
         async with self._client(redirect_uri) as client:
@@ -100,6 +103,8 @@ class OidcProvider:
 
     async def finish(self, code: str, pending: Pending, redirect_uri: str) -> Identity:
         """Trade the code for tokens and read the verified ID token."""
+        from authlib.common.errors import AuthlibBaseError
+
         metadata, verifier = await self._discovered()
         try:
             async with self._client(redirect_uri) as client:
@@ -128,6 +133,8 @@ class OidcProvider:
         return identity
 
     def _client(self, redirect_uri: str) -> Any:
+        from authlib.integrations.httpx_client import AsyncOAuth2Client
+
         return AsyncOAuth2Client(
             client_id=self.client_id,
             client_secret=self.client_secret,
