@@ -96,7 +96,20 @@ LAYOUT_PROBLEMS = """() => {
 }"""
 
 
+SETTLED = """async () => {
+  await new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)));
+  const ending = document.getAnimations().filter(
+    (a) => a.effect && a.effect.getComputedTiming().endTime !== Infinity);
+  await Promise.all(ending.map((a) => a.finished.catch(() => null)));
+}"""
+"""Resolves once the transitions under way have ended (a resize from the
+desktop to the phone layout slides the sidebar out over 180 ms); endless
+animations, such as a spinner's, are not waited for."""
+
+
 async def layout_problems(page: Page) -> list[str]:
-    """What a person would find wrong with the page's layout (none: fine)."""
+    """What a person would find wrong with the page's layout (none: fine),
+    looked at once the page has come to rest."""
+    await page.evaluate(SETTLED)
     problems: list[str] = await page.evaluate(LAYOUT_PROBLEMS)
     return problems
