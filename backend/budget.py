@@ -117,6 +117,16 @@ def reached(budget: Budget, spent: Spent) -> Dimension | None:
     return None
 
 
+def shown(dimension: Dimension, bound: float) -> str:
+    """A bound as people read it: "200,000 tokens", "$2", "600 seconds of
+    work"."""
+    if dimension == "tokens":
+        return f"{int(bound):,} tokens"
+    if dimension == "cost":
+        return f"${bound:g}"
+    return f"{bound:g} seconds of work"
+
+
 def day_start(now: float) -> float:
     """The start (UTC midnight, epoch seconds) of the day `now` is in."""
     return math.floor(now / DAY_S) * DAY_S

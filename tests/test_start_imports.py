@@ -22,14 +22,23 @@ from tests.conftest import make_settings
 app = create_app(make_settings(allowed_hosts="testserver"))
 with TestClient(app) as client:
     print(client.get("/api/info").json()["mcp"])
-unused = ("mcp", "mcp_types", "authlib", "joserfc", "opentelemetry.sdk")
+unused = (
+    "mcp",
+    "mcp_types",
+    "authlib",
+    "joserfc",
+    "opentelemetry.sdk",
+    "opentelemetry.exporter",
+    "backend.telemetry.otel",
+)
 print(sorted({m for m in sys.modules if m.startswith(unused)}))
 """
 
 
 def test_a_server_loads_no_library_its_configuration_does_not_use() -> None:
     """Without `LOOPWIRE_MCP_CONFIG`, OIDC or `OTEL_*` settings, a server
-    starts and answers with no MCP SDK, authlib or OpenTelemetry SDK loaded,
+    starts and answers with no MCP SDK, authlib, OpenTelemetry SDK or
+    exporter loaded (the MCP SDK would load the OpenTelemetry API alone),
     and says it has no MCP servers."""
     environment = {
         k: v

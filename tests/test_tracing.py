@@ -312,30 +312,6 @@ def test_traces_are_on_only_when_the_standard_variables_say_so() -> None:
     assert traces_exporter({**endpoint, "OTEL_SDK_DISABLED": "true"}) is None
 
 
-def test_with_traces_off_the_server_loads_no_tracing_sdk() -> None:
-    """A server built without the `OTEL_*` variables imports neither the
-    OpenTelemetry SDK nor its exporter (the MCP SDK loads the API alone)."""
-    program = (
-        "import sys\n"
-        "from backend.app import create_app\n"
-        "from tests.conftest import make_settings\n"
-        "create_app(make_settings())\n"
-        "wanted = ('opentelemetry.sdk', 'opentelemetry.exporter', 'backend.telemetry.otel')\n"
-        "print(sorted(m for m in sys.modules if m.startswith(wanted)))\n"
-    )
-    environment = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
-    done = subprocess.run(
-        [sys.executable, "-c", program],
-        cwd=ROOT,
-        env=environment,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
-    assert done.stdout.strip().splitlines()[-1] == "[]"
-
-
 async def test_a_run_continued_after_a_restart_stays_one_trace(tmp_path: Path) -> None:
     """A run parked by a shutdown while it waits for an answer goes on in
     the next process under a span of its own, a child of its first one."""

@@ -35,6 +35,7 @@ from backend.budget import (
     Spent,
     day_end,
     reached,
+    shown,
 )
 from backend.llm.prices import NO_PRICES, PriceTable
 from backend.protocol import AgentBudgetReached, AgentBudgetWarning, BudgetLimits
@@ -153,7 +154,7 @@ class BudgetMeter:
         )
         whose = "the user's daily" if scope == "day" else "the run's"
         why = (
-            f"{whose.capitalize()} {_NAMES[dimension]} ({_shown(dimension, bound)}) "
+            f"{whose.capitalize()} {_NAMES[dimension]} ({shown(dimension, bound)}) "
             "is used up, so the loop ends here. Answer briefly with what you "
             "have found so far, and say what is still open."
         )
@@ -193,11 +194,3 @@ def _difference(after: Budget, before: Budget) -> Budget:
         cost_usd=rise(after.cost_usd, before.cost_usd),
         time_s=rise(after.time_s, before.time_s),
     )
-
-
-def _shown(dimension: Dimension, bound: float) -> str:
-    if dimension == "tokens":
-        return f"{int(bound):,} tokens"
-    if dimension == "cost":
-        return f"${bound:g}"
-    return f"{bound:g} seconds of work"

@@ -25,7 +25,15 @@ from datetime import UTC, datetime
 from typing import Protocol
 
 from backend.agent.state import RunState
-from backend.budget import DIMENSIONS, Budget, Dimension, Spent, day_end, day_start
+from backend.budget import (
+    DIMENSIONS,
+    Budget,
+    Dimension,
+    Spent,
+    day_end,
+    day_start,
+    shown,
+)
 from backend.errors import BudgetExhausted, StoreUnavailable
 from backend.store.base import StoreError
 
@@ -93,13 +101,9 @@ class DailyBudgets:
 def _exhausted(dimension: Dimension, daily: Budget, now: float) -> BudgetExhausted:
     resets = day_end(now)
     when = datetime.fromtimestamp(resets, UTC).strftime("%Y-%m-%d %H:%M UTC")
-    bound = daily.bound(dimension)
-    shown = {
-        "tokens": f"{int(bound or 0):,} tokens",
-        "cost": f"${bound:g}",
-        "time": f"{bound:g} seconds of work",
-    }[dimension]
+    bound = daily.bound(dimension) or 0
     return BudgetExhausted(
-        f"your daily budget ({shown}) is used up; it starts over at {when}",
+        f"your daily budget ({shown(dimension, bound)}) is used up; it starts "
+        f"over at {when}",
         resets_at=resets,
     )
