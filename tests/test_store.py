@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 import pytest
 import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
+from sqlalchemy import Connection, text
 
 from backend.errors import ConfigError
 from backend.files.blobs import BlobStore
@@ -359,20 +362,31 @@ async def test_runs_are_upserted_and_live_ones_listed_oldest_first(
 
 
 async def test_a_write_whose_caller_is_cancelled_ends_committed(
-    store: SqlStore, monkeypatch: pytest.MonkeyPatch
+    store: SqlStore, database_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A flush whose caller is cancelled inside its transaction still ends
     (committed), and the store takes the next write: a transaction cut in
-    the middle would leave its connection holding the database's locks."""
+    the middle would leave its connection holding the database's locks.
+    Held open on SQLite in the writer's thread, on PostgreSQL by a lock
+    the test holds."""
     await store.create_conversation(conversation("c1"))
-    inside, gate = asyncio.Event(), asyncio.Event()
+    loop = asyncio.get_running_loop()
+    inside, gate = asyncio.Event(), threading.Event()
     real = writes.write
+    key = 0x7465737
 
-    async def held_open(*args: Any) -> None:
-        await real(*args)
-        inside.set()
-        await gate.wait()  # still in the transaction
+    def held_open(conn: Connection, *args: Any) -> None:
+        real(conn, *args)
+        loop.call_soon_threadsafe(inside.set)
+        if conn.dialect.name == "sqlite":  # the writer's own thread
+            assert gate.wait(30)
+        else:  # on the event loop: wait on a lock the test holds
+            conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": key})
 
+    holder = None
+    if not database_url.startswith("sqlite"):
+        holder = await asyncpg.connect(database_url.replace("+asyncpg", ""))
+        await holder.execute("SELECT pg_advisory_lock($1)", key)
     monkeypatch.setattr(writes, "write", held_open)
     flush = asyncio.create_task(
         store.write(Batch("c1", 1.0, messages=[(0, Message.user("kept"))]))
@@ -380,6 +394,9 @@ async def test_a_write_whose_caller_is_cancelled_ends_committed(
     await inside.wait()
     flush.cancel()
     gate.set()
+    if holder is not None:
+        await holder.execute("SELECT pg_advisory_unlock($1)", key)
+        await holder.close()
     with pytest.raises(asyncio.CancelledError):
         await flush
     monkeypatch.setattr(writes, "write", real)

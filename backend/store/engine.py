@@ -12,11 +12,11 @@ import asyncio
 import contextlib
 import sqlite3
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
-from sqlalchemy import event, text
+from sqlalchemy import Connection, event, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
@@ -25,6 +25,7 @@ from sqlalchemy.pool import StaticPool
 from backend.errors import ConfigError
 from backend.store import migrate
 from backend.store.base import StoreError
+from backend.store.sqlite_writer import SqliteWriter
 
 DRIVERS = {"sqlite": "sqlite+aiosqlite", "postgresql": "postgresql+asyncpg"}
 ALIASES = {"postgres": "postgresql"}
@@ -37,6 +38,9 @@ up for longer."""
 
 SQLITE_CONNECTIONS = 4
 """Connections to a SQLite file: one writer at a time, a few readers."""
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 MIGRATION_LOCK = 0x6C6F6F70  # "loop"
 """The PostgreSQL advisory lock held while the schema is migrated."""
@@ -134,6 +138,12 @@ class Database:
         """SQLite has one writer at a time: writers queue here instead of in
         its busy handler. An in-memory database is one shared connection, so
         reads queue too."""
+        self._writer = (
+            SqliteWriter(engine_url(url), _sqlite_pragmas)
+            if sqlite_db and not self._one_connection
+            else None
+        )
+        """A SQLite file's transactions of many statements, in one trip."""
 
     @contextlib.asynccontextmanager
     async def begin(self) -> AsyncIterator[AsyncConnection]:
@@ -142,6 +152,21 @@ class Database:
             if self._write_lock is not None:
                 await stack.enter_async_context(self._write_lock)
             yield await stack.enter_async_context(self.engine.begin())
+
+    async def transact(
+        self,
+        work: Callable[Concatenate[Connection, P], T],
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> T:
+        """`work(connection, ...)`, synchronous, in one transaction
+        (committed if it returns): on a SQLite file in one trip to its
+        writer's thread, elsewhere statement by statement (`run_sync`)."""
+        if self._writer is not None and self._write_lock is not None:
+            async with self._write_lock:
+                return await self._writer.transact(work, *args, **kwargs)
+        async with self.begin() as conn:
+            return await conn.run_sync(work, *args, **kwargs)
 
     @contextlib.asynccontextmanager
     async def connect(self) -> AsyncIterator[AsyncConnection]:
@@ -167,4 +192,6 @@ class Database:
             return await conn.run_sync(migrate.current)
 
     async def dispose(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
         await self.engine.dispose()

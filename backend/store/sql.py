@@ -174,11 +174,8 @@ class SqlStore:
         names = ", ".join(b.conversation_id for b in batches[:3])
         more = f" and {len(batches) - 3} more" if len(batches) > 3 else ""
         started = time.perf_counter()
-        async with (
-            failing(f"cannot save conversation {names}{more}"),
-            self._db.begin() as conn,
-        ):
-            await writes.write(conn, self._statements, batches)
+        async with failing(f"cannot save conversation {names}{more}"):
+            await self._db.transact(writes.write, self._statements, batches)
         self.metrics.store_flush(time.perf_counter() - started)
 
     async def release(self, held: Sequence[tuple[str, int]]) -> None:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import (
+    Connection,
     Executable,
     String,
     Table,
@@ -329,36 +330,34 @@ other's children); a pending input used in the batch that added it is gone
 after it."""
 
 
-async def write(
-    conn: AsyncConnection, statements: Statements, batches: Sequence[Batch]
-) -> None:
+def write(conn: Connection, statements: Statements, batches: Sequence[Batch]) -> None:
     """Each kind of change as one statement for all the batches (one
     round trip each, however many conversations the batches touch),
     then the fence: a batch whose epoch is not its conversation's any
     more fails the whole transaction (`Fenced`), so nothing is written.
     An `unfenced` batch (usage rows of a conversation never stored) has
-    no fence."""
+    no fence. Synchronous: run whole by `Database.transact`."""
     several = len(batches) > 1
     for kind in KINDS:
         if kind.several_only and not several:
             continue
         rows = [row for b in batches for row in kind.rows(b)]
         if rows:
-            await conn.execute(kind.statement(statements), rows)
+            conn.execute(kind.statement(statements), rows)
     if not several and _touches(batches[0]) and not batches[0].unfenced:
         batch = batches[0]
         touch = {**_touch(batch), "held": batch.epoch}
-        fenced = await conn.execute(statements.touch_fenced, touch)
+        fenced = conn.execute(statements.touch_fenced, touch)
         if rowcount(fenced) != 1:
             raise Fenced([batch.conversation_id])
         return
     owned = [(b.conversation_id, b.epoch) for b in batches if not b.unfenced]
     if owned:
-        await fence(conn, statements, owned)
+        fence(conn, statements, owned)
 
 
-async def fence(
-    conn: AsyncConnection, statements: Statements, owned: list[tuple[str, int]]
+def fence(
+    conn: Connection, statements: Statements, owned: list[tuple[str, int]]
 ) -> None:
     """The last statement before COMMIT: lock the conversations' rows if
     their epochs are still the writer's (a take-over's raise then waits
@@ -366,11 +365,11 @@ async def fence(
     so the lock is held for no more than the COMMIT."""
     if len(owned) == 1:
         ((cid, epoch),) = owned
-        one = await conn.execute(statements.fence_one, {"cid": cid, "held": epoch})
+        one = conn.execute(statements.fence_one, {"cid": cid, "held": epoch})
         if rowcount(one) != 1:
             raise Fenced([cid])
         return
-    result = await conn.execute(statements.fence, {"owned": owned})
+    result = conn.execute(statements.fence, {"owned": owned})
     current = {str(row[0]) for row in result}
     stale = [cid for cid, _epoch in owned if cid not in current]
     if stale:
@@ -401,4 +400,4 @@ async def record_effect(
             created_at=at,
         )
     )
-    await fence(conn, statements, [(effect.conversation_id, effect.epoch)])
+    await conn.run_sync(fence, statements, [(effect.conversation_id, effect.epoch)])
