@@ -34,6 +34,7 @@ from backend.store import (
 )
 from backend.store.base import Batch, EffectKey, Loaded, StoreError
 from backend.store.engine import Database, failing
+from backend.store.group_commit import GroupCommit
 from backend.store.records import (
     BranchRecord,
     ConversationRecord,
@@ -57,6 +58,8 @@ class SqlStore:
         self._db = Database(url)
         self._engine = self._db.engine
         self._statements = writes.Statements(self._db.dialect)
+        self._group = GroupCommit(self.write_all)
+        """Runs' checkpoints written together while a commit is under way."""
         self.metrics: Metrics = NO_METRICS
         """Where the time of each write of conversations is counted."""
 
@@ -166,7 +169,7 @@ class SqlStore:
     # ------------------------------------------------------------ writes
 
     async def write(self, batch: Batch) -> None:
-        await self.write_all([batch])
+        await self._group.write(batch)
 
     async def write_all(self, batches: Sequence[Batch]) -> None:
         if not batches:
