@@ -23,7 +23,11 @@ from backend.telemetry.signals import Telemetry
 from backend.tools.base import ToolRegistry
 from devcluster import nginx_server, redis_server
 from devcluster.postgres_server import PostgresServer, unavailable_reason
-from tests.databases import database_url, pg_database_url  # noqa: F401  (fixtures)
+from tests.databases import (  # noqa: F401  (fixtures)
+    database_url,
+    pg_database_url,
+    store,
+)
 from tests.fake_openai import FakeOpenAIServer, running_fake_openai
 from tests.fakes import SCRIPTED
 from tests.live_server import LiveServer, serving

@@ -34,6 +34,17 @@ async def database_url(
 
 
 @pytest.fixture
+async def store(database_url: str) -> AsyncIterator[SqlStore]:
+    """A `SqlStore` opened (migrated) on `database_url`, closed afterwards."""
+    opened = SqlStore(database_url)
+    await opened.open()
+    try:
+        yield opened
+    finally:
+        await opened.close()
+
+
+@pytest.fixture
 async def pg_database_url(postgres_url: str) -> AsyncIterator[str]:
     """A fresh PostgreSQL database only (what several instances share)."""
     async for url in _fresh(postgres_url):

@@ -6,16 +6,13 @@ on the real store, SQLite and PostgreSQL."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Sequence
-
-import pytest
+from collections.abc import Callable, Sequence
 
 from backend.llm.base import Message
 from backend.store.base import Batch, Fenced, StoreError
 from backend.store.group_commit import GroupCommit
 from backend.store.records import ConversationRecord
 from backend.store.sql import SqlStore
-from tests.databases import database_url  # noqa: F401  (a fixture)
 
 
 class Database:
@@ -163,16 +160,6 @@ async def test_a_cancelled_writer_leaves_and_the_others_are_written() -> None:
         None,
     ]
     assert db.groups == [["x@1"], ["c@1", "d@1"]]
-
-
-@pytest.fixture
-async def store(database_url: str) -> AsyncIterator[SqlStore]:  # noqa: F811
-    opened = SqlStore(database_url)
-    await opened.open()
-    try:
-        yield opened
-    finally:
-        await opened.close()
 
 
 async def test_concurrent_checkpoints_share_commits_on_a_real_store(

@@ -4,7 +4,6 @@ in the store, through a live server, across a restart and a migration."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -23,16 +22,6 @@ from tests.fakes import ScriptedLLM, test_registry
 
 ALICE = "alice-token-0123456789abcdef"
 BOB = "bob-token-0123456789abcdefgh"
-
-
-@pytest.fixture
-async def store(database_url: str) -> AsyncIterator[SqlStore]:
-    opened = SqlStore(database_url)
-    await opened.open()
-    try:
-        yield opened
-    finally:
-        await opened.close()
 
 
 async def keep(

@@ -23,16 +23,6 @@ DAY = 24 * 3600.0
 
 
 @pytest.fixture
-async def store(database_url: str) -> AsyncIterator[SqlStore]:
-    opened = SqlStore(database_url)
-    await opened.open()
-    try:
-        yield opened
-    finally:
-        await opened.close()
-
-
-@pytest.fixture
 async def memory_store() -> AsyncIterator[SqlStore]:
     opened = SqlStore("sqlite://")
     await opened.open()

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -41,16 +40,6 @@ from backend.store.sql import SqlStore
 from backend.tools.base import Reconciled, ToolContext
 from backend.tools.threads import ThreadRunner
 from backend.transcript import Frame
-
-
-@pytest.fixture
-async def store(database_url: str) -> AsyncIterator[SqlStore]:
-    opened = SqlStore(database_url)
-    await opened.open()
-    try:
-        yield opened
-    finally:
-        await opened.close()
 
 
 def conversation(cid: str, owner: str = "ann", at: float = 100.0) -> ConversationRecord:
