@@ -9,8 +9,12 @@ loopback (`benchmarks/harness.py`), runs the measurements (each module's
 docstring says what it measures and how), validates every run, and writes
 the generated section of the report (`--out`, default docs/benchmarks.md;
 the rest of the file is kept) and the plot (`--plot`, default the report's
-name with `.png`). Progress goes to stderr. Every process it started is
-stopped when it ends, fails or is interrupted.
+name with `.png`): issue #32's targets, each with its verdict, and for each
+one not met what bounds it, from a py-spy profile of one round of the
+act-shaped turns and of the agent runs at the highest concurrency
+(`benchmarks/profile.py`; without py-spy, or with `--no-profile`, the
+report says why there is none). Progress goes to stderr. Every process it
+started is stopped when it ends, fails or is interrupted.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from benchmarks import (
     agent_loop,
     agent_runs,
     frame_rate,
+    idle_memory,
     session_memory,
     sources,
     stop_latency,
@@ -47,7 +52,7 @@ from benchmarks.processes import ROOT
 from benchmarks.report import render, write
 from benchmarks.results import Results
 
-SECTIONS = ("loop", "sources", "turns", "runs", "frames", "memory", "stop")
+SECTIONS = ("loop", "sources", "turns", "runs", "frames", "memory", "idle", "stop")
 PART_OF = {"pace": "frames", "tracing": "turns"}
 """Measurements run under another's name: `--only frames` also runs the
 streamed tokens at a model's pace."""
@@ -64,7 +69,15 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="the report")
     parser.add_argument("--plot", type=Path, help="the PNG (default: --out with .png)")
     parser.add_argument(
-        "--keep-logs", type=Path, metavar="DIR", help="copy the servers' logs here"
+        "--keep-logs",
+        type=Path,
+        metavar="DIR",
+        help="copy the servers' logs (and the profiles' stacks) here",
+    )
+    parser.add_argument(
+        "--no-profile",
+        action="store_true",
+        help="no py-spy profile of the turns and the agent runs",
     )
     parser.add_argument(
         "--only",
@@ -73,7 +86,11 @@ def _parser() -> argparse.ArgumentParser:
         help=f"run only these measurements: {', '.join(SECTIONS)} (frames: "
         "also the streamed tokens at a model's pace)",
     )
-    sizes = parser.add_argument_group("sizes (defaults: the issue's)")
+    _size_options(parser.add_argument_group("sizes (defaults: the issue's)"))
+    return parser
+
+
+def _size_options(sizes: argparse._ArgumentGroup) -> None:
     sizes.add_argument("--rounds", type=int, help="measured rounds (3)")
     sizes.add_argument(
         "--sessions",
@@ -100,13 +117,17 @@ def _parser() -> argparse.ArgumentParser:
     sizes.add_argument(
         "--memory-sessions", type=int, help="paused sessions per batch (300)"
     )
+    sizes.add_argument(
+        "--idle-starts",
+        type=int,
+        help="pairs of fresh-server starts for idle memory (3)",
+    )
     sizes.add_argument("--stop-samples", type=int, help="stops per phase (100)")
     sizes.add_argument(
         "--budget-s",
         type=float,
         help="time budget: rounds past the second are skipped past it (300)",
     )
-    return parser
 
 
 def _sections(only: Sequence[str] | None) -> tuple[str, ...]:
@@ -136,6 +157,7 @@ def _sizes(args: argparse.Namespace) -> Sizes:
             "frame_tokens",
             "token_delay_ms",
             "memory_sessions",
+            "idle_starts",
             "stop_samples",
             "budget_s",
         )
@@ -171,6 +193,9 @@ async def _measure(harness: Harness, sections: Sequence[str], results: Results) 
     async def memory() -> None:
         results.memory = await session_memory.measure(harness)
 
+    async def idle() -> None:
+        results.idle = await idle_memory.measure(harness)
+
     async def stop() -> None:
         results.stop = await stop_latency.measure(harness)
 
@@ -181,6 +206,7 @@ async def _measure(harness: Harness, sections: Sequence[str], results: Results) 
         "frames": frames,
         "pace": pace,
         "memory": memory,
+        "idle": idle,
         "stop": stop,
     }
     chosen = [name for name in measurements if PART_OF.get(name, name) in sections]
@@ -239,7 +265,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         revision=source_revision(ROOT),
     )
     with tempfile.TemporaryDirectory(prefix="loopwire-bench-") as workdir:
-        harness = Harness(sizes, Path(workdir))
+        harness = Harness(sizes, Path(workdir), profile=not args.no_profile)
         try:
             asyncio.run(_measure(harness, sections, results))
         except BenchError as exc:
@@ -254,11 +280,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         finally:
             harness.close()
             if args.keep_logs:
-                args.keep_logs.mkdir(parents=True, exist_ok=True)
-                for log in Path(workdir).glob("*.log"):
-                    shutil.copy(log, args.keep_logs / log.name)
+                _keep_logs(Path(workdir), args.keep_logs)
     results.duration_s = time.monotonic() - started
     results.other_load = tuple(harness.other_load)
+    results.profiles = dict(harness.profiler.profiles)
+    results.profile_note = harness.profiler.note
     plot_path = args.plot or args.out.with_suffix(".png")
     plot_name: str | None = None
     note = ""
@@ -277,6 +303,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         + (f" and {plot_path}" if plot_name else "")
     )
     return 0
+
+
+def _keep_logs(workdir: Path, keep: Path) -> None:
+    """The servers' logs and py-spy's, and the profiles' raw stacks."""
+    keep.mkdir(parents=True, exist_ok=True)
+    for kept in (*workdir.glob("*.log"), *workdir.glob("*.stacks")):
+        shutil.copy(kept, keep / kept.name)
 
 
 def _relative(path: Path, start: Path) -> str:

@@ -11,6 +11,9 @@ N calls (no final-answer call, no retry).
 The echo does the same at the same concurrency: each socket makes 3 x S
 round trips in a row, the echo waiting L ms before each answer: the floor a
 transport that waits on something upstream can reach on this machine.
+
+The first round at the highest concurrency is profiled
+(`benchmarks/profile.py`).
 """
 
 from __future__ import annotations
@@ -26,8 +29,8 @@ from benchmarks.clients import (
     reset_all,
     run_all,
 )
-from benchmarks.harness import Harness, progress
-from benchmarks.meter import Meter
+from benchmarks.harness import Harness, Loopwire, progress
+from benchmarks.meter import Meter, Reading
 from benchmarks.results import Others, RunScale
 from benchmarks.stats import Summary
 
@@ -57,32 +60,21 @@ async def measure_at(harness: Harness, count: int) -> RunScale:
     cpu_ms: list[float] = []
     fake_ms: list[float] = []
     client_ms: list[float] = []
-    chat = agent_chat(steps, latency)
+    profiled = count == max(sizes.run_sessions)
     async with harness.loopwire(f"runs-{count}") as server:
         url = server.ws_url
         sessions = await open_many(count, lambda: Session.open(url))
         try:
             await _warm_up(sessions[:WARM_UP_SESSIONS])
             for number in harness.rounds(f"runs: {count} sessions"):
-                async with Meter(harness, server.pid, what=f"{count} runs") as meter:
-                    runs = await run_all(sessions, chat)
-                for run in runs:
-                    check_agent_run(run.frames, steps)
-                    each.append(run.seconds / ideal_s)
-                reading = meter.reading
-                calls = count * steps
-                expect_calls(
-                    reading.calls_before,
-                    reading.calls_after,
-                    reason=calls,
-                    act=calls,
-                    observe=calls,
-                )
-                await reset_all(sessions)
+                sampled = profiled and number == 1
+                reading, seconds = await _round(harness, server, sessions, sampled)
+                each += [run_s / ideal_s for run_s in seconds]
+                calls = 3 * count * steps
                 wall.append(reading.wall_s / ideal_s)
-                cpu_ms.append(reading.server_cpu_s / (3 * calls) * 1000)
-                fake_ms.append(reading.fake_cpu_s / (3 * calls) * 1000)
-                client_ms.append(reading.client_cpu_s / (3 * calls) * 1000)
+                cpu_ms.append(reading.server_cpu_s / calls * 1000)
+                fake_ms.append(reading.fake_cpu_s / calls * 1000)
+                client_ms.append(reading.client_cpu_s / calls * 1000)
                 progress(
                     f"runs: {count} sessions, round {number}/{sizes.rounds}: "
                     f"{reading.wall_s:.2f}s = {wall[-1]:.2f}x ideal, "
@@ -102,6 +94,35 @@ async def measure_at(harness: Harness, count: int) -> RunScale:
         echo_cpu_ms_per_trip=Summary.of(echo_cpu),
         others=Others(Summary.of(fake_ms), Summary.of(client_ms)),
     )
+
+
+async def _round(
+    harness: Harness, server: Loopwire, sessions: list[Session], sampled: bool
+) -> tuple[Reading, list[float]]:
+    """One round of runs, metered (profiled if `sampled`), every run and the
+    fake's calls checked; its reading and each run's own seconds."""
+    sizes = harness.sizes
+    steps, count = sizes.run_steps, len(sessions)
+    chat = agent_chat(steps, sizes.llm_latency_ms)
+    what = f"agent runs, {count:,} sessions"
+    async with (
+        harness.profiler.sampling("runs", what, server.pid, when=sampled),
+        Meter(harness, server.pid, what=f"{count} runs") as meter,
+    ):
+        runs = await run_all(sessions, chat)
+    for run in runs:
+        check_agent_run(run.frames, steps)
+    reading = meter.reading
+    calls = count * steps
+    expect_calls(
+        reading.calls_before,
+        reading.calls_after,
+        reason=calls,
+        act=calls,
+        observe=calls,
+    )
+    await reset_all(sessions)
+    return reading, [run.seconds for run in runs]
 
 
 async def _warm_up(sessions: list[Session]) -> None:

@@ -14,7 +14,9 @@ runs are bound by CPU, so runs per second is what the machine can carry.
 - **Stop across instances**: one run waits in a 60 s LLM call on instance A;
   Stop is sent by a client of the same session on instance B (or, for
   comparison, on A); the clock stops when that client gets
-  `response_complete`.
+  `response_complete`. Judged against issue #32's p99 ≤ 15 ms through the
+  mirror on another instance; the same-instance row is shown beside the
+  SQLite store's p99 ≤ 5 ms as context only (the store here is PostgreSQL).
 
 Writes the generated section of docs/scaling.md (`--out`).
 """
@@ -47,6 +49,7 @@ from benchmarks.processes import ROOT
 from benchmarks.procfs import cpu_seconds
 from benchmarks.report import write
 from benchmarks.stats import Summary
+from benchmarks.targets import STOP_ACROSS_P99_MS, STOP_P99_MS
 from devcluster.nginx_server import Balancer
 from devcluster.postgres_server import PostgresServer
 from devcluster.redis_server import RedisServer
@@ -344,19 +347,33 @@ def render(
             "no frame crossed Redis.",
         ]
     if stop is not None:
-        lines += [
-            "",
-            "| Stop sent by a client on | median | p99 | samples |",
-            "|---|---|---|---|",
-            f"| the run's own instance | {stop.same.median:.1f} ms "
-            f"| {stop.same.p99:.1f} ms | {stop.same.count} |",
-            f"| another instance | {stop.across.median:.1f} ms "
-            f"| {stop.across.p99:.1f} ms | {stop.across.count} |",
-            "",
-            f"Redis PUBLISH per frame a watcher on another instance received: "
-            f"{stop.publishes_per_frame:.2f}.",
-        ]
+        lines += stop_table(stop)
     return "\n".join(lines)
+
+
+def stop_table(stop: Stops) -> list[str]:
+    """Stop latency by where the Stop came from, with issue #32's target."""
+    across = stop.across.p99 <= STOP_ACROSS_P99_MS
+    same = "within" if stop.same.p99 <= STOP_P99_MS else "over"
+    return [
+        "",
+        "| Stop sent by a client on | median | p99 | samples | target | verdict |",
+        "|---|---|---|---|---|---|",
+        f"| the run's own instance | {stop.same.median:.1f} ms "
+        f"| {stop.same.p99:.1f} ms | {stop.same.count} "
+        f"| context²: p99 ≤ {STOP_P99_MS:g} ms | {same} (context) |",
+        f"| another instance, through the mirror | {stop.across.median:.1f} ms "
+        f"| {stop.across.p99:.1f} ms | {stop.across.count} "
+        f"| p99 ≤ {STOP_ACROSS_P99_MS:g} ms | {'met' if across else '**not met**'} |",
+        "",
+        f"² Issue #32's p99 ≤ {STOP_P99_MS:g} ms is the SQLite file store's "
+        "(`make bench`'s *Stop latency*); here the run's outcome is written to "
+        "PostgreSQL before `response_complete`, so this row is context, not "
+        "that target's verdict.",
+        "",
+        f"Redis PUBLISH per frame a watcher on another instance received: "
+        f"{stop.publishes_per_frame:.2f}.",
+    ]
 
 
 async def main_async(args: argparse.Namespace, workdir: Path) -> str:

@@ -13,7 +13,12 @@ are its own:
   inherits another's sessions or memory high-water mark), except with
   `--tiny`, where one is shared per kind of server and extra settings. The
   Stop measurement uses `python -m benchmarks.serve`, the same server plus
-  the `bench_wait` tool.
+  the `bench_wait` tool. The idle-memory measurement starts its own, always
+  fresh, with the product's default settings (no limits raised), only
+  pointed at the fake LLM and its database (`default_loopwire`).
+
+It also holds the run's `Profiler` (`benchmarks/profile.py`), which the
+measurements that are profiled use for one of their rounds.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from benchmarks.probe import get_json
 from benchmarks.processes import Service, clean_environment, free_port, launch, ready
+from benchmarks.profile import Profiler
 from benchmarks.signals import Signals
 
 if TYPE_CHECKING:
@@ -69,6 +75,7 @@ RESERVE_S = {
     "frames": 20.0,
     "pace": 20.0,
     "memory": 50.0,
+    "idle": 40.0,
     "stop": 20.0,
 }
 """Time kept in the budget for each measurement still to come (about what
@@ -93,6 +100,9 @@ class Sizes:
     memory_sessions: int = 300
     """Sessions per batch; one RSS sample per batch."""
     memory_warmup: int = 50
+    idle_starts: int = 3
+    """Fresh servers started twice each (new database, then migrated) for
+    their idle RSS; one sample per start."""
     stop_samples: int = 100
     """Stops per phase."""
     loop_runs: int = 30
@@ -121,6 +131,7 @@ class Sizes:
             token_delay_ms=2.0,
             memory_sessions=5,
             memory_warmup=2,
+            idle_starts=1,
             stop_samples=2,
             loop_runs=2,
             loop_steps=2,
@@ -183,9 +194,10 @@ def progress(text: str) -> None:
 
 
 class Harness:
-    def __init__(self, sizes: Sizes, workdir: Path) -> None:
+    def __init__(self, sizes: Sizes, workdir: Path, *, profile: bool = True) -> None:
         self.sizes = sizes
         self.workdir = workdir
+        self.profiler = Profiler(workdir, enabled=profile)
         self.signals = Signals()
         self.services: list[Service] = []
         self._shared: dict[SharedKey, Loopwire] = {}
@@ -337,6 +349,22 @@ class Harness:
             self._shared[key] = await self._start_loopwire(label, wait_tool, env)
         return self._shared[key]
 
+    @contextlib.asynccontextmanager
+    async def default_loopwire(
+        self, label: str, database_url: str
+    ) -> AsyncIterator[Loopwire]:
+        """A fresh loopwire (even with `--tiny`) with the product's default
+        settings, only pointed at the fake LLM and at `database_url`: no
+        limit raised. Stopped when the block ends."""
+        server = await self._start_loopwire(
+            label, False, {}, database_url, limits=False
+        )
+        try:
+            yield server
+        finally:
+            server.service.stop()
+            self.services.remove(server.service)
+
     async def instance(
         self, label: str, database_url: str, env: Mapping[str, str]
     ) -> Loopwire:
@@ -350,9 +378,12 @@ class Harness:
         wait_tool: bool,
         extra: Mapping[str, str],
         database_url: str | None = None,
+        *,
+        limits: bool = True,
     ) -> Loopwire:
-        """A loopwire on a free port, with the bench's settings, then `extra`
-        (which cannot move it off its port, database or the fake LLM)."""
+        """A loopwire on a free port, with the bench's settings (`limits`:
+        `LIMITS_RAISED` too), then `extra` (which cannot move it off its
+        port, database or the fake LLM)."""
         self._count += 1
         port = free_port()
         name = f"{label}-{self._count}" if self.sizes.fresh_servers else label
@@ -365,7 +396,7 @@ class Harness:
             "LOOPWIRE_LLM_MODEL": self._model,
             "LOOPWIRE_DATABASE_URL": database,
         }
-        env = {**LIMITS_RAISED, **extra, **own}
+        env = {**(LIMITS_RAISED if limits else {}), **extra, **own}
         if wait_tool:
             argv = ["-m", "benchmarks.serve", "--signal-port", str(self.signals.port)]
         else:

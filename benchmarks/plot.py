@@ -13,10 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.results import Results
-
-TARGETS = {100: 1.2, 1000: 4.0}
-"""wall / ideal targets by concurrency (the issue's)."""
-CPU_TARGET_MS = 1.0
+from benchmarks.targets import CALL_CPU_MS, RUNS_HIGH_X, RUNS_LOW_X
 
 
 class PlotUnavailable(Exception):
@@ -36,16 +33,7 @@ def draw(results: Results, path: Path) -> None:
     figure, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
     _series(left, sessions, [r.wall_ratio for r in runs], "loopwire", "o-")
     _series(left, sessions, [r.echo_wall_ratio for r in runs], "bare echo", "s--")
-    marked = [(n, t) for n, t in TARGETS.items() if n in sessions and not results.tiny]
-    if marked:
-        left.scatter(
-            [n for n, _ in marked],
-            [t for _, t in marked],
-            marker="x",
-            color="red",
-            label="target",
-            zorder=3,
-        )
+    _mark_targets(left, results, sessions)
     left.axhline(1.0, color="grey", linewidth=0.8)
     left.set_ylabel("wall time / ideal")
     steps = runs[0].steps if runs else 0
@@ -65,7 +53,7 @@ def draw(results: Results, path: Path) -> None:
         "s--",
     )
     right.axhline(
-        CPU_TARGET_MS, color="red", linewidth=0.8, linestyle=":", label="target"
+        CALL_CPU_MS, color="red", linewidth=0.8, linestyle=":", label="target"
     )
     right.set_ylabel("server CPU (ms)")
     right.set_title("server CPU per unit of work")
@@ -86,6 +74,22 @@ def draw(results: Results, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, dpi=100)
     plt.close(figure)
+
+
+def _mark_targets(axes: Any, results: Results, sessions: list[int]) -> None:
+    """The wall / ideal targets, at the concurrencies they are judged at."""
+    low, high = results.target_sessions
+    targets = {low: RUNS_LOW_X, high: RUNS_HIGH_X}
+    marked = [(n, t) for n, t in targets.items() if n in sessions and not results.tiny]
+    if marked:
+        axes.scatter(
+            [n for n, _ in marked],
+            [t for _, t in marked],
+            marker="x",
+            color="red",
+            label="target",
+            zorder=3,
+        )
 
 
 def _series(

@@ -123,6 +123,19 @@ class SessionMemory:
 
 
 @dataclass(frozen=True)
+class IdleMemory:
+    """VmRSS of a fresh loopwire that has done nothing yet (`idle_memory`)."""
+
+    starts: int
+    """Pairs of starts: one sample each of the two figures."""
+    fresh_mb: Summary
+    """The first start, on a new SQLite file (the migrations ran)."""
+    migrated_mb: Summary
+    """The second start on the same file (migrated already): what an
+    operator's restart gives; the target is judged on it."""
+
+
+@dataclass(frozen=True)
 class StopLatency:
     """Stop → `response_complete`, in ms, by the phase the run was in."""
 
@@ -156,6 +169,26 @@ class SourcesIndexing:
     """`search` (BM25, 5 passages), one sample per query."""
 
 
+@dataclass(frozen=True)
+class Profile:
+    """Where the server's CPU went over one measured round (`profile`)."""
+
+    what: str
+    """The round sampled: `act-shaped turns, 100 sessions`."""
+    rate: int
+    """Samples per second."""
+    samples: int
+    """Samples of threads on the CPU (idle ones are left out)."""
+    errors: int
+    """Samples py-spy could not take."""
+    buckets: tuple[tuple[str, float], ...]
+    """Each bucket and its share of the samples, the largest first."""
+    own_top: tuple[tuple[str, float], ...]
+    """loopwire's own functions with the most samples, and their shares."""
+    main_thread: float
+    """The event loop's thread's share of the samples."""
+
+
 @dataclass
 class Results:
     machine: Machine
@@ -173,10 +206,15 @@ class Results:
     frames: FrameRate | None = None
     token_pace: TokenPace | None = None
     memory: SessionMemory | None = None
+    idle: IdleMemory | None = None
     stop: StopLatency | None = None
     loop: AgentLoop | None = None
     sources: SourcesIndexing | None = None
     target_sessions: tuple[int, int] = (100, 1000)
+    profiles: dict[str, Profile] = field(default_factory=dict)
+    """By the measurement sampled: `turns`, `runs`."""
+    profile_note: str = ""
+    """Why a profile is missing, if one is."""
 
     def run_at(self, sessions: int) -> RunScale | None:
         return next((r for r in self.runs if r.sessions == sessions), None)

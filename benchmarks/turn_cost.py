@@ -6,7 +6,8 @@ and a second call whose answer is streamed (`answer_tokens` tokens); the
 fake LLM answers at once (0 ms), so the time is all the server's. N
 sessions run T turns each, one after another, all sessions at once; a
 round's figure is the server's CPU time over the round / (N x T). Every
-turn's frames and the fake's 2 x N x T requests are checked.
+turn's frames and the fake's 2 x N x T requests are checked. The first
+round is profiled (`benchmarks/profile.py`).
 
 `tracing` runs the same turns on two servers at once, one with traces off
 and one with traces on (`TRACED`), their rounds in turn (off, on, off, …),
@@ -56,9 +57,16 @@ class Turns:
     async def close(self) -> None:
         await close_all(self.sessions)
 
-    async def round(self) -> Reading:
-        """One round, metered; every frame and LLM call checked."""
-        async with Meter(self.harness, self.server.pid, what="turns round") as meter:
+    async def round(self, *, sampled: bool = False) -> Reading:
+        """One round, metered (and profiled if `sampled`); every frame and
+        LLM call checked."""
+        pid = self.server.pid
+        what = f"act-shaped turns, {self.count:,} sessions"
+        profiler = self.harness.profiler
+        async with (
+            profiler.sampling("turns", what, pid, when=sampled),
+            Meter(self.harness, pid, what="turns round") as meter,
+        ):
             await asyncio.gather(*(self._take(s, self.turns) for s in self.sessions))
         await reset_all(self.sessions)
         reading = meter.reading
@@ -88,7 +96,7 @@ async def measure(harness: Harness) -> TurnCost:
         try:
             await turns.open()
             for number in harness.rounds("turns"):
-                reading, done = await turns.round(), turns.done
+                reading, done = await turns.round(sampled=number == 1), turns.done
                 cpu_ms.append(reading.server_cpu_s / done * 1000)
                 fake_ms.append(reading.fake_cpu_s / done * 1000)
                 client_ms.append(reading.client_cpu_s / done * 1000)
