@@ -260,7 +260,6 @@ def _serve(args: argparse.Namespace, *, extra_tools: Sequence[AnyTool] = ()) -> 
     import logging
 
     from backend.app import create_app
-    from backend.cli import load_settings
     from backend.errors import ConfigError
     from backend.server import (
         Server,
@@ -269,6 +268,7 @@ def _serve(args: argparse.Namespace, *, extra_tools: Sequence[AnyTool] = ()) -> 
         redact_request_logs,
         uvicorn_config,
     )
+    from backend.settings_problems import load_settings
     from backend.telemetry.logs import configure_logging, say
 
     settings = load_settings()

@@ -34,8 +34,6 @@ from backend.files.shelf import FileShelf
 from backend.files.tools import file_tools
 from backend.identity.claims import ClaimMap
 from backend.identity.identities import Identities
-from backend.identity.jwks import Jwks
-from backend.identity.jwt_bearer import JwtVerifier
 from backend.identity.oidc import OidcProvider
 from backend.identity.signins import SignIns
 from backend.llm.base import LLMClient
@@ -218,6 +216,9 @@ def make_identities(settings: Settings, store: Store) -> Identities:
     signins = SignIns(store, users, ttl_s=settings.auth_cookie_ttl_s)
     identities = Identities(users, signins)
     if settings.jwt_enabled:
+        from backend.identity.jwks import Jwks  # PyJWT: only when JWTs are on
+        from backend.identity.jwt_bearer import JwtVerifier
+
         assert settings.jwt_issuer and settings.jwt_audience and settings.jwt_jwks_url
         identities.jwt = JwtVerifier(
             issuer=settings.jwt_issuer,

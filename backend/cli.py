@@ -23,10 +23,10 @@ import urllib.parse
 import urllib.request
 from typing import Any, TextIO
 
-from pydantic import ValidationError
-
 from backend.protocol import BudgetLimits
 from backend.settings import Settings
+from backend.settings_problems import load_settings
+from backend.settings_problems import settings_problem as settings_problem
 from loopwire.answers import Answers
 from loopwire.client import AgentClient
 from loopwire.errors import ClientError, ConnectionFailed, HandshakeRefused
@@ -38,29 +38,6 @@ Frame = dict[str, Any]
 
 
 # ------------------------------------------------------------ settings
-
-
-def settings_problem(exc: ValidationError) -> str:
-    """A settings error as one line naming each variable at fault."""
-    problems = []
-    for error in exc.errors(include_url=False):
-        message = error["msg"].removeprefix("Value error, ")
-        loc = [str(part) for part in error["loc"]]
-        if not loc:  # a check across settings: its message names them
-            problems.append(message)
-            continue
-        name = loc[0] if loc[0].isupper() else f"LOOPWIRE_{loc[0].upper()}"
-        problems.append(f"{name}={error['input']!r}: {message}")
-    return "invalid setting " + "; ".join(problems).replace("\n", " ")
-
-
-def load_settings() -> Settings:
-    """The `LOOPWIRE_*` settings; exits with one line (status 2) if one is bad."""
-    try:
-        return Settings()
-    except ValidationError as exc:
-        print(f"loopwire: {settings_problem(exc)}", file=sys.stderr)
-        raise SystemExit(ExitCode.USAGE) from None
 
 
 def server_url(settings: Settings, scheme: str, path: str = "") -> str:

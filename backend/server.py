@@ -11,6 +11,7 @@ uvicorn's own: stop now.
 from __future__ import annotations
 
 import asyncio
+import gc
 import ipaddress
 import logging
 from types import FrameType
@@ -43,6 +44,7 @@ class Server(uvicorn.Server):
         self._loop.call_soon_threadsafe(asked.set)
 
     async def main_loop(self) -> None:
+        freeze_startup_objects()
         self._loop = asyncio.get_running_loop()
         self._drain_asked = asyncio.Event()
         async with asyncio.TaskGroup() as tasks:
@@ -61,6 +63,16 @@ class Server(uvicorn.Server):
         except Exception:  # still stop: a failed drain must not keep it up
             log.exception("loopwire: the shutdown drain failed")
         self.should_exit = True
+
+
+def freeze_startup_objects() -> None:
+    """Once the server is ready: what start-up left behind collected, and
+    every object still alive (modules, classes, schemas, the app: some
+    120,000) moved out of the collector's sight. They live as long as the
+    process, and each full collection would otherwise walk them all again
+    (~150 ms on this machine, a pause every run on the loop would feel)."""
+    gc.collect()
+    gc.freeze()
 
 
 def exposure_problem(host: str, settings: Settings, users: Users) -> str | None:

@@ -49,7 +49,7 @@ def doctor_command(args: argparse.Namespace) -> int:
 def _target(args: argparse.Namespace) -> Target | None:
     """The endpoint to probe; None when neither the options nor the settings
     name one (loopwire then runs on the offline model)."""
-    from backend.cli import load_settings
+    from backend.settings_problems import load_settings
 
     settings = load_settings()
     named = (args.base_url, args.api_key, settings.llm_base_url, settings.llm_api_key)

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from backend.identity.jwt_bearer import JwtVerifier, looks_like_jwt
 from backend.identity.oidc import OidcProvider
 from backend.identity.signins import SignIns
 from backend.users import Identity, Users
+
+if TYPE_CHECKING:  # PyJWT (and cryptography): loaded only when JWTs are on
+    from backend.identity.jwt_bearer import JwtVerifier
 
 
 @dataclass
@@ -27,7 +30,7 @@ class Identities:
         user = self.users.by_token(value)
         if user is not None:
             return self.users.identity(user)
-        if self.jwt is not None and looks_like_jwt(value):
+        if self.jwt is not None:  # None for a value that is not a JWT
             return await self.jwt.identify(value)
         return None
 

@@ -10,8 +10,9 @@ the ID token (signature by the provider's published keys, issuer, audience
 = the client id, time, and the nonce) and reads the user and role from it.
 
 authlib (with joserfc and cryptography, ~200 modules) is imported when a
-sign-in first needs it, not when the server starts: a server without OIDC
-never loads it.
+sign-in first needs it, not when the server starts, and so are the HTTP
+client and the ID token's verifier (PyJWT): a server without OIDC never
+loads them.
 """
 
 from __future__ import annotations
@@ -21,15 +22,14 @@ import hmac
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
-
-import httpx2
+from typing import TYPE_CHECKING, Any
 
 from backend.errors import LoopwireError
 from backend.identity.claims import ClaimMap
-from backend.identity.jwks import Jwks
-from backend.identity.jwt_bearer import JwtVerifier
 from backend.users import Identity
+
+if TYPE_CHECKING:
+    from backend.identity.jwt_bearer import JwtVerifier
 
 DISCOVERY = "/.well-known/openid-configuration"
 METADATA_MAX_AGE_S = 3600.0
@@ -103,6 +103,7 @@ class OidcProvider:
 
     async def finish(self, code: str, pending: Pending, redirect_uri: str) -> Identity:
         """Trade the code for tokens and read the verified ID token."""
+        import httpx2
         from authlib.common.errors import AuthlibBaseError
 
         metadata, verifier = await self._discovered()
@@ -147,6 +148,9 @@ class OidcProvider:
     async def _discovered(self) -> tuple[Metadata, JwtVerifier]:
         """The provider's metadata (and the ID token verifier built on its
         keys), fetched when missing or older than `METADATA_MAX_AGE_S`."""
+        from backend.identity.jwks import Jwks
+        from backend.identity.jwt_bearer import JwtVerifier
+
         async with self._lock:
             held = self._metadata
             if held is None or self.clock() - held[0] >= METADATA_MAX_AGE_S:
@@ -161,6 +165,8 @@ class OidcProvider:
         return held[1], held[2]
 
     async def _discover(self) -> Metadata:
+        import httpx2
+
         url = self.issuer.rstrip("/") + DISCOVERY
         try:
             async with httpx2.AsyncClient(timeout=self.timeout_s) as client:

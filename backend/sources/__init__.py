@@ -26,11 +26,31 @@ the `search_documents` tool.
 | `tool.py`, `skill.py` | the tool, and what it teaches the offline model |
 """
 
-from backend.sources.data_sources import DataSources, open_sources
-from backend.sources.documents import DocumentRefused, Problem
-from backend.sources.index import SourceIndex, UnknownSource
-from backend.sources.ranking import Hit
-from backend.sources.refresh import RefreshReport
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from backend.sources.data_sources import DataSources, open_sources
+    from backend.sources.documents import DocumentRefused, Problem
+    from backend.sources.index import SourceIndex, UnknownSource
+    from backend.sources.ranking import Hit
+    from backend.sources.refresh import RefreshReport
+
+EXPORTS = {
+    "DataSources": "data_sources",
+    "open_sources": "data_sources",
+    "DocumentRefused": "documents",
+    "Problem": "documents",
+    "SourceIndex": "index",
+    "UnknownSource": "index",
+    "Hit": "ranking",
+    "RefreshReport": "refresh",
+}
+"""Each name this package offers, and its module: imported when the name is
+first asked for, so a server without data sources (which only needs
+`links` and `library`) never loads the index, the readers or SQLite FTS."""
 
 __all__ = [
     "DataSources",
@@ -42,3 +62,10 @@ __all__ = [
     "UnknownSource",
     "open_sources",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{module}"), name)

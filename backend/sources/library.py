@@ -16,16 +16,17 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from backend.aio import stop_if_cancelled
 from backend.errors import ToolError
 from backend.settings import Settings
-from backend.sources.data_sources import DataSources, open_sources
-from backend.sources.ranking import Hit
-from backend.sources.refresh import RefreshReport
-from backend.sources.tool import search_documents_tool
 from backend.tools.base import Tool
+
+if TYPE_CHECKING:  # the index and its readers: loaded once sources are named
+    from backend.sources.data_sources import DataSources
+    from backend.sources.ranking import Hit
+    from backend.sources.refresh import RefreshReport
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +46,8 @@ class Library:
         return self._names
 
     def tool(self) -> Tool[Any]:
+        from backend.sources.tool import search_documents_tool
+
         return search_documents_tool(
             self,
             finalize=self.settings.search_finalize,
@@ -71,6 +74,8 @@ class Library:
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[Library]:
         """Open the index and keep it fresh while the server runs."""
+        from backend.sources.data_sources import open_sources
+
         self.sources = await open_sources(self.settings)
         if self.sources is None:
             yield self

@@ -23,8 +23,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 from sqlalchemy.pool import StaticPool
 
 from backend.errors import ConfigError
-from backend.store import migrate
 from backend.store.base import StoreError
+from backend.store.revision import at_head
 from backend.store.sqlite_writer import SqliteWriter
 
 DRIVERS = {"sqlite": "sqlite+aiosqlite", "postgresql": "postgresql+asyncpg"}
@@ -178,16 +178,23 @@ class Database:
     async def upgrade(self) -> None:
         """Bring the schema up to date. On PostgreSQL, instances starting
         together take turns (a transaction-scoped advisory lock): the first
-        migrates, the others find nothing left to do."""
+        migrates, the others find nothing left to do. A database already at
+        the head revision is told by one query, without loading Alembic."""
         async with self.begin() as conn:
             if self.dialect == "postgresql":
                 await conn.execute(
                     text("SELECT pg_advisory_xact_lock(:key)"),
                     {"key": MIGRATION_LOCK},
                 )
+            if await conn.run_sync(at_head):
+                return
+            from backend.store import migrate  # Alembic: only to migrate
+
             await conn.run_sync(migrate.upgrade)
 
     async def revision(self) -> str | None:
+        from backend.store import migrate
+
         async with self.connect() as conn:
             return await conn.run_sync(migrate.current)
 

@@ -2,7 +2,9 @@
 
 `SqlStore.open` calls `upgrade` at start-up, so a database made by an older
 loopwire is brought up to date in place; `loopwire db upgrade` does the same
-from the command line, and `loopwire db current` tells the revision.
+from the command line, and `loopwire db current` tells the revision. A
+database already at the head is told without this module (`revision.py`):
+Alembic is imported only when there is something to migrate.
 """
 
 from __future__ import annotations
