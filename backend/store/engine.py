@@ -25,7 +25,7 @@ from sqlalchemy.pool import StaticPool
 from backend.errors import ConfigError
 from backend.store.base import StoreError
 from backend.store.revision import at_head
-from backend.store.sqlite_writer import SqliteWriter
+from backend.store.sqlite_thread import SqliteThread
 
 DRIVERS = {"sqlite": "sqlite+aiosqlite", "postgresql": "postgresql+asyncpg"}
 ALIASES = {"postgres": "postgresql"}
@@ -138,12 +138,16 @@ class Database:
         """SQLite has one writer at a time: writers queue here instead of in
         its busy handler. An in-memory database is one shared connection, so
         reads queue too."""
+        threads = sqlite_db and not self._one_connection
+        full = engine_url(url)
         self._writer = (
-            SqliteWriter(engine_url(url), _sqlite_pragmas)
-            if sqlite_db and not self._one_connection
-            else None
+            SqliteThread(full, _sqlite_pragmas, "writer") if threads else None
         )
         """A SQLite file's transactions of many statements, in one trip."""
+        self._reader = (
+            SqliteThread(full, _sqlite_pragmas, "reader") if threads else None
+        )
+        """A SQLite file's reads on the run path, in one trip."""
 
     @contextlib.asynccontextmanager
     async def begin(self) -> AsyncIterator[AsyncConnection]:
@@ -166,6 +170,19 @@ class Database:
             async with self._write_lock:
                 return await self._writer.transact(work, *args, **kwargs)
         async with self.begin() as conn:
+            return await conn.run_sync(work, *args, **kwargs)
+
+    async def read(
+        self,
+        work: Callable[Concatenate[Connection, P], T],
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> T:
+        """`work(connection, ...)`, synchronous, reading: on a SQLite file
+        in one trip to its reader's thread, elsewhere as `connect` does."""
+        if self._reader is not None:
+            return await self._reader.transact(work, *args, **kwargs)
+        async with self.connect() as conn:
             return await conn.run_sync(work, *args, **kwargs)
 
     @contextlib.asynccontextmanager
@@ -199,6 +216,7 @@ class Database:
             return await conn.run_sync(migrate.current)
 
     async def dispose(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
+        for thread in (self._writer, self._reader):
+            if thread is not None:
+                thread.close()
         await self.engine.dispose()

@@ -369,8 +369,10 @@ class SqlStore:
     async def run_instructions(
         self, user: str, conversation_id: str
     ) -> tuple[str, str]:
-        async with failing("cannot read instructions"), self._db.connect() as conn:
-            return await sql_user_settings.run_instructions(conn, user, conversation_id)
+        async with failing("cannot read instructions"):
+            return await self._db.read(
+                sql_user_settings.run_instructions, user, conversation_id
+            )
 
     # ------------------------------------------------------------ shares
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import delete, insert, select, update
+from sqlalchemy import Connection, bindparam, delete, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from backend.store.schema import conversations, user_settings
@@ -50,13 +50,20 @@ async def set_conversation_instructions(
     return True
 
 
-async def run_instructions(
-    conn: AsyncConnection, user: str, conversation_id: str
+_RUN_INSTRUCTIONS = select(
+    select(u.instructions).where(u.user_name == bindparam("user")).scalar_subquery(),
+    select(c.settings).where(c.id == bindparam("cid")).scalar_subquery(),
+)
+"""Built once: read at every run's start, its cache key is computed once."""
+
+
+def run_instructions(
+    conn: Connection, user: str, conversation_id: str
 ) -> tuple[str, str]:
-    """The user's and the conversation's, read in one statement."""
-    own = select(u.instructions).where(u.user_name == user).scalar_subquery()
-    here = select(c.settings).where(c.id == conversation_id).scalar_subquery()
-    row = (await conn.execute(select(own, here))).one()
+    """The user's and the conversation's, read in one statement (at every
+    run's start: synchronous, in one trip with `Database.read`)."""
+    params = {"user": user, "cid": conversation_id}
+    row = conn.execute(_RUN_INSTRUCTIONS, params).one()
     settings = row[1] or {}
     text = settings.get(KEY, "") if isinstance(settings, dict) else ""
     return row[0] or "", text if isinstance(text, str) else ""
