@@ -11,7 +11,8 @@ is spread over the frames).
 
 The echo: N sockets each ask for K + 1 frames of the size loopwire's token
 frames had, all at once; the same two figures. Every frame is JSON-decoded
-by the client in both cases.
+by the client in both cases. loopwire's first round is profiled
+(`benchmarks/profile.py`).
 """
 
 from __future__ import annotations
@@ -52,7 +53,12 @@ async def measure(harness: Harness) -> FrameRate:
                 check_stream(run.frames, tokens)  # warm-up
             await reset_all(sessions)
             for number in harness.rounds("frames"):
-                async with Meter(harness, server.pid, what="frames round") as meter:
+                async with (
+                    harness.profiler.sampling(
+                        "frames", "streamed frames", server.pid, when=number == 1
+                    ),
+                    Meter(harness, server.pid, what="frames round") as meter,
+                ):
                     runs = await run_all(sessions, chat)
                 await reset_all(sessions)
                 for run in runs:

@@ -180,8 +180,8 @@ def _frame_rows(results: Results) -> list[Row]:
     mine, echo = f.us(frames.cpu_us.median), f.us(frames.echo_cpu_us.median)
     cost_value = f"{f.pct(cost)} ({mine} vs {echo})"
     return [
-        Row(name_rate, rate_value, "—", target, rate >= FRAME_SHARE_PCT),
-        Row(name_cpu, cost_value, "—", target, cost >= FRAME_SHARE_PCT),
+        Row(name_rate, rate_value, "—", target, rate >= FRAME_SHARE_PCT, "frames"),
+        Row(name_cpu, cost_value, "—", target, cost >= FRAME_SHARE_PCT, "frames"),
     ]
 
 
@@ -195,7 +195,8 @@ def _pace_row(results: Results) -> Row:
     on, off = pace.batched.cpu_us_per_token, pace.unbatched.cpu_us_per_token
     share = 100 * on.median / off.median
     value = f"{f.us(on.median)} (off: {f.us(off.median)}; on is {f.pct(share)})"
-    return Row(name, value, f.us(on.p99), target, on.median <= TOKEN_CPU_US)
+    met = on.median <= TOKEN_CPU_US
+    return Row(name, value, f.us(on.p99), target, met, "pace")
 
 
 def _memory_row(results: Results) -> Row:

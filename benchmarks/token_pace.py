@@ -14,6 +14,7 @@ Every answer is checked (`check_stream`): its tokens joined are the answer,
 in 2 to K + 1 frames (exactly K + 1 with batching off), the first marked
 first and only the closing, empty one last; then `chat_response` and
 `response_complete`; and the fake LLM got one request per session.
+The first round with batching on is profiled (`benchmarks/profile.py`).
 """
 
 from __future__ import annotations
@@ -77,7 +78,12 @@ async def _paced(harness: Harness, env: Mapping[str, str]) -> PacedStream:
                 check_stream(run.frames, tokens, exact=exact)  # warm-up
             await reset_all(sessions)
             for number in harness.rounds(what):
-                async with Meter(harness, server.pid, what=f"{what} round") as meter:
+                async with (
+                    harness.profiler.sampling(
+                        "pace", what, server.pid, when=number == 1 and not exact
+                    ),
+                    Meter(harness, server.pid, what=f"{what} round") as meter,
+                ):
                     runs = await run_all(sessions, chat)
                 await reset_all(sessions)
                 counts = [check_stream(r.frames, tokens, exact=exact) for r in runs]
