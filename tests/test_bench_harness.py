@@ -143,7 +143,8 @@ NOT_PROFILED = (
 )
 BOUNDED = re.compile(
     r": bounded by: (\S.* \d+ % of the CPU sampled in|no samples in) "
-    r"(act-shaped turns, 3 sessions|agent runs, 4 sessions)"
+    r"(act-shaped turns, 3 sessions|agent runs, 4 sessions|streamed frames"
+    r"|pace, batching on \(20 ms\))"
 )
 
 
