@@ -139,11 +139,12 @@ class ModelCalls:
         state.drop_streamed()  # nothing left from an earlier stream
         final: Completion | None = None
         tokens = TokenBatcher(ctx.emit, self.config.token_batch_s)
+        keep = state.stream_sink()
         try:
             async for event in self.llm.stream(request):
                 if isinstance(event, TextDelta):
                     tokens.add(event.text)
-                    state.stream(event.text)
+                    keep(event.text)
                 else:
                     final = event
         except ReplyCutOff as exc:  # two calls made, and paid for
