@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any
-
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError, ValidationError
+from typing import TYPE_CHECKING, Any
 
 from backend.errors import InvalidAnswer
+from backend.schema_check import first_error, schema_fault
+
+if TYPE_CHECKING:
+    from jsonschema.exceptions import ValidationError
 
 log = logging.getLogger(__name__)
 
@@ -71,10 +72,9 @@ def checked(raw: object) -> dict[str, Any]:
         raise Unsupported(f"not JSON: {exc}") from exc
     if size > MAX_SCHEMA_BYTES:
         raise Unsupported(f"{size} bytes of JSON (at most {MAX_SCHEMA_BYTES})")
-    try:
-        Draft202012Validator.check_schema(raw)
-    except SchemaError as exc:
-        raise Unsupported(f"not a valid JSON Schema: {exc.message}") from exc
+    fault = schema_fault(raw)
+    if fault is not None:
+        raise Unsupported(f"not a valid JSON Schema: {fault}")
     if raw.get("type") == "object":
         _check_object(raw)
     else:
@@ -128,7 +128,7 @@ def check_answer(schema: dict[str, Any] | None, content: str) -> None:
     if schema is None:
         return
     value = answer_value(schema, content)
-    error = next(iter(Draft202012Validator(schema).iter_errors(value)), None)
+    error = first_error(schema, value)
     if error is not None:
         raise InvalidAnswer(_problem(error))
 

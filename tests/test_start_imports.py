@@ -4,7 +4,9 @@ A server started without MCP servers, OpenID Connect, JWT bearer tokens,
 data sources or traces imports none of their libraries (the MCP SDK,
 authlib, PyJWT with cryptography, the sources' index and readers, the
 OpenTelemetry SDK): their modules would only cost memory and start-up
-time. `serve` on the offline model and a database already at the head
+time. Nor does it load what only a request needs: AG-UI's models (the
+first AG-UI request imports them) and jsonschema (the first tool call or
+question with a form). `serve` on the offline model and a database already at the head
 revision imports no Alembic (nor Mako), no HTTP client, and no part of the
 command-line client (rich, markdown-it, pygments). Checked in fresh
 processes.
@@ -24,8 +26,6 @@ from starlette.testclient import TestClient
 from backend.app import create_app
 from tests.conftest import make_settings
 app = create_app(make_settings(allowed_hosts="testserver"))
-with TestClient(app) as client:
-    print(client.get("/api/info").json()["mcp"])
 unused = (
     "mcp",
     "mcp_types",
@@ -41,8 +41,17 @@ unused = (
     "opentelemetry.sdk",
     "opentelemetry.exporter",
     "backend.telemetry.otel",
+    "ag_ui",
+    "backend.transport.ag_ui_runs",
+    "jsonschema",
+    "referencing",
 )
-print(sorted({m for m in sys.modules if m.startswith(unused)}))
+with TestClient(app) as client:
+    print(client.get("/api/info").json()["mcp"])
+    print(sorted({m for m in sys.modules if m.startswith(unused)}))
+    refused = client.post("/api/ag-ui", json={"threadId": "t"})
+    print(refused.status_code, [f["field"] for f in refused.json()["fields"]])
+    print(sorted({m.split(".")[0] for m in sys.modules if m.startswith(unused)}))
 """
 SERVE = """
 import sys
@@ -82,8 +91,15 @@ def test_a_server_loads_no_library_its_configuration_does_not_use() -> None:
     """On the defaults, a server starts and answers with no MCP SDK,
     authlib, PyJWT, cryptography, sources' index or readers, OpenTelemetry
     SDK or exporter loaded (the MCP SDK would load the
-    OpenTelemetry API alone), and says it has no MCP servers."""
-    assert _run(PROGRAM)[-2:] == ["{}", "[]"]
+    OpenTelemetry API alone), no AG-UI models and no jsonschema, and says
+    it has no MCP servers. Its AG-UI route is there all the same: the first
+    request loads the models, which read the input (here, refuse it)."""
+    assert _run(PROGRAM)[-4:] == [
+        "{}",
+        "[]",
+        "400 ['runId', 'messages']",
+        "['ag_ui', 'backend']",
+    ]
 
 
 def test_serve_on_a_migrated_database_loads_no_alembic_nor_the_client(
