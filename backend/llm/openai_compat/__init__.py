@@ -5,8 +5,11 @@ noun:
 
 - `client.py`: `OpenAIClient`, the `LLMClient` — the SDK client, the calls,
   and the retry table;
+- `request_template.py`: `TemplatedOpenAI`, the SDK client building its
+  chat completions request once, each later one with its own body;
 - `wire.py`: our provider-neutral request as the chat completions payload,
   and a reply back as our types;
+- `fragments.py`: the JSON of each tool, encoded once;
 - `stream.py`: a streamed reply's chunks assembled (text, tool calls, usage);
 - `faults.py`: what each failure means — the user's message, and whether to
   retry;

@@ -2,8 +2,9 @@
 server — OpenAI itself, Ollama, vLLM, LM Studio, llama.cpp.
 
 It holds the `openai` SDK client (for its headers, its aiohttp transport and
-its exceptions; the reply is read raw, not through the SDK's models), makes
-the calls and retries them. The payloads are `wire`'s, streams are assembled
+its exceptions; each request built as the first was, `request_template`, and
+the reply read raw, not through the SDK's models), makes the calls and
+retries them. The payloads are `wire`'s, streams are assembled
 by `stream`, every reply is put through `backend/llm/replies` (thinking
 apart, tool calls written as text made real), and what a failure means is
 `faults`'s.
@@ -44,9 +45,8 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Collection, Mapping
 from dataclasses import replace
-from typing import Any
 
 import httpx2
 import openai
@@ -59,6 +59,7 @@ from backend.llm.openai_compat.profiles import (
     refused,
     wants_reasoning,
 )
+from backend.llm.openai_compat.request_template import TemplatedOpenAI
 from backend.llm.openai_compat.stream import StreamAssembler, chunks
 from backend.llm.replies.normaliser import ReplyStream, normalise
 from backend.llm.retries import Failure, Retrier, RetryPolicy, Sleep
@@ -116,7 +117,7 @@ class OpenAIClient:
             max_keepalive_connections=max_connections,
         )
         http_client = openai.DefaultAioHttpClient(limits=pool, timeout=timeout_s)
-        self._sdk = openai.AsyncOpenAI(
+        self._sdk = TemplatedOpenAI(
             api_key=self._api_key or PLACEHOLDER_API_KEY,
             base_url=base_url,
             timeout=timeout_s,
@@ -211,18 +212,18 @@ class OpenAIClient:
         is sent again at once without it (each time one parameter fewer, so
         this ends); any other failure is raised."""
         while True:
-            body = wire.payload(
+            body, fields = wire.body(
                 request, default_model=self._model, profile=self._profile, stream=stream
             )
             try:
-                return await self._post(wire.encode(body), stream=stream)
+                return await self._post(body, stream=stream)
             except _REFUSALS as exc:
-                if not self._learn(body, exc):
+                if not self._learn(fields, exc):
                     raise
 
-    def _learn(self, body: dict[str, Any], exc: openai.APIStatusError) -> bool:
-        """Drop what `exc` refuses of `body` from the profile; False if it
-        refuses nothing `body` carried."""
+    def _learn(self, fields: Collection[str], exc: openai.APIStatusError) -> bool:
+        """Drop what `exc` refuses of a body with `fields` from the profile;
+        False if it refuses nothing the body carried."""
         detail = redact(faults.status_detail(exc), self._api_key)
         if wants_reasoning(self._profile, detail):
             self._profile = replace(self._profile, reasoning_back=True)
@@ -235,7 +236,7 @@ class OpenAIClient:
             )
             return True
         param = exc.body.get("param") if isinstance(exc.body, dict) else None
-        dropped = refused(body, detail, param)
+        dropped = refused(fields, detail, param)
         for parameter in dropped:
             if parameter in self._refusals:
                 continue  # a call sent before it was dropped: already known
@@ -253,16 +254,11 @@ class OpenAIClient:
 
     async def _post(self, body: bytes, *, stream: bool) -> httpx2.Response:
         """POST a chat completions request through the SDK, which adds the
-        headers and turns a failed request into its exception; the reply comes
-        back as the raw HTTP response, read here without the SDK's models (with
+        headers (as it built them for the first: `request_template`) and
+        turns a failed request into its exception; the reply comes back as
+        the raw HTTP response, read here without the SDK's models (with
         `stream`, unread: the caller closes it)."""
-        return await self._sdk.post(
-            "/chat/completions",
-            cast_to=httpx2.Response,
-            content=body,
-            options={"headers": {"Content-Type": "application/json"}},
-            stream=stream,
-        )
+        return await self._sdk.post_chat_completions(body, stream=stream)
 
     def _new_call_id(self) -> str:
         """An id for a tool call the server sent without one (unique per client)."""

@@ -40,7 +40,7 @@ tools`.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -169,11 +169,12 @@ def wants_reasoning(profile: Profile, message: str) -> bool:
     return not profile.reasoning_back and bool(_WANTS_REASONING.search(message))
 
 
-def refused(body: Mapping[str, Any], message: str, param: object = None) -> list[str]:
-    """The parameters of `body` a server's refusal names — in its `message`,
-    or as its `param` field (OpenAI's errors carry one): those to drop."""
+def refused(fields: Collection[str], message: str, param: object = None) -> list[str]:
+    """The parameters among a body's `fields` a server's refusal names — in
+    its `message`, or as its `param` field (OpenAI's errors carry one):
+    those to drop."""
     return [
         parameter
         for parameter, named in _NAMED.items()
-        if parameter in body and (param == parameter or named.search(message))
+        if parameter in fields and (param == parameter or named.search(message))
     ]

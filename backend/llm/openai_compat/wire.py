@@ -1,11 +1,12 @@
 """The chat completions wire format: our requests out, the server's replies in.
 
 `payload` turns a provider-neutral `LLMRequest` into the request body (with
-the optional parameters its server's profile sends: `profiles`), which
-`encode` serialises once, compactly; `completion` reads a non-streamed reply
-into a `Completion`. Replies are read as plain JSON objects, not the SDK's
-models: a field that is missing or of the wrong type reads as empty, and a
-reply without a choice or a message is a `BadReply`.
+the optional parameters its server's profile sends: `profiles`); `body` is
+that body as the bytes sent, `encode(payload(...))` byte for byte, with
+each tool's JSON encoded once (`fragments`). `completion` reads a
+non-streamed reply into a `Completion`. Replies are read as plain JSON
+objects, not the SDK's models: a field that is missing or of the wrong type
+reads as empty, and a reply without a choice or a message is a `BadReply`.
 """
 
 from __future__ import annotations
@@ -16,11 +17,13 @@ from typing import Any
 
 from backend.llm.base import Completion, LLMRequest, Message, ToolCall, ToolSpec, Usage
 from backend.llm.openai_compat.faults import BadReply
+from backend.llm.openai_compat.fragments import Fragments
 from backend.llm.openai_compat.profiles import PROFILES, Profile
 from backend.llm.replies.normaliser import arguments_text
 from backend.llm.tokens import UNREPORTED
 
 __all__ = [
+    "body",
     "completion",
     "encode",
     "json_object",
@@ -43,52 +46,95 @@ def payload(
 ) -> dict[str, Any]:
     """The chat completions request body, carrying the optional parameters
     `profile` sends (a stream asks for its usage when the profile does)."""
-    body: dict[str, Any] = {
-        "model": request.model or default_model,
-        "messages": [_message_param(message) for message in request.messages],
-    }
-    if profile.reasoning_back:
-        _reasoning_back(request.messages, body["messages"])
-    body.update(_tool_params(request, profile))
-    if request.temperature is not None and profile.temperature:
-        body["temperature"] = request.temperature
-    if request.max_tokens is not None and profile.max_tokens:
-        body[profile.max_tokens_as] = request.max_tokens
-    if stream:
-        body["stream"] = True
-        if profile.stream_options:
-            body["stream_options"] = {"include_usage": True}
+    body = _head(request, default_model, profile)
+    if _offers_tools(request, profile):
+        body["tools"] = [_tool_param(spec) for spec in request.tools]
+    body.update(_options(request, profile, stream))
     return body
 
 
-def _reasoning_back(messages: Sequence[Message], params: list[dict[str, Any]]) -> None:
-    """The thinking behind this turn's tool calls (after the last user
-    message), as `reasoning_content` on their assistant messages."""
+def body(
+    request: LLMRequest,
+    *,
+    default_model: str,
+    profile: Profile = PROFILES["auto"],
+    stream: bool = False,
+) -> tuple[bytes, list[str]]:
+    """`encode(payload(...))` byte for byte, and the body's field names.
+
+    The tools' JSON is each tool's, encoded once (`_TOOLS`): every call of
+    a run offers the same tools, whose schemas were most of the encoding."""
+    head = _head(request, default_model, profile)
+    parts = [encode(head)[:-1]]
+    names = list(head)
+    if _offers_tools(request, profile):
+        tools = b",".join([_TOOLS(spec) for spec in request.tools])
+        parts += (b',"tools":[', tools, b"]")
+        names.append("tools")
+    options = _options(request, profile, stream)
+    if options:
+        parts += (b",", encode(options)[1:-1])
+        names += options
+    parts.append(b"}")
+    return b"".join(parts), names
+
+
+def _head(request: LLMRequest, default_model: str, profile: Profile) -> dict[str, Any]:
+    """The body's model and messages."""
+    messages = [_message_param(message) for message in request.messages]
+    if profile.reasoning_back:
+        for i in _thought_calls(request.messages):
+            messages[i]["reasoning_content"] = request.messages[i].reasoning or ""
+    return {"model": request.model or default_model, "messages": messages}
+
+
+def _thought_calls(messages: Sequence[Message]) -> list[int]:
+    """Where this turn's tool calls are (assistant messages with calls,
+    after the last user message): the thinking behind them goes back."""
     turn = max((i for i, m in enumerate(messages) if m.role == "user"), default=-1)
-    for message, param in zip(messages[turn + 1 :], params[turn + 1 :], strict=True):
-        if message.role == "assistant" and message.tool_calls:
-            param["reasoning_content"] = message.reasoning or ""
+    return [
+        i
+        for i in range(turn + 1, len(messages))
+        if messages[i].role == "assistant" and messages[i].tool_calls
+    ]
 
 
-def _tool_params(request: LLMRequest, profile: Profile) -> dict[str, Any]:
-    """The tools and how to choose among them; none without tools (there is
-    nothing to choose from), and none for `tool_choice: "none"` when the
-    server is not told so (it would call them all the same)."""
-    choice = request.tool_choice if profile.tool_choice else None
+def _offers_tools(request: LLMRequest, profile: Profile) -> bool:
+    """Whether the body carries the tools: none without tools, and none for
+    `tool_choice: "none"` when the server is not told so (it would call
+    them all the same)."""
     if not request.tools or not profile.tools:
-        return {}
-    if request.tool_choice == "none" and choice is None:
-        return {}
-    params: dict[str, Any] = {"tools": [_tool_param(spec) for spec in request.tools]}
-    if choice is not None:
-        params["tool_choice"] = choice
-    if profile.parallel_tool_calls is not None:
-        params["parallel_tool_calls"] = profile.parallel_tool_calls
-    return params
+        return False
+    return request.tool_choice != "none" or profile.tool_choice
 
 
-def encode(body: dict[str, Any]) -> bytes:
-    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+def _options(request: LLMRequest, profile: Profile, stream: bool) -> dict[str, Any]:
+    """The body's fields after the tools, in their order: how to choose
+    among the tools (when it carries them), and the optional parameters."""
+    options: dict[str, Any] = {}
+    if _offers_tools(request, profile):
+        if request.tool_choice is not None and profile.tool_choice:
+            options["tool_choice"] = request.tool_choice
+        if profile.parallel_tool_calls is not None:
+            options["parallel_tool_calls"] = profile.parallel_tool_calls
+    if request.temperature is not None and profile.temperature:
+        options["temperature"] = request.temperature
+    if request.max_tokens is not None and profile.max_tokens:
+        options[profile.max_tokens_as] = request.max_tokens
+    if stream:
+        options["stream"] = True
+        if profile.stream_options:
+            options["stream_options"] = {"include_usage": True}
+    return options
+
+
+_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+"""`json.dumps` with these options, made once rather than at every call."""
+
+
+def encode(body: object) -> bytes:
+    """`body` as compact JSON (UTF-8, no spaces)."""
+    return _JSON.encode(body).encode()
 
 
 def _message_param(message: Message) -> dict[str, Any]:
@@ -127,6 +173,10 @@ def _tool_param(spec: ToolSpec) -> dict[str, Any]:
             "parameters": spec.parameters,
         },
     }
+
+
+_TOOLS = Fragments[ToolSpec](lambda spec: encode(_tool_param(spec)), 1 << 20)
+"""Each tool's JSON (a process offers a few hundred tools at most)."""
 
 
 # -- replies -----------------------------------------------------------------
