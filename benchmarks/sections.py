@@ -269,9 +269,10 @@ def profile_section(results: Results) -> list[str]:
     rate = profiles[0].rate
     out += [
         f"py-spy sampled the server {rate} times a second, without pausing it, "
-        "for the first measured round of the act-shaped turns and of the agent "
-        "runs at the highest concurrency (that round's figures are in the "
-        "tables). Samples of idle threads are left out (py-spy's default): the "
+        "for the first measured round of the act-shaped turns, of the agent "
+        "runs at the highest concurrency, of the streamed frames and of the "
+        "tokens at a model's pace with batching on (that round's figures are in "
+        "the tables). Samples of idle threads are left out (py-spy's default): the "
         "shares are of the CPU the server's threads spent. A sample counts in "
         "the bucket of its innermost frame that a bucket names; frames of other "
         "libraries and the standard library count as their caller's, and a "

@@ -246,7 +246,9 @@ def bounded_by(results: Results, rows: list[Row]) -> list[str]:
     if None in unmet:
         lines.append(
             f"- {'; '.join(unmet[None])}: not profiled (the bench samples the "
-            "act-shaped turns and the agent runs at the highest concurrency)"
+            "act-shaped turns, the agent runs at the highest concurrency, the "
+            "streamed frames and the tokens at a model's pace; for the others "
+            "see the prose below the generated section)"
         )
     return lines
 

@@ -138,8 +138,9 @@ def test_a_tiny_run_measures_everything_and_keeps_the_prose(tmp_path: Path) -> N
 
 
 NOT_PROFILED = (
-    ": not profiled (the bench samples the act-shaped turns and the agent runs "
-    "at the highest concurrency)"
+    ": not profiled (the bench samples the act-shaped turns, the agent runs at "
+    "the highest concurrency, the streamed frames and the tokens at a model's "
+    "pace; for the others see the prose below the generated section)"
 )
 BOUNDED = re.compile(
     r": bounded by: (\S.* \d+ % of the CPU sampled in|no samples in) "
@@ -324,8 +325,7 @@ def test_what_bounds_each_target_not_met_comes_from_its_rounds_profile() -> None
         "`RunDriver._phase` (backend/agent/driver.py) 25.0 %)",
         "- server CPU per act-shaped turn: bounded by: no profile: its round "
         "was not sampled",
-        "- Stop, question: not profiled (the bench samples the act-shaped turns "
-        "and the agent runs at the highest concurrency)",
+        "- Stop, question" + NOT_PROFILED,
     ]
 
 
