@@ -63,7 +63,7 @@ class GroupCommit:
         self._waiting: list[_Writer] = []
         self._busy = False
         self.commits = 0
-        """Transactions tried (for tests and the bench)."""
+        """Transactions tried (what the tests count)."""
 
     async def write(self, batch: Batch) -> None:
         """Write `batch`, with whatever other batches wait for the same
