@@ -59,6 +59,53 @@ async def finished(coro: Coroutine[Any, Any, T]) -> T:
     return task.result()
 
 
+class Interrupt:
+    """Cancels, from elsewhere, the task inside its `with` block: the block
+    ends at once where it waits, and the cancellation ends there (`interrupted`
+    says so), as `asyncio.timeout` ends its own. Any other cancellation of the
+    task propagates. One per block; `interrupt` before the block cancels it at
+    its first wait.
+
+    No task of its own: the cheapest way for one event to cut work short.
+    """
+
+    __slots__ = ("_cancelling", "_issued", "_task", "interrupted")
+
+    def __init__(self) -> None:
+        self._task: asyncio.Task[Any] | None = None
+        self._cancelling = 0
+        self._issued = False
+        self.interrupted = False
+
+    def interrupt(self) -> None:
+        if self.interrupted:
+            return
+        self.interrupted = True
+        if self._task is not None:
+            self._issued = True
+            self._task.cancel()
+
+    def __enter__(self) -> Interrupt:
+        task = asyncio.current_task()
+        if task is None or self._task is not None:
+            raise RuntimeError("Interrupt entered outside a task, or twice")
+        self._task, self._cancelling = task, task.cancelling()
+        if self.interrupted:
+            self._issued = True
+            task.cancel()
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: object, trace: object
+    ) -> bool:
+        task, self._task = self._task, None
+        if not self._issued or task is None:
+            return False
+        self._issued = False
+        mine = task.uncancel() <= self._cancelling
+        return mine and kind is asyncio.CancelledError
+
+
 def stop_if_cancelled() -> None:
     """Raise `CancelledError` if the current task has been asked to stop.
 

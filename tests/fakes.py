@@ -9,8 +9,10 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
 from pydantic import BaseModel, Field
 
+from backend.agent.run_control import RunControl
 from backend.errors import ToolError
 from backend.llm.base import (
     Completion,
@@ -20,6 +22,7 @@ from backend.llm.base import (
     ToolCall,
     Usage,
 )
+from backend.protocol import StopMode
 from backend.tools.base import Tool, ToolContext, ToolEffect, ToolRegistry
 
 
@@ -317,3 +320,17 @@ def approval_registry(saver: Saver | None = None) -> ToolRegistry:
 
 
 approval_registry.__test__ = False  # type: ignore[attr-defined]
+
+
+def stops_taken(monkeypatch: pytest.MonkeyPatch) -> asyncio.Event:
+    """Set when a run takes a stop (`RunControl.stop`, any run): what a test
+    waits on to know the server acted on its control frame."""
+    taken = asyncio.Event()
+    stop = RunControl.stop
+
+    def stop_and_tell(control: RunControl, mode: StopMode) -> None:
+        stop(control, mode)
+        taken.set()
+
+    monkeypatch.setattr(RunControl, "stop", stop_and_tell)
+    return taken

@@ -14,7 +14,8 @@ from typing import Any
 
 from backend.app import StrategyFactory, make_service
 from backend.chat.service import ChatService
-from backend.chat.session import Session, Subscription
+from backend.chat.session import Session
+from backend.chat.subscription import Subscription
 from backend.llm.base import LLMClient
 from backend.prompts import PromptProvider
 from backend.store.sql import SqlStore

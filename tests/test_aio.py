@@ -4,10 +4,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 import pytest
 
-from backend.aio import cancel_all, finished, stop_if_cancelled
+from backend.aio import Interrupt, cancel_all, finished, stop_if_cancelled
 
 
 class LibraryError(Exception):
@@ -119,3 +120,86 @@ async def test_finished_work_outlives_its_callers_cancellation() -> None:
     with pytest.raises(ValueError, match="no"):
         await finished(broken())
     assert await finished(work()) == "done"
+
+
+async def interruptible(interrupt: Interrupt, entered: asyncio.Event) -> str:
+    """Waits forever inside `interrupt`'s block; says how the block ended."""
+    with interrupt:
+        entered.set()
+        await asyncio.Event().wait()
+    return "interrupted" if interrupt.interrupted else "ended"
+
+
+async def test_an_interrupt_ends_its_block_where_it_waits() -> None:
+    """`interrupt` cuts the block at its wait; the task goes on after it, no
+    longer cancelled."""
+    interrupt, entered = Interrupt(), asyncio.Event()
+    task = asyncio.ensure_future(interruptible(interrupt, entered))
+    await entered.wait()
+    interrupt.interrupt()
+    assert await task == "interrupted"
+    assert task.cancelling() == 0
+
+
+async def test_an_interrupt_before_the_block_cuts_it_at_its_first_wait() -> None:
+    """Interrupted before it is entered, the block ends at its first wait."""
+    interrupt, entered = Interrupt(), asyncio.Event()
+    interrupt.interrupt()
+    assert await interruptible(interrupt, entered) == "interrupted"
+    assert entered.is_set()
+
+
+async def test_another_cancellation_of_an_interrupted_task_still_propagates() -> None:
+    """The task cancelled by someone else as well: that cancellation is raised."""
+    interrupt, entered = Interrupt(), asyncio.Event()
+    task = asyncio.ensure_future(interruptible(interrupt, entered))
+    await entered.wait()
+    interrupt.interrupt()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+
+async def test_a_cancellation_not_the_interrupts_propagates() -> None:
+    """A task cancelled while in the block, not interrupted, is cancelled."""
+    interrupt, entered = Interrupt(), asyncio.Event()
+    task = asyncio.ensure_future(interruptible(interrupt, entered))
+    await entered.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert not interrupt.interrupted
+
+
+async def test_an_interrupt_after_the_block_cancels_nothing() -> None:
+    """Once the block has ended, an interrupt only marks it: the task goes on."""
+    interrupt = Interrupt()
+    with interrupt:
+        await asyncio.sleep(0)
+    interrupt.interrupt()
+    await asyncio.sleep(0)
+    current = asyncio.current_task()
+    assert current is not None and current.cancelling() == 0
+    assert interrupt.interrupted
+
+
+async def test_an_interrupt_the_block_swallowed_still_leaves_the_task_uncancelled() -> (
+    None
+):
+    """Work in the block that swallows the cancellation and returns: the
+    block ends normally, marked interrupted, and the task is not cancelled."""
+    interrupt, entered = Interrupt(), asyncio.Event()
+
+    async def swallowing() -> bool:
+        with interrupt:
+            entered.set()
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.Event().wait()
+        await asyncio.sleep(0)  # not cancelled here
+        return interrupt.interrupted
+
+    task = asyncio.ensure_future(swallowing())
+    await entered.wait()
+    interrupt.interrupt()
+    assert await task is True
+    assert task.cancelling() == 0

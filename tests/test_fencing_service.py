@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from backend.chat.session import CLOSING
 from backend.chat.sessions import UNSAVABLE
+from backend.chat.subscription import CLOSING
 from backend.store.base import StoreError
 from backend.store.sql import SqlStore
 from tests.service_harness import ServiceClient

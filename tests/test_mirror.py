@@ -13,7 +13,7 @@ import json
 from backend.bus.base import Reply
 from backend.bus.messages import Attached, CommandBody
 from backend.chat.mirror import Mirror
-from backend.chat.session import Subscription
+from backend.chat.subscription import Subscription
 from backend.notifications import head_of, stamp
 from backend.protocol import AgentStart, ResponseComplete, ToolComplete
 
@@ -34,10 +34,8 @@ class Unlinked:
 
 
 def drained(subscription: Subscription) -> list[int]:
-    seqs = []
-    while not subscription.queue.empty():
-        seqs.append(json.loads(subscription.queue.get_nowait())["seq"])
-    return seqs
+    """The seqs of the frames queued for `subscription`, taken."""
+    return [json.loads(text)["seq"] for text in subscription.take_all()]
 
 
 def attached(frames: range, last_seq: int, run_id: str | None = "r1") -> Mirror:
@@ -105,7 +103,7 @@ def test_a_notice_reaches_the_clients_but_is_not_replayed() -> None:
     mirror = attached(range(1, 3), 2)
     client = mirror.outbox.subscribe(2)
     mirror.notice("cannot reach the owner", "unavailable")
-    notice = json.loads(client.queue.get_nowait())
+    [notice] = [json.loads(text) for text in client.take_all()]
     assert (notice["seq"], notice["error_type"]) == (0, "unavailable")
     later = mirror.outbox.subscribe(0)
     assert drained(later) == [1, 2]

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from backend.chat.session import OVERFLOW, Outbox, Session, Subscription
+from backend.chat.session import Outbox, Session
+from backend.chat.subscription import OVERFLOW, Subscription
 from backend.errors import InvalidMessage
 from backend.notifications import Notifications, stamp
 from backend.protocol import ChatResponse, ClientMessage, ResponseComplete
@@ -31,14 +32,6 @@ class NoMessages:
         raise InvalidMessage("no messages in this test")
 
 
-def drain(queue_owner: object) -> list[str]:
-    queue = queue_owner.queue  # type: ignore[attr-defined]
-    items = []
-    while not queue.empty():
-        items.append(queue.get_nowait())
-    return items
-
-
 def test_replay_after_a_seq_then_live_frames() -> None:
     """A subscriber after seq 1 gets frames 2 and 3 replayed, then live frame 4."""
     outbox = Outbox(max_bytes=100 * SIZE)
@@ -46,7 +39,7 @@ def test_replay_after_a_seq_then_live_frames() -> None:
         outbox.deliver(frame(seq))
     subscription = outbox.subscribe(after_seq=1)
     outbox.deliver(frame(4))
-    replayed = [json.loads(text)["seq"] for text in drain(subscription)]
+    replayed = [json.loads(text)["seq"] for text in subscription.take_all()]
     assert replayed == [2, 3, 4]
     assert outbox.oldest_seq == 1
 
@@ -58,7 +51,7 @@ def test_log_is_bounded_by_bytes_and_oldest_seq_says_what_is_left() -> None:
         outbox.deliver(frame(seq))
     assert outbox.oldest_seq == 1050
     assert outbox.held_bytes == 100 * SIZE
-    replayed = [json.loads(t)["seq"] for t in drain(outbox.subscribe(after_seq=0))]
+    replayed = [json.loads(t)["seq"] for t in outbox.subscribe(after_seq=0).take_all()]
     assert replayed == list(range(1050, 1150))
 
 
@@ -76,7 +69,7 @@ def test_one_huge_frame_is_kept_alone_rather_than_not_at_all() -> None:
 
 async def read_all(subscription: Subscription) -> None:
     """Read every queued frame the way the socket writer does."""
-    while not subscription.queue.empty():
+    while subscription.pending():
         await subscription.next_frame()
 
 
@@ -89,7 +82,7 @@ async def test_a_client_that_does_not_read_is_cut_off_not_buffered_forever() -> 
         outbox.deliver(frame(seq))
         if seq % 10 == 0:
             await read_all(fast)
-    assert slow.overflowed and drain(slow) == [OVERFLOW]
+    assert slow.overflowed and slow.take_all() == [OVERFLOW]
     assert slow.queued_bytes == 0
     assert not fast.overflowed
 

@@ -17,6 +17,7 @@ from tests.fakes import (
     calls,
     observe,
     reason,
+    stops_taken,
     test_registry,
 )
 from tests.ws_client import Frame, labels
@@ -337,9 +338,10 @@ async def test_stop_during_a_slow_tool_reports_it_cancelled(
 
 
 async def test_stop_after_step_finishes_the_current_tool(
-    start_server: StartServer,
+    start_server: StartServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """`stop_after_step` lets the running tool finish and ends before the next call."""
+    taken = stops_taken(monkeypatch)
     slow = SlowTool()
     llm = ScriptedLLM(reason(), calls(("slow", {"label": "x"})))
     harness = await start_server(llm, test_registry(slow))
@@ -348,9 +350,8 @@ async def test_stop_after_step_finishes_the_current_tool(
     await client.until_label("tool_start:slow")
     await slow.started.wait()
 
-    run = next(iter(harness.service.sessions.values())).run
     await client.send(type="agent_control", action="stop_after_step")
-    await run.control.stop_after_step.wait()  # the server took the control frame
+    await taken.wait()  # the server took the control frame
     slow.release.set()
     frames = await client.run()
 

@@ -3,8 +3,8 @@
 It is the only code that waits. Each turn of its loop either waits for the
 user (a pending question or approval, racing the graceful stop and the
 deadline) or runs one phase; after every phase it records the phase in the
-trace, applies the decision to the state and checkpoints it. The whole run is
-raced against the immediate stop, which cancels whatever is in flight; every
+trace, applies the decision to the state and checkpoints it. An immediate
+stop cancels whatever the run has in flight (`RunControl.stop_now`); every
 ending then goes through `_end`, which closes the calls the ending cut off
 and keeps any text already streamed.
 
@@ -114,9 +114,9 @@ class RunDriver:
 
     async def run(self) -> AgentResult:
         """Drive the run to its end; an immediate stop cuts it short."""
-        won = await race(self._drive(), self.control.stop_now.wait())
-        if won is not None and won[0] == 0:
-            result: AgentResult = won[1]
+        with self.control.stop_now as stop:
+            result = await self._drive()
+        if not stop.interrupted:
             return result
         return self._end(Ending(answer=None, reason="stopped", stop_mode="immediate"))
 
@@ -160,9 +160,9 @@ class RunDriver:
             if isinstance(outcome, StopRequested):
                 return Stopped("after_step")
             state.resolution = outcome
-        elif control.stop_after_step.is_set() and self._stoppable:
+        elif control.stop_after_step and self._stoppable:
             return Stopped("after_step")
-        elif control.suspend.is_set() and self._stoppable:
+        elif control.suspend and self._stoppable:
             raise RunSuspended(state.run_id)
         return await self._phase()
 
@@ -301,7 +301,7 @@ class RunDriver:
 
     def _ending_anyway(self) -> bool:
         """A stop is on its way, or the time is up."""
-        return self.control.stop_after_step.is_set() or self._time.spent
+        return self.control.stop_after_step or self._time.spent
 
     async def _wait(self) -> WaitOutcome | Suspended:
         state, control = self.ctx.state, self.control

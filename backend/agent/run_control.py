@@ -9,8 +9,8 @@ ends a wait for an approval at once, but not one for an answer already
 asked: the answer finishes the step, and the run stops after it. A paused run waits
 on one future that those levers resolve and one timer, with no helper tasks:
 a session paused on a question costs little more than its state. An
-immediate stop is not a wait outcome: the driver races the whole run
-against `stop_now`, which cancels whatever is in flight.
+immediate stop is not a wait outcome: `stop_now` cancels whatever the
+driver's run has in flight.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from backend.agent.state import (
     TimedOut,
     WaitOutcome,
 )
+from backend.aio import Interrupt
 from backend.errors import NoPendingApproval
 from backend.protocol import AnswerAction, StopMode
 
@@ -61,11 +62,12 @@ class Interjection:
     content: str
 
 
-@dataclass
+@dataclass(slots=True)
 class RunControl:
-    stop_now: asyncio.Event = field(default_factory=asyncio.Event)
-    stop_after_step: asyncio.Event = field(default_factory=asyncio.Event)
-    suspend: asyncio.Event = field(default_factory=asyncio.Event)
+    stop_now: Interrupt = field(default_factory=Interrupt)
+    """An immediate stop: cancels the driver's run where it waits (`driver.py`)."""
+    stop_after_step: bool = False
+    suspend: bool = False
     """The server is shutting down: park the run at its next phase boundary
     or wait (its checkpoint continues it after the restart)."""
     approvals: dict[str, asyncio.Future[Approved | Declined]] = field(
@@ -86,11 +88,11 @@ class RunControl:
     def stop(self, mode: StopMode) -> None:
         if self.stop_requested_at is None:
             self.stop_requested_at = time.perf_counter()
-        self.stop_after_step.set()
+        self.stop_after_step = True
         if mode == "immediate":
-            # the driver's race cancels the run where it waits: waking the
-            # wait would let it run on (to its ending's writes) meanwhile
-            self.stop_now.set()
+            # cancels the run where it waits: waking the wait would let it
+            # run on (to its ending's writes) meanwhile
+            self.stop_now.interrupt()
         elif self._waiting_for != _ANSWER:
             # an approval is withdrawn (no call runs after a stop), but a
             # question shown is part of the step: its answer ends the step
@@ -98,7 +100,7 @@ class RunControl:
 
     def park(self) -> None:
         """Park the run at its next phase boundary, or now if it waits."""
-        self.suspend.set()
+        self.suspend = True
         self._wake(SUSPENDED)
 
     # ------------------------------------------------------------ answers
@@ -178,9 +180,9 @@ class RunControl:
     ) -> WaitOutcome | Suspended | None:
         """How a wait ends before it starts: parked, stopped (`stopping`: a
         graceful stop ends it) or past its deadline."""
-        if self.suspend.is_set():
+        if self.suspend:
             return SUSPENDED
-        if stopping and self.stop_after_step.is_set():
+        if stopping and self.stop_after_step:
             return StopRequested()
         if limit_s <= 0:
             return TimedOut()

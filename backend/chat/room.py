@@ -40,7 +40,7 @@ def unattended(session: Session) -> bool:
         run is not None
         and run.task is not None
         and run.state.waiting
-        and not run.control.suspend.is_set()
+        and not run.control.suspend
         and session.outbox.subscriber_count == 0
         and not session.watchers
     )

@@ -1,7 +1,8 @@
 """Sessions: a conversation in memory, its outbox of frames, and its run.
 
 `Outbox` keeps the newest frames, up to a number of bytes, for replay by
-`seq`, and fans each frame's text out to every connected client's queue. A
+`seq`, and fans each frame's text out to every connected client's queue
+(`chat/subscription.py`). A
 client that disconnects only unsubscribes; the session and its run carry on,
 and a reconnect with the last seen `seq` gets every frame it missed, in
 order, without duplicates. The session's `Journal` takes the same frames to
@@ -26,6 +27,7 @@ from backend.agent.state import Approved, RunState
 from backend.chat.inbox import Inbox
 from backend.chat.journal import Journal
 from backend.chat.outcome import run_outcome
+from backend.chat.subscription import SERVICE_RESTART, Subscription
 from backend.errors import (
     BudgetExhausted,
     Moved,
@@ -45,62 +47,6 @@ from backend.protocol import (
 )
 from backend.protocol.client import named_in
 from backend.transcript import Frame
-
-OVERFLOW = ""
-"""Queued instead of a frame when a client fell too far behind."""
-CLOSING = "\x00closing"
-"""Queued to close the socket after the frames before it (`Subscription.closing`
-says with what code and reason)."""
-SERVICE_RESTART = 1012
-
-
-class Subscription:
-    """One client's view of a session's frames (JSON text, in seq order).
-
-    Its bound counts characters, close enough to bytes for frames that are
-    mostly ASCII JSON, and cheaper than encoding each frame again.
-    """
-
-    def __init__(self, limit_bytes: int) -> None:
-        self.queue: asyncio.Queue[str] = asyncio.Queue()
-        self.limit_bytes = limit_bytes
-        self.queued_bytes = 0
-        self.overflowed = False
-        self.closing: tuple[int, str] = (SERVICE_RESTART, "")
-
-    def push(self, text: str) -> None:
-        """Queue a frame; past `limit_bytes` unsent, give up on this client.
-
-        A client that does not read must not make the server hold unbounded
-        memory: its queue is dropped and the writer closes the socket. The
-        client reconnects with its last `seq` and the replay log fills the gap.
-        """
-        if self.overflowed:
-            return
-        size = len(text)
-        if self.queued_bytes + size > self.limit_bytes and not self.queue.empty():
-            self.overflowed = True
-            while not self.queue.empty():
-                self.queue.get_nowait()
-            self.queued_bytes = 0
-            text, size = OVERFLOW, 0
-        self.queued_bytes += size
-        self.queue.put_nowait(text)
-
-    def close(self, code: int = SERVICE_RESTART, reason: str = "") -> None:
-        """Tell the writer to close the socket after the frames queued so far."""
-        self.closing = (code, reason)
-        self.queue.put_nowait(CLOSING)
-
-    def pending(self) -> bool:
-        """Whether something is queued: `next_frame` would not wait."""
-        return not self.queue.empty()
-
-    async def next_frame(self) -> str:
-        """The next frame's text, `OVERFLOW` or `CLOSING`."""
-        text = await self.queue.get()
-        self.queued_bytes -= len(text) if text not in (OVERFLOW, CLOSING) else 0
-        return text
 
 
 class Outbox:
@@ -146,8 +92,7 @@ class Outbox:
         if after_seq is not None:
             for seq, text, _size in self._log:
                 if seq > after_seq:
-                    subscription.queue.put_nowait(text)
-                    subscription.queued_bytes += len(text)
+                    subscription.replay(text)
         self._subscribers.append(subscription)
         return subscription
 

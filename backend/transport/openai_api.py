@@ -34,7 +34,7 @@ from starlette.routing import Route
 
 from backend.aio import race
 from backend.chat.service import ChatService
-from backend.chat.session import CLOSING, OVERFLOW, Subscription
+from backend.chat.subscription import CLOSING, OVERFLOW, Subscription
 from backend.chat.target import Target
 from backend.errors import NoSuchConversation, ProtocolError
 from backend.protocol import (

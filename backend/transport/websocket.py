@@ -27,7 +27,7 @@ from backend.aio import race
 from backend.bounded_json import load_json
 from backend.chat.dispatcher import RESTARTING
 from backend.chat.service import ChatService
-from backend.chat.session import CLOSING, OVERFLOW, Subscription
+from backend.chat.subscription import CLOSING, OVERFLOW, Subscription
 from backend.chat.target import Target
 from backend.errors import Busy, InvalidMessage, Unavailable, incident
 from backend.identity.identities import Identities
@@ -201,8 +201,9 @@ async def _serve(
     async with asyncio.TaskGroup() as tasks:
         metrics = service.telemetry.metrics
         writer = tasks.create_task(_write(websocket, subscription, metrics))
-        done = asyncio.Event()
+        done: asyncio.Event | None = None  # only a signed-in client's watch needs it
         if signed_in is not None:
+            done = asyncio.Event()
             tasks.create_task(signed_in.until_signed_out(subscription, done))
         try:
             closing = await _read(websocket, service, session, quota)
@@ -213,7 +214,8 @@ async def _serve(
                         await asyncio.shield(writer)
         finally:
             writer.cancel()
-            done.set()
+            if done is not None:
+                done.set()
 
 
 async def _write(

@@ -18,6 +18,7 @@ from tests.fakes import (
     calls,
     observe,
     reason,
+    stops_taken,
     test_registry,
 )
 
@@ -421,9 +422,10 @@ async def test_a_plan_shows_before_the_steps_that_carry_it_out(
 
 
 async def test_stop_after_this_step_lets_the_tool_finish(
-    start_server: StartServer, open_app: OpenApp
+    start_server: StartServer, open_app: OpenApp, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """“Stop after this step” lets the running tool finish, then stops the run."""
+    taken = stops_taken(monkeypatch)
     slow = SlowTool()
     llm = ScriptedLLM(reason(), calls(("slow", {"label": "x"})))
     harness = await start_server(llm, test_registry(slow))
@@ -434,8 +436,7 @@ async def test_stop_after_this_step_lets_the_tool_finish(
     await stop_after.click()
     await expect(stop_after).to_be_hidden()
     await expect(app.loc(".busy-step")).to_have_text("Step 1 / 10 · stopping after it")
-    run = next(iter(harness.service.sessions.values())).run
-    await run.control.stop_after_step.wait()  # the server took it
+    await taken.wait()  # the server took the control frame
     slow.release.set()
     await app.wait_idle()
 
