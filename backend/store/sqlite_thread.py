@@ -49,6 +49,10 @@ class SqliteThread:
             connect_args={"timeout": 30, "check_same_thread": False},
         )
         event.listen(self._engine, "connect", on_connect)
+        self._conn: Connection | None = None
+        """Opened by the thread at its first transaction, and kept (checking
+        a connection out of a pool and back each time cost more than most
+        statements)."""
         self._thread = ThreadPoolExecutor(
             max_workers=1, thread_name_prefix=f"loopwire-sqlite-{name}"
         )
@@ -73,10 +77,15 @@ class SqliteThread:
         *args: P.args,
         **kwargs: P.kwargs,
     ) -> T:
-        with self._engine.begin() as conn:
+        conn = self._conn
+        if conn is None or conn.closed:
+            conn = self._conn = self._engine.connect()
+        with conn.begin():
             return work(conn, *args, **kwargs)
 
     def close(self) -> None:
         """Finish what was handed over, then close the connection."""
         self._thread.shutdown(wait=True)
+        if self._conn is not None:
+            self._conn.close()
         self._engine.dispose()

@@ -28,7 +28,8 @@ from sqlalchemy import (
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from backend.store.base import Batch, EffectKey, Fenced, SetAside
-from backend.store.rows import frame_row, message_row, rowcount, run_row
+from backend.store.cursor_plans import CursorPlans
+from backend.store.rows import frame_row, message_row, run_row
 from backend.store.schema import (
     branches,
     conversations,
@@ -68,6 +69,8 @@ class Statements:
     def __init__(self, dialect_name: str) -> None:
         # the other database's dialect is not imported (2.4 MB for PostgreSQL's)
         dialect = importlib.import_module(f"sqlalchemy.dialects.{dialect_name}")
+        self.plans = CursorPlans()
+        """How a flush runs them on SQLite's cursor (`cursor_plans.py`)."""
         self._ownership()
         self.create = dialect.insert(conversations).on_conflict_do_nothing(
             index_elements=["id"]
@@ -344,12 +347,11 @@ def write(conn: Connection, statements: Statements, batches: Sequence[Batch]) ->
             continue
         rows = [row for b in batches for row in kind.rows(b)]
         if rows:
-            conn.execute(kind.statement(statements), rows)
+            statements.plans.execute(conn, kind.statement(statements), rows)
     if not several and _touches(batches[0]) and not batches[0].unfenced:
         batch = batches[0]
         touch = {**_touch(batch), "held": batch.epoch}
-        fenced = conn.execute(statements.touch_fenced, touch)
-        if rowcount(fenced) != 1:
+        if statements.plans.execute(conn, statements.touch_fenced, [touch]) != 1:
             raise Fenced([batch.conversation_id])
         return
     owned = [(b.conversation_id, b.epoch) for b in batches if not b.unfenced]
@@ -366,8 +368,8 @@ def fence(
     so the lock is held for no more than the COMMIT."""
     if len(owned) == 1:
         ((cid, epoch),) = owned
-        one = conn.execute(statements.fence_one, {"cid": cid, "held": epoch})
-        if rowcount(one) != 1:
+        one = [{"cid": cid, "held": epoch}]
+        if statements.plans.execute(conn, statements.fence_one, one) != 1:
             raise Fenced([cid])
         return
     result = conn.execute(statements.fence, {"owned": owned})
