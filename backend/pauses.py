@@ -19,6 +19,8 @@ from collections.abc import Coroutine, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
+from backend.aio import Interrupt
+
 T = TypeVar("T")
 
 
@@ -101,13 +103,59 @@ async def within(
 ) -> tuple[T] | None:
     """`coro`'s result (in a 1-tuple) if it ends within `limit_s` seconds
     outside pauses; None (it is cancelled) if not. Its exception propagates;
-    a cancelled caller cancels it too."""
-    task = asyncio.ensure_future(coro)
-    try:
-        if await wait_unpaused(task, limit_s, pauses):
-            return (task.result(),)
-        return None
-    finally:
-        if not task.done():
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
+    a cancelled caller cancels it too.
+
+    It runs in the caller's task, as `asyncio.timeout` runs its block: a
+    timer (`Deadline`) cuts it where it waits. No task of its own, no
+    `asyncio.wait`: an agent run's every phase goes through here."""
+    interrupt = Interrupt()
+    deadline = Deadline(interrupt, limit_s, pauses)
+    with interrupt:
+        try:
+            result = await coro
+        finally:
+            deadline.cancel()
+    return None if interrupt.interrupted else (result,)
+
+
+class Deadline:
+    """Interrupts `interrupt` once `limit_s` seconds outside `pauses` have
+    passed (never if `limit_s` is None). Looked at only when the time is
+    up: a pause then moves the deadline on by what it took, and one still
+    open holds it until it ends."""
+
+    __slots__ = ("_before", "_began", "_handle", "_interrupt", "_limit_s", "_pauses")
+
+    def __init__(
+        self, interrupt: Interrupt, limit_s: float | None, pauses: Pauses | None
+    ) -> None:
+        self._interrupt, self._limit_s, self._pauses = interrupt, limit_s, pauses
+        loop = asyncio.get_running_loop()
+        self._began = loop.time()
+        self._before = pauses.total_s() if pauses is not None else 0.0
+        self._handle: asyncio.TimerHandle | None = None
+        if limit_s is not None:
+            self._handle = loop.call_at(self._began + limit_s, self._due)
+
+    def cancel(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+        self._handle = None
+
+    def _due(self, _changed: object = None) -> None:
+        if self._handle is None or self._limit_s is None:
+            return  # cancelled meanwhile (a pause ended after the work)
+        pauses = self._pauses
+        if pauses is None:
+            self._interrupt.interrupt()
+            return
+        if pauses.active:
+            pauses.changed().add_done_callback(self._due)
+            return
+        loop = asyncio.get_running_loop()
+        used = loop.time() - self._began - (pauses.total_s() - self._before)
+        left = self._limit_s - used
+        if left <= 0:
+            self._interrupt.interrupt()
+        else:
+            self._handle = loop.call_later(left, self._due)
