@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 
 from benchmarks.checks import BenchError, Frame, check_stream
-from benchmarks.cluster import Stops, stop_table
+from benchmarks.cluster import Stops, render, stop_table
 from benchmarks.fake_llm import Options, answer_text, decide
 from benchmarks.machine import Machine
 from benchmarks.profile import find_py_spy, summarise
-from benchmarks.report import BEGIN, END, VALIDATED, splice
+from benchmarks.report import BEGIN, END, VALIDATED, splice, write
 from benchmarks.results import Profile, Results
 from benchmarks.stats import Summary
 from benchmarks.targets import Row, bounded_by
@@ -347,3 +347,23 @@ def test_stop_through_a_mirror_is_judged_and_the_same_instance_is_context() -> N
         "| another instance, through the mirror | 11.5 ms | 14.0 ms | 2 "
         "| p99 ≤ 15 ms | met |",
     ]
+
+
+def test_the_cluster_bench_rewrites_its_own_section_of_the_scaling_page(
+    tmp_path: Path,
+) -> None:
+    """`benchmarks.cluster` writes its figures between the markers: a second
+    run replaces the first's, and the page around them is kept as it is."""
+    stops = Stops(Summary.of([4.0]), Summary.of([9.0]), publishes_per_frame=1.2)
+    machine = Machine.this()
+    page = tmp_path / "scaling.md"
+    page.write_text("# Several instances\n\nProse.\n\n## Figures\n\nMore prose.\n")
+    write(page, render([], stops, machine, "python -m benchmarks.cluster"))
+    first = page.read_text()
+    write(page, render([], stops, machine, "python -m benchmarks.cluster --rounds 2"))
+    second = page.read_text()
+    assert first.count(BEGIN) == second.count(BEGIN) == 1
+    assert first.count("Measured ") == second.count("Measured ") == 1
+    assert "`python -m benchmarks.cluster --rounds 2`" in second
+    assert second.startswith("# Several instances\n\nProse.\n\n")
+    assert second.endswith(f"{END}\n\n## Figures\n\nMore prose.\n")
