@@ -69,10 +69,11 @@ YOUNG_COLLECTION = 10_000
 """Allocations between two collections of the youngest generation
 (CPython's default: 700). Each step of each run makes and drops some
 thousands of container objects (models, dicts, frames), nearly all freed
-by their reference counts; at 700 the collector ran every few of them and,
-with every tenth, walked the older generation too: about a quarter of the
-server's CPU per LLM call at 1,000 sessions (docs/benchmarks.md). A
-collection of 10,000 young survivors takes 0.2-0.5 ms here."""
+by their reference counts; at 700 the youngest generation was collected
+many times a step and, every tenth time, the middle one too: about a
+quarter of the server's CPU per LLM call at 1,000 sessions
+(docs/benchmarks.md). A collection of 10,000 young survivors takes
+0.2-0.5 ms here."""
 
 
 def tune_collector() -> None:

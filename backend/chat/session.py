@@ -2,11 +2,11 @@
 
 `Outbox` keeps the newest frames, up to a number of bytes, for replay by
 `seq`, and fans each frame's text out to every connected client's queue
-(`chat/subscription.py`). A
-client that disconnects only unsubscribes; the session and its run carry on,
-and a reconnect with the last seen `seq` gets every frame it missed, in
-order, without duplicates. The session's `Journal` takes the same frames to
-the store, so a reconnect after a restart replays them too.
+(`chat/subscription.py`). A client that disconnects only unsubscribes; the
+session and its run carry on, and a reconnect with the last seen `seq` gets
+every frame it missed, in order, without duplicates. The session's
+`Journal` takes the same frames to the store, so a reconnect after a
+restart replays them too.
 
 A `Session` is the local side of a `Target` (`chat/target.py`): a client's
 message is acted on here, by its `Dispatcher` (the `ChatService`).

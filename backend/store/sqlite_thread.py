@@ -78,7 +78,7 @@ class SqliteThread:
         **kwargs: P.kwargs,
     ) -> T:
         conn = self._conn
-        if conn is None or conn.closed:
+        if conn is None or conn.closed:  # (one a failure invalidated reconnects)
             conn = self._conn = self._engine.connect()
         with conn.begin():
             return work(conn, *args, **kwargs)
