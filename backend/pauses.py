@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
@@ -72,30 +72,21 @@ async def wait_unpaused(
     work: asyncio.Future[Any], limit_s: float | None, pauses: Pauses | None
 ) -> bool:
     """Wait until `work` is done (True) or `limit_s` seconds outside pauses
-    have passed (False); `work` is left as it is either way.
+    have passed (False, by its `Deadline`); `work` is left as it is either
+    way."""
+    expired: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
-    Costs one `asyncio.wait` when no pause happens: the pauses are looked
-    at only when the time is up, and the wait extended by what they took."""
-    loop = asyncio.get_running_loop()
-    began = loop.time()
-    before = pauses.total_s() if pauses is not None else 0.0
-    left = limit_s
-    while True:
-        done, _ = await asyncio.wait({work}, timeout=left)
-        if done:
-            return True
-        if pauses is None or limit_s is None:
-            return False
-        if pauses.active:
-            changed = pauses.changed()
-            await asyncio.wait({work, changed}, return_when=asyncio.FIRST_COMPLETED)
-        used = loop.time() - began - (pauses.total_s() - before)
-        left = limit_s - used
-        if work.done():
-            return True
-        if left <= 0 and not pauses.active:
-            return False
-        left = max(left, 0.0)
+    def expire() -> None:
+        if not expired.done():
+            expired.set_result(None)
+
+    deadline = Deadline(expire, limit_s, pauses)
+    try:
+        await asyncio.wait({work, expired}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        deadline.cancel()
+        expired.cancel()
+    return work.done()
 
 
 async def within(
@@ -109,7 +100,7 @@ async def within(
     timer (`Deadline`) cuts it where it waits. No task of its own, no
     `asyncio.wait`: an agent run's every phase goes through here."""
     interrupt = Interrupt()
-    deadline = Deadline(interrupt, limit_s, pauses)
+    deadline = Deadline(interrupt.interrupt, limit_s, pauses)
     with interrupt:
         try:
             result = await coro
@@ -119,17 +110,17 @@ async def within(
 
 
 class Deadline:
-    """Interrupts `interrupt` once `limit_s` seconds outside `pauses` have
-    passed (never if `limit_s` is None). Looked at only when the time is
+    """Calls `due` once `limit_s` seconds outside `pauses` have passed
+    (never if `limit_s` is None). Looked at only when the time is
     up: a pause then moves the deadline on by what it took, and one still
     open holds it until it ends."""
 
-    __slots__ = ("_before", "_began", "_handle", "_interrupt", "_limit_s", "_pauses")
+    __slots__ = ("_before", "_began", "_due_call", "_handle", "_limit_s", "_pauses")
 
     def __init__(
-        self, interrupt: Interrupt, limit_s: float | None, pauses: Pauses | None
+        self, due: Callable[[], object], limit_s: float | None, pauses: Pauses | None
     ) -> None:
-        self._interrupt, self._limit_s, self._pauses = interrupt, limit_s, pauses
+        self._due_call, self._limit_s, self._pauses = due, limit_s, pauses
         loop = asyncio.get_running_loop()
         self._began = loop.time()
         self._before = pauses.total_s() if pauses is not None else 0.0
@@ -147,7 +138,7 @@ class Deadline:
             return  # cancelled meanwhile (a pause ended after the work)
         pauses = self._pauses
         if pauses is None:
-            self._interrupt.interrupt()
+            self._due_call()
             return
         if pauses.active:
             pauses.changed().add_done_callback(self._due)
@@ -156,6 +147,6 @@ class Deadline:
         used = loop.time() - self._began - (pauses.total_s() - self._before)
         left = self._limit_s - used
         if left <= 0:
-            self._interrupt.interrupt()
+            self._due_call()
         else:
             self._handle = loop.call_later(left, self._due)
