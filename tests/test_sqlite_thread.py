@@ -32,12 +32,13 @@ async def writer(tmp_path: Path) -> AsyncIterator[SqliteThread]:
         thread.close()
 
 
-def add(conn: Connection, body: str, fail: bool = False) -> tuple[str, int]:
-    """Insert a note; fail after it when told; say where it ran."""
+def add(conn: Connection, body: str, fail: bool = False) -> tuple[str, object]:
+    """Insert a note; fail after it when told; say where it ran (the thread,
+    and the DB-API connection itself: held, its id cannot be reused)."""
     conn.execute(sa.insert(NOTES).values(body=body))
     if fail:
         raise ValueError("the work failed")
-    return threading.current_thread().name, id(conn.connection.dbapi_connection)
+    return threading.current_thread().name, conn.connection.dbapi_connection
 
 
 def bodies(conn: Connection) -> list[str]:
@@ -53,7 +54,8 @@ async def test_each_transaction_is_whole_on_the_thread_and_its_connection(
     with pytest.raises(ValueError, match="the work failed"):
         await writer.transact(add, "gone", fail=True)
     second = await writer.transact(add, "kept too")
-    assert first == second and first[0].startswith("loopwire-sqlite-test")
+    assert first[1] is second[1] and first[0] == second[0]
+    assert first[0].startswith("loopwire-sqlite-test")
     assert await writer.transact(bodies) == ["kept", "kept too"]
 
 
@@ -71,5 +73,5 @@ async def test_a_connection_a_failure_invalidated_is_replaced(
     with pytest.raises(sa.exc.OperationalError):
         await writer.transact(broken)
     _thread, after = await writer.transact(add, "b")
-    assert after != before
+    assert after is not before
     assert await writer.transact(bodies) == ["a", "b"]
